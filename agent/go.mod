@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/agent
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/libs/agentconfig
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/libs/platform
+
+go 1.26

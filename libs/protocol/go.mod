@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/libs/protocol
+
+go 1.26

@@ -1,0 +1,145 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// HostRef identifies a host and the tenant it belongs to.
+type HostRef struct {
+	HostID        string `json:"host_id"`
+	AgentID       string `json:"agent_id"`
+	ClientID      string `json:"client_id"`
+	EnvironmentID string `json:"environment_id"`
+}
+
+// EffectiveConfig is one resolved config type for one host. ConfigData is null when neither level has
+// the type (Version then still carries the newest tombstone, if any). Provenance is present when asked.
+type EffectiveConfig struct {
+	ConfigType         string          `json:"config_type"`
+	ConfigData         json.RawMessage `json:"config_data"`
+	Version            int64           `json:"version"`
+	Source             string          `json:"source,omitempty"`
+	EnvironmentVersion int64           `json:"environment_version,omitempty"`
+	HostVersion        int64           `json:"host_version,omitempty"`
+	Provenance         json.RawMessage `json:"provenance,omitempty"`
+}
+
+// ResolveRequest asks the resolver for one host's effective configs. Exactly one of HostID and AgentID
+// is set; empty Types means all registered types.
+type ResolveRequest struct {
+	HostID  string   `json:"host_id,omitempty"`
+	AgentID string   `json:"agent_id,omitempty"`
+	Types   []string `json:"types,omitempty"`
+	Explain bool     `json:"explain,omitempty"`
+}
+
+// ResolveReply answers a ResolveRequest. Configs holds every requested type that has a row at either
+// level (tombstones included, with null data).
+type ResolveReply struct {
+	Host    HostRef                    `json:"host"`
+	Configs map[string]EffectiveConfig `json:"configs"`
+}
+
+// ResolveBatchRequest asks for one config type across the hosts of one environment, a page at a time.
+// HostIDs restricts the hosts; OnlineSince keeps only hosts with a heartbeat at or after it. After is the
+// cursor from the previous page; Limit caps the page (the resolver applies its own maximum).
+type ResolveBatchRequest struct {
+	EnvironmentID string     `json:"environment_id"`
+	ConfigType    string     `json:"config_type"`
+	HostIDs       []string   `json:"host_ids,omitempty"`
+	OnlineSince   *time.Time `json:"online_since,omitempty"`
+	After         string     `json:"after,omitempty"`
+	Limit         int        `json:"limit,omitempty"`
+}
+
+// ResolveBatchReply carries one page. Environment is the effective config of every host without a host
+// row for the type (so it is sent once, not per host); a BatchHost with Override set has its own result.
+type ResolveBatchReply struct {
+	EnvironmentID string          `json:"environment_id"`
+	ClientID      string          `json:"client_id"`
+	ConfigType    string          `json:"config_type"`
+	Environment   EffectiveConfig `json:"environment"`
+	Hosts         []BatchHost     `json:"hosts"`
+	NextAfter     string          `json:"next_after,omitempty"`
+}
+
+// BatchHost is one host of a ResolveBatchReply page.
+type BatchHost struct {
+	HostID   string           `json:"host_id"`
+	AgentID  string           `json:"agent_id"`
+	Override *EffectiveConfig `json:"override,omitempty"`
+}
+
+// CredentialMeta describes a stored credential. It never carries secret values.
+type CredentialMeta struct {
+	ID            string    `json:"id"`
+	ClientID      string    `json:"client_id"`
+	EnvironmentID string    `json:"environment_id,omitempty"`
+	Name          string    `json:"name"`
+	Fields        []string  `json:"fields"`
+	KeyVersion    string    `json:"key_version"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// CredentialCreateRequest stores a new credential. Secret maps field names (e.g. "password") to values.
+type CredentialCreateRequest struct {
+	ClientID      string            `json:"client_id"`
+	EnvironmentID string            `json:"environment_id,omitempty"`
+	Name          string            `json:"name"`
+	Secret        map[string]string `json:"secret"`
+}
+
+// CredentialRotateRequest replaces a credential's secret, or with no Secret re-encrypts it under the
+// newest key.
+type CredentialRotateRequest struct {
+	ClientID string            `json:"client_id"`
+	ID       string            `json:"id"`
+	Secret   map[string]string `json:"secret,omitempty"`
+}
+
+// CredentialRef names one credential of a client (get, delete).
+type CredentialRef struct {
+	ClientID string `json:"client_id"`
+	ID       string `json:"id"`
+}
+
+// CredentialListRequest lists a client's credentials, optionally those of one environment.
+type CredentialListRequest struct {
+	ClientID      string `json:"client_id"`
+	EnvironmentID string `json:"environment_id,omitempty"`
+}
+
+// CredentialListReply answers CredentialListRequest.
+type CredentialListReply struct {
+	Credentials []CredentialMeta `json:"credentials"`
+}
+
+// InjectRequest asks the credential service to inline secrets into collector lists, all-or-nothing per
+// item. Items that share a client, environment and collector list should be sent once.
+type InjectRequest struct {
+	Items []InjectItem `json:"items"`
+}
+
+// InjectItem is one collector list to inject, in the scope of one host's client and environment.
+type InjectItem struct {
+	Key           string          `json:"key"`
+	ClientID      string          `json:"client_id"`
+	EnvironmentID string          `json:"environment_id"`
+	Collectors    json.RawMessage `json:"collectors"`
+}
+
+// InjectReply answers InjectRequest with one result per item, in order.
+type InjectReply struct {
+	Results []InjectResult `json:"results"`
+}
+
+// InjectResult is either the injected collectors with the pointers of injected values, or an error
+// (code credential_failed) naming why the whole list could not be delivered.
+type InjectResult struct {
+	Key          string          `json:"key"`
+	Collectors   json.RawMessage `json:"collectors,omitempty"`
+	SecretFields []string        `json:"secret_fields,omitempty"`
+	Error        *Error          `json:"error,omitempty"`
+}

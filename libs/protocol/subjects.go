@@ -1,0 +1,98 @@
+// Package protocol is ConfigSync's wire contract: the NATS subjects, the JSON messages that travel on
+// them and the error codes they carry. It does no I/O, so the agent and every service share it.
+package protocol
+
+import "strings"
+
+// Subject prefixes and fixed subjects. Every agent-originated subject lives under
+// configsync.agent.<agent_id>. so that a per-agent NATS permission is one pattern.
+const (
+	AgentSubjectPrefix   = "configsync.agent."
+	CommandSubjectPrefix = "configsync.cmd."
+
+	// Wildcards the backend subscribes to.
+	FetchSubjectAll     = "configsync.agent.*.config.fetch"
+	AckSubjectAll       = "configsync.agent.*.config.ack"
+	HeartbeatSubjectAll = "configsync.agent.*.heartbeat"
+
+	// JetStream: config-change events written through the transactional outbox.
+	EventsStream         = "CONFIGSYNC_EVENTS"
+	EventsSubjects       = "configsync.events.>"
+	ConfigChangedSubject = "configsync.events.config.changed"
+
+	// JetStream streams that keep acks and heartbeats across an ack-ingest restart.
+	AcksStream       = "CONFIGSYNC_ACKS"
+	HeartbeatsStream = "CONFIGSYNC_HEARTBEATS"
+
+	// Queue group the delivery replicas share for agent fetches.
+	DeliveryQueueGroup = "configsync-delivery"
+)
+
+// Backend service endpoints (nats.go micro services).
+const (
+	ResolverServiceName   = "resolver"
+	CredentialServiceName = "credential"
+
+	ResolveSubject      = "configsync.svc.resolver.resolve"
+	ResolveBatchSubject = "configsync.svc.resolver.resolve_batch"
+
+	CredentialCreateSubject = "configsync.svc.credential.create"
+	CredentialRotateSubject = "configsync.svc.credential.rotate"
+	CredentialDeleteSubject = "configsync.svc.credential.delete"
+	CredentialListSubject   = "configsync.svc.credential.list"
+	CredentialGetSubject    = "configsync.svc.credential.get"
+	CredentialInjectSubject = "configsync.svc.credential.inject"
+)
+
+// FetchSubject is where an agent asks for all of its configs.
+func FetchSubject(agentID string) string { return AgentSubjectPrefix + agentID + ".config.fetch" }
+
+// AckSubject is where an agent reports the result of applying a config.
+func AckSubject(agentID string) string { return AgentSubjectPrefix + agentID + ".config.ack" }
+
+// HeartbeatSubject is where an agent reports its config state periodically.
+func HeartbeatSubject(agentID string) string { return AgentSubjectPrefix + agentID + ".heartbeat" }
+
+// LogsSubject is where an agent ships its own logs when log_shipping is enabled.
+func LogsSubject(agentID string) string { return AgentSubjectPrefix + agentID + ".logs" }
+
+// ObservationSubject is where an agent publishes what it observes (kind: metrics, changes, files, health).
+func ObservationSubject(agentID, kind string) string {
+	return AgentSubjectPrefix + agentID + "." + kind
+}
+
+// CommandSubject is where the backend sends commands to one agent.
+func CommandSubject(agentID string) string { return CommandSubjectPrefix + agentID }
+
+// InboxPrefix is the reply-inbox prefix an agent uses, so that its permissions can allow only its own.
+func InboxPrefix(agentID string) string { return "_INBOX." + agentID }
+
+// AgentIDFromSubject returns the agent id token of a configsync.agent.<id>.… subject.
+func AgentIDFromSubject(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, AgentSubjectPrefix)
+	if !ok {
+		return "", false
+	}
+	id, _, ok := strings.Cut(rest, ".")
+	if !ok || !ValidAgentID(id) {
+		return "", false
+	}
+	return id, true
+}
+
+// ValidAgentID reports whether id can be used as a single NATS subject token: 1..128 characters of
+// letters, digits, '-' and '_'.
+func ValidAgentID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/libs/testinfra
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/services/ack-ingest
+
+go 1.26

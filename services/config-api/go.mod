@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/services/config-api
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/services/credential
+
+go 1.26

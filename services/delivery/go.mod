@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/services/delivery
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/services/resolver
+
+go 1.26

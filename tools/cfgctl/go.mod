@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/tools/cfgctl
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/tools/devstack
+
+go 1.26

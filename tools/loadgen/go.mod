@@ -1,0 +1,3 @@
+module github.com/configsync/configsync/tools/loadgen
+
+go 1.26
