@@ -1,0 +1,25 @@
+// Command resolver runs the resolver service: the nats.go micro service that resolves hosts' effective
+// agent configs, plus /healthz and /readyz. Configuration comes from the environment (see README.md).
+package main
+
+import (
+	"go.uber.org/fx"
+
+	"github.com/configsync/configsync/libs/platform/httpserver"
+	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/services/resolver"
+)
+
+func main() {
+	fx.New(
+		logging.Module,
+		pgdb.Module,
+		natsconn.Module,
+		httpserver.Module,
+		// Nothing else asks for the HTTP server here; request it so health endpoints are served.
+		fx.Invoke(func(*httpserver.Server) {}),
+		resolver.Module,
+	).Run()
+}

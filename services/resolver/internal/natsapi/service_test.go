@@ -1,0 +1,190 @@
+package natsapi
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/goleak"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/resolver/internal/resolve"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// requestTimeout only bounds a broken test; nothing asserts on timing.
+const requestTimeout = 10 * time.Second
+
+// blockingStore holds every HostPage call until release is closed.
+type blockingStore struct {
+	fuzzStore
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingStore) HostPage(ctx context.Context, q resolve.HostPageQuery) ([]resolve.PageHost, error) {
+	s.entered <- struct{}{}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.fuzzStore.HostPage(ctx, q)
+}
+
+func startService(t *testing.T, nc *nats.Conn, store resolve.Store, opts Options) *Service {
+	t.Helper()
+	log, _ := testinfra.Logger(t)
+	s := New(resolve.New(store, resolve.Options{}), opts, log)
+	if err := s.Start(nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return s
+}
+
+func request(t *testing.T, nc *nats.Conn, subject string, body any) *nats.Msg {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := nc.Request(subject, data, requestTimeout)
+	if err != nil {
+		t.Fatalf("request %s: %v", subject, err)
+	}
+	return msg
+}
+
+// A batch that is stuck in the store does not hold up single-host resolves, nor a second batch.
+func TestBatchDoesNotBlockResolve(t *testing.T) {
+	srv := testinfra.NATS(t)
+	nc := srv.Connect(t)
+	store := &blockingStore{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	startService(t, nc, store, Options{Workers: 2, BatchWorkers: 2})
+
+	batch := protocol.ResolveBatchRequest{EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"}
+	data, _ := json.Marshal(batch)
+	var replies []*nats.Msg
+	done := make(chan *nats.Msg, 2)
+	for range 2 {
+		inbox := nats.NewInbox()
+		sub, err := nc.ChanSubscribe(inbox, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := nc.PublishRequest(protocol.ResolveBatchSubject, inbox, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-store.entered
+	<-store.entered // both batches are in the store at once
+
+	msg := request(t, nc, protocol.ResolveSubject, protocol.ResolveRequest{AgentID: "agent-1"})
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		t.Fatalf("resolve failed while batches ran: %s %s", code, msg.Header.Get(micro.ErrorHeader))
+	}
+	var reply protocol.ResolveReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil || reply.Configs["healthcheck"].Version != 2 {
+		t.Fatalf("resolve reply %s: %v", msg.Data, err)
+	}
+
+	close(store.release)
+	for range 2 {
+		replies = append(replies, <-done)
+	}
+	for _, m := range replies {
+		var br protocol.ResolveBatchReply
+		if err := json.Unmarshal(m.Data, &br); err != nil || len(br.Hosts) != 1 {
+			t.Fatalf("batch reply %s: %v", m.Data, err)
+		}
+	}
+}
+
+func TestErrorReplies(t *testing.T) {
+	srv := testinfra.NATS(t)
+	nc := srv.Connect(t)
+	startService(t, nc, fuzzStore{}, Options{})
+	cases := []struct {
+		subject string
+		body    string
+		code    string
+	}{
+		{protocol.ResolveSubject, `{"agent_id":"agent-404"}`, protocol.CodeNotFound},
+		{protocol.ResolveSubject, `{"agent_id":"agent-1","types":["nope"]}`, protocol.CodeInvalidRequest},
+		{protocol.ResolveSubject, `not json`, protocol.CodeInvalidRequest},
+		{protocol.ResolveSubject, ``, protocol.CodeInvalidRequest},
+		{protocol.ResolveSubject, `{"agent_id":"agent-1","tpyes":["labels"]}`, protocol.CodeInvalidRequest},
+		{protocol.ResolveBatchSubject, `{"environment_id":"00000000-0000-0000-0000-000000000404","config_type":"labels"}`, protocol.CodeNotFound},
+		{protocol.ResolveBatchSubject, `{"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"labels","limit":-1}`, protocol.CodeInvalidRequest},
+		{protocol.ResolveBatchSubject, "{\"environment_id\":\"\n\"}", protocol.CodeInvalidRequest},
+	}
+	for _, c := range cases {
+		msg, err := nc.Request(c.subject, []byte(c.body), requestTimeout)
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.subject, c.body, err)
+		}
+		if got := msg.Header.Get(micro.ErrorCodeHeader); got != c.code {
+			t.Errorf("%s %q: code %q (%s), want %q", c.subject, c.body, got, msg.Header.Get(micro.ErrorHeader), c.code)
+		}
+		var body struct {
+			Error protocol.Error `json:"error"`
+		}
+		if err := json.Unmarshal(msg.Data, &body); err != nil || body.Error.Code != c.code || body.Error.Message == "" {
+			t.Errorf("%s %q: body %s does not carry the error", c.subject, c.body, msg.Data)
+		}
+	}
+}
+
+// Stop waits for in-flight requests, which still get their replies.
+func TestStopWaitsForInFlight(t *testing.T) {
+	srv := testinfra.NATS(t)
+	nc := srv.Connect(t)
+	store := &blockingStore{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	log, _ := testinfra.Logger(t)
+	s := New(resolve.New(store, resolve.Options{}), Options{}, log)
+	if err := s.Start(nc); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(protocol.ResolveBatchRequest{EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
+	replies := make(chan *nats.Msg, 1)
+	inbox := nats.NewInbox()
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(protocol.ResolveBatchSubject, inbox, data); err != nil {
+		t.Fatal(err)
+	}
+	<-store.entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(context.Background()) }()
+	close(store.release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	// The service shares nc: once a round trip completes, a reply published before Stop returned has
+	// been delivered to the subscription's channel.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-replies:
+		if m.Header.Get(micro.ErrorCodeHeader) != "" {
+			t.Fatalf("in-flight batch failed: %s", m.Header.Get(micro.ErrorHeader))
+		}
+	default:
+		t.Fatal("Stop returned before the in-flight reply was sent")
+	}
+}

@@ -1,0 +1,170 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/resolver/internal/postgres"
+	"github.com/configsync/configsync/services/resolver/internal/resolve"
+	"github.com/configsync/configsync/services/resolver/internal/seed"
+)
+
+func TestStore(t *testing.T) {
+	ctx := context.Background()
+	pool := testinfra.Postgres(t)
+	db := seed.New(t, pool)
+	store := postgres.NewStore(pool)
+
+	env := db.Environment("prod")
+	h1 := db.Host(env, "web-1", "agent-1")
+	h2 := db.Host(env, "web-2", "agent-2")
+	h3 := db.Host(env, "web-3", "agent-3")
+	db.Revoke(h3)
+	envV := db.PutEnv(env, "healthcheck", `{"interval_seconds":60}`)
+	db.PutEnv(env, "tracing", `{"enabled":true}`)
+	envTomb := db.DeleteEnv(env, "tracing")
+	hostV := db.PutHost(h1, "healthcheck", `{"timeout_seconds":5}`)
+	db.PutHost(h2, "healthcheck", `{"timeout_seconds":7}`)
+	hostTomb := db.DeleteHost(h2, "healthcheck")
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	db.Heartbeat(h2, now)
+
+	t.Run("hosts", func(t *testing.T) {
+		h, err := store.HostByID(ctx, h1)
+		if err != nil || h.ID != h1 || h.AgentID != "agent-1" || h.EnvironmentID != env || h.ClientID != db.ClientOf(env) {
+			t.Fatalf("HostByID = %+v, %v", h, err)
+		}
+		h, err = store.HostByAgentID(ctx, "agent-2")
+		if err != nil || h.ID != h2 {
+			t.Fatalf("HostByAgentID = %+v, %v", h, err)
+		}
+		for _, err := range []error{
+			second(store.HostByID(ctx, h3)),
+			second(store.HostByAgentID(ctx, "agent-3")),
+			second(store.HostByID(ctx, "5f0c1c1e-0000-4000-8000-000000000000")),
+			second(store.HostByAgentID(ctx, "agent-404")),
+		} {
+			if !errors.Is(err, resolve.ErrNotFound) {
+				t.Errorf("revoked or missing host: err = %v, want ErrNotFound", err)
+			}
+		}
+	})
+
+	t.Run("layers", func(t *testing.T) {
+		h, _ := store.HostByID(ctx, h2)
+		l, err := store.HostLayers(ctx, h, []string{"healthcheck", "tracing", "labels"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Environment["healthcheck"]; got.Version != envV || len(got.Data) == 0 {
+			t.Errorf("env healthcheck = %+v", got)
+		}
+		if got := l.Environment["tracing"]; got.Version != envTomb || got.Data != nil {
+			t.Errorf("env tombstone = %+v", got)
+		}
+		if got := l.Host["healthcheck"]; got.Version != hostTomb || got.Data != nil {
+			t.Errorf("host tombstone = %+v", got)
+		}
+		if len(l.Environment) != 2 || len(l.Host) != 1 {
+			t.Errorf("layers = %+v", l)
+		}
+		l, _ = store.HostLayers(ctx, h, []string{"labels"})
+		if len(l.Environment)+len(l.Host) != 0 {
+			t.Errorf("type filter ignored: %+v", l)
+		}
+	})
+
+	t.Run("environment", func(t *testing.T) {
+		e, err := store.EnvironmentLayer(ctx, env, "healthcheck")
+		if err != nil || !e.HasRow || e.Layer.Version != envV || e.ClientID != db.ClientOf(env) {
+			t.Fatalf("EnvironmentLayer = %+v, %v", e, err)
+		}
+		e, err = store.EnvironmentLayer(ctx, env, "tracing")
+		if err != nil || !e.HasRow || e.Layer.Data != nil || e.Layer.Version != envTomb {
+			t.Fatalf("tombstone = %+v, %v", e, err)
+		}
+		e, err = store.EnvironmentLayer(ctx, env, "labels")
+		if err != nil || e.HasRow {
+			t.Fatalf("no row = %+v, %v", e, err)
+		}
+		if _, err := store.EnvironmentLayer(ctx, "5f0c1c1e-0000-4000-8000-000000000000", "labels"); !errors.Is(err, resolve.ErrNotFound) {
+			t.Fatalf("missing environment: %v", err)
+		}
+	})
+
+	t.Run("page", func(t *testing.T) {
+		page, err := store.HostPage(ctx, resolve.HostPageQuery{EnvironmentID: env, ConfigType: "healthcheck", Limit: 10})
+		if err != nil || len(page) != 2 {
+			t.Fatalf("page = %+v, %v", page, err)
+		}
+		byID := map[string]resolve.PageHost{page[0].HostID: page[0], page[1].HostID: page[1]}
+		if o := byID[h1].Override; o == nil || o.Version != hostV || len(o.Data) == 0 {
+			t.Errorf("h1 override = %+v", o)
+		}
+		if o := byID[h2].Override; o == nil || o.Version != hostTomb || o.Data != nil {
+			t.Errorf("h2 tombstone = %+v", o)
+		}
+		first, _ := store.HostPage(ctx, resolve.HostPageQuery{EnvironmentID: env, ConfigType: "healthcheck", Limit: 1})
+		rest, _ := store.HostPage(ctx, resolve.HostPageQuery{EnvironmentID: env, ConfigType: "healthcheck", Limit: 10, After: first[0].HostID})
+		if len(first) != 1 || len(rest) != 1 || rest[0].HostID <= first[0].HostID {
+			t.Errorf("cursor: first %+v rest %+v", first, rest)
+		}
+		since := now.Add(-time.Second)
+		online, _ := store.HostPage(ctx, resolve.HostPageQuery{EnvironmentID: env, ConfigType: "healthcheck", Limit: 10, OnlineSince: &since})
+		if len(online) != 1 || online[0].HostID != h2 {
+			t.Errorf("online = %+v", online)
+		}
+		listed, _ := store.HostPage(ctx, resolve.HostPageQuery{EnvironmentID: env, ConfigType: "labels", Limit: 10, HostIDs: []string{h1, h3}})
+		if len(listed) != 1 || listed[0].HostID != h1 || listed[0].Override != nil {
+			t.Errorf("listed = %+v", listed)
+		}
+	})
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// BenchmarkResolveBatch10k resolves one type for 10,000 hosts (every tenth with an override that needs
+// a merge), paging through the environment, with the PostgreSQL queries included.
+func BenchmarkResolveBatch10k(b *testing.B) {
+	ctx := context.Background()
+	pool := testinfra.Postgres(b)
+	db := seed.New(b, pool)
+	env := db.Environment("bench")
+	db.Hosts(env, "bench", 10_000)
+	db.PutEnv(env, "labels", `{"static":{"env":"prod","team":"core","region":"eu-west-1"},"dynamic":[{"name":"kernel","source":"command","command":["uname","-r"]}]}`)
+	if n := db.OverrideEvery(env, "labels", `{"static":{"team":"web","rack":"r12"},"dynamic":[{"name":"role","source":"env","env":"ROLE"}]}`, 10); n != 1000 {
+		b.Fatalf("%d overrides, want 1000", n)
+	}
+	db.Analyze()
+	r := resolve.New(postgres.NewStore(pool), resolve.Options{})
+	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "labels"}
+
+	b.ReportAllocs()
+	for b.Loop() {
+		hosts, overrides := 0, 0
+		req.After = ""
+		for {
+			reply, err := r.ResolveBatch(ctx, req, 1<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, h := range reply.Hosts {
+				if h.Override != nil {
+					overrides++
+				}
+			}
+			hosts += len(reply.Hosts)
+			if reply.NextAfter == "" {
+				break
+			}
+			req.After = reply.NextAfter
+		}
+		if hosts != 10_000 || overrides != 1000 {
+			b.Fatalf("resolved %d hosts with %d overrides", hosts, overrides)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package resolve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// ErrReplyTooLarge: a single host's entry does not fit in the reply byte budget.
+var ErrReplyTooLarge = errors.New("reply too large")
+
+// ResolveBatch resolves one config type for one page of an environment's hosts, from one read of the
+// environment's row and one read of the page's hosts joined with their overrides; the merges happen in
+// memory. The environment's effective config is sent once; only hosts with a row of their own (an
+// override or a tombstone) carry a result. maxBytes, when positive, caps the encoded reply: the page is
+// cut early (NextAfter set) rather than exceed it.
+func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest, maxBytes int) (protocol.ResolveBatchReply, error) {
+	q, limit, err := r.batchQuery(req)
+	if err != nil {
+		return protocol.ResolveBatchReply{}, err
+	}
+	env, err := r.store.EnvironmentLayer(ctx, q.EnvironmentID, q.ConfigType)
+	if errors.Is(err, ErrNotFound) {
+		return protocol.ResolveBatchReply{}, fmt.Errorf("%w: environment %s", ErrNotFound, q.EnvironmentID)
+	}
+	if err != nil {
+		return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: environment %s: %w", q.EnvironmentID, err)
+	}
+	envConfig := protocol.EffectiveConfig{ConfigType: q.ConfigType}
+	if env.HasRow {
+		eff, err := agentconfig.Resolve(q.ConfigType, env.Layer, agentconfig.Layer{})
+		if err != nil {
+			return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: %s of environment %s: %w", q.ConfigType, q.EnvironmentID, err)
+		}
+		if envConfig, err = effectiveConfig(eff, false); err != nil {
+			return protocol.ResolveBatchReply{}, err
+		}
+	}
+
+	// One host more than the page tells whether another page follows.
+	q.Limit = limit + 1
+	hosts, err := r.store.HostPage(ctx, q)
+	if err != nil {
+		return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: hosts of environment %s: %w", q.EnvironmentID, err)
+	}
+
+	reply := protocol.ResolveBatchReply{
+		EnvironmentID: q.EnvironmentID,
+		ClientID:      env.ClientID,
+		ConfigType:    q.ConfigType,
+		Environment:   envConfig,
+		Hosts:         make([]protocol.BatchHost, 0, min(len(hosts), limit)),
+	}
+	budget, err := replyBudget(reply, maxBytes)
+	if err != nil {
+		return protocol.ResolveBatchReply{}, err
+	}
+	for i, h := range hosts {
+		if i == limit {
+			reply.NextAfter = reply.Hosts[len(reply.Hosts)-1].HostID
+			break
+		}
+		bh := protocol.BatchHost{HostID: h.HostID, AgentID: h.AgentID}
+		if h.Override != nil {
+			eff, err := agentconfig.Resolve(q.ConfigType, env.Layer, *h.Override)
+			if err != nil {
+				return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: merge %s for host %s: %w", q.ConfigType, h.HostID, err)
+			}
+			ec, err := effectiveConfig(eff, false)
+			if err != nil {
+				return protocol.ResolveBatchReply{}, err
+			}
+			bh.Override = &ec
+		}
+		if budget >= 0 {
+			size, err := batchHostSize(bh)
+			if err != nil {
+				return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: host %s: %w", h.HostID, err)
+			}
+			if len(reply.Hosts) > 0 {
+				size++ // the comma before it
+			}
+			if size > budget {
+				if len(reply.Hosts) == 0 {
+					return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: host %s: %w for max payload %d", h.HostID, ErrReplyTooLarge, maxBytes)
+				}
+				reply.NextAfter = reply.Hosts[len(reply.Hosts)-1].HostID
+				break
+			}
+			budget -= size
+		}
+		reply.Hosts = append(reply.Hosts, bh)
+	}
+	return reply, nil
+}
+
+// batchQuery validates req and turns it into the store query and the page size.
+func (r *Resolver) batchQuery(req protocol.ResolveBatchRequest) (HostPageQuery, int, error) {
+	envID, err := parseID("environment_id", req.EnvironmentID)
+	if err != nil {
+		return HostPageQuery{}, 0, err
+	}
+	if req.ConfigType == "" {
+		return HostPageQuery{}, 0, fmt.Errorf("%w: config_type is required", ErrInvalidRequest)
+	}
+	if !agentconfig.Known(req.ConfigType) {
+		return HostPageQuery{}, 0, fmt.Errorf("%w: unknown config type %q", ErrInvalidRequest, truncate(req.ConfigType))
+	}
+	q := HostPageQuery{EnvironmentID: envID, ConfigType: req.ConfigType, OnlineSince: req.OnlineSince}
+	if req.After != "" {
+		if q.After, err = parseID("after", req.After); err != nil {
+			return HostPageQuery{}, 0, err
+		}
+	}
+	if len(req.HostIDs) > 0 {
+		q.HostIDs = make([]string, len(req.HostIDs))
+		for i, id := range req.HostIDs {
+			if q.HostIDs[i], err = parseID("host_ids", id); err != nil {
+				return HostPageQuery{}, 0, err
+			}
+		}
+	}
+	limit := req.Limit
+	switch {
+	case limit < 0:
+		return HostPageQuery{}, 0, fmt.Errorf("%w: limit must not be negative", ErrInvalidRequest)
+	case limit == 0, limit > r.maxPage:
+		limit = r.maxPage
+	}
+	return q, limit, nil
+}
+
+// nextAfterReserve is room kept for `,"next_after":"<uuid>"` when budgeting a page.
+const nextAfterReserve = 64
+
+// replyBudget is how many bytes the page's hosts may take within maxBytes; -1 means unlimited.
+func replyBudget(empty protocol.ResolveBatchReply, maxBytes int) (int, error) {
+	if maxBytes <= 0 {
+		return -1, nil
+	}
+	b, err := json.Marshal(empty)
+	if err != nil {
+		return 0, fmt.Errorf("resolve batch: encode reply: %w", err)
+	}
+	budget := maxBytes - len(b) - nextAfterReserve
+	if budget < 0 {
+		return 0, fmt.Errorf("resolve batch: environment config: %w for max payload %d", ErrReplyTooLarge, maxBytes)
+	}
+	return budget, nil
+}
+
+// batchHostSize is the length of bh's JSON encoding. Hosts without an override are the bulk of a page,
+// so their size is computed without encoding when no character needs escaping.
+func batchHostSize(bh protocol.BatchHost) (int, error) {
+	if bh.Override == nil && plainJSON(bh.HostID) && plainJSON(bh.AgentID) {
+		return len(`{"host_id":"","agent_id":""}`) + len(bh.HostID) + len(bh.AgentID), nil
+	}
+	b, err := json.Marshal(bh)
+	if err != nil {
+		return 0, fmt.Errorf("encode: %w", err)
+	}
+	return len(b), nil
+}
+
+// plainJSON reports whether s encodes as a JSON string without escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,192 @@
+// Package resolve computes hosts' effective configs: it merges the environment default of each config
+// type with the host's override (libs/agentconfig does the type-specific merge) and answers the
+// resolver's two use cases, one host with all or some types and one type across a page of an
+// environment's hosts. It reads rows through the Store port and knows nothing of SQL or NATS.
+package resolve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// Domain errors; the NATS edge maps them to protocol error codes. Anything else is internal.
+var (
+	// ErrNotFound: the host (or environment) does not exist or the host is revoked.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidRequest: the request is malformed (bad id, unknown config type, bad paging).
+	ErrInvalidRequest = errors.New("invalid request")
+)
+
+// DefaultMaxPage is the default and maximum number of hosts in one batch page. With UUID host and agent
+// ids a host without an override costs about 100 bytes of JSON, so a full page of them stays well under
+// NATS's default 1 MiB max payload; pages with large overrides are cut earlier by the byte budget.
+const DefaultMaxPage = 5000
+
+// maxTypes bounds the Types list of one request (there are far fewer registered types; duplicates are
+// folded), so a hostile request cannot make the resolver loop over a huge list.
+const maxTypes = 256
+
+// Options tune a Resolver.
+type Options struct {
+	// MaxPage caps the hosts of one batch page; 0 means DefaultMaxPage.
+	MaxPage int
+}
+
+// Resolver answers resolve requests from the rows its Store reads.
+type Resolver struct {
+	store   Store
+	maxPage int
+}
+
+// New returns a Resolver reading through store.
+func New(store Store, opts Options) *Resolver {
+	if opts.MaxPage <= 0 {
+		opts.MaxPage = DefaultMaxPage
+	}
+	return &Resolver{store: store, maxPage: opts.MaxPage}
+}
+
+// Resolve returns the effective configs of one host, for the requested types or every registered type.
+// A type appears in the reply when it has a row at either level (a tombstone-only type has null data and
+// the tombstone's version, so an agent can drop it). With Explain each config carries its provenance.
+func (r *Resolver) Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error) {
+	types, err := requestTypes(req.Types)
+	if err != nil {
+		return protocol.ResolveReply{}, err
+	}
+	host, err := r.lookupHost(ctx, req)
+	if err != nil {
+		return protocol.ResolveReply{}, err
+	}
+	layers, err := r.store.HostLayers(ctx, host, types)
+	if err != nil {
+		return protocol.ResolveReply{}, fmt.Errorf("resolve: read layers of host %s: %w", host.ID, err)
+	}
+	configs := make(map[string]protocol.EffectiveConfig, len(types))
+	for _, t := range types {
+		env, hasEnv := layers.Environment[t]
+		over, hasHost := layers.Host[t]
+		if !hasEnv && !hasHost {
+			continue
+		}
+		eff, err := agentconfig.Resolve(t, env, over)
+		if err != nil {
+			return protocol.ResolveReply{}, fmt.Errorf("resolve: merge %s for host %s: %w", t, host.ID, err)
+		}
+		ec, err := effectiveConfig(eff, req.Explain)
+		if err != nil {
+			return protocol.ResolveReply{}, fmt.Errorf("resolve: %s for host %s: %w", t, host.ID, err)
+		}
+		configs[t] = ec
+	}
+	return protocol.ResolveReply{
+		Host: protocol.HostRef{
+			HostID:        host.ID,
+			AgentID:       host.AgentID,
+			ClientID:      host.ClientID,
+			EnvironmentID: host.EnvironmentID,
+		},
+		Configs: configs,
+	}, nil
+}
+
+func (r *Resolver) lookupHost(ctx context.Context, req protocol.ResolveRequest) (Host, error) {
+	switch {
+	case req.HostID != "" && req.AgentID != "":
+		return Host{}, fmt.Errorf("%w: set host_id or agent_id, not both", ErrInvalidRequest)
+	case req.HostID != "":
+		id, err := parseID("host_id", req.HostID)
+		if err != nil {
+			return Host{}, err
+		}
+		host, err := r.store.HostByID(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return Host{}, fmt.Errorf("%w: host %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return Host{}, fmt.Errorf("resolve: host %s: %w", id, err)
+		}
+		return host, nil
+	case req.AgentID != "":
+		if !protocol.ValidAgentID(req.AgentID) {
+			return Host{}, fmt.Errorf("%w: agent_id must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
+		}
+		host, err := r.store.HostByAgentID(ctx, req.AgentID)
+		if errors.Is(err, ErrNotFound) {
+			return Host{}, fmt.Errorf("%w: agent %s", ErrNotFound, req.AgentID)
+		}
+		if err != nil {
+			return Host{}, fmt.Errorf("resolve: agent %s: %w", req.AgentID, err)
+		}
+		return host, nil
+	default:
+		return Host{}, fmt.Errorf("%w: host_id or agent_id is required", ErrInvalidRequest)
+	}
+}
+
+// requestTypes validates the requested types (folding duplicates, keeping order) or returns every
+// registered type when none is requested.
+func requestTypes(requested []string) ([]string, error) {
+	if len(requested) == 0 {
+		return agentconfig.TypeNames(), nil
+	}
+	if len(requested) > maxTypes {
+		return nil, fmt.Errorf("%w: at most %d types per request", ErrInvalidRequest, maxTypes)
+	}
+	types := make([]string, 0, len(requested))
+	for _, t := range requested {
+		if !agentconfig.Known(t) {
+			return nil, fmt.Errorf("%w: unknown config type %q", ErrInvalidRequest, truncate(t))
+		}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	return types, nil
+}
+
+// parseID checks that id is a UUID and returns its canonical form.
+func parseID(field, id string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s must be a UUID", ErrInvalidRequest, field)
+	}
+	return u.String(), nil
+}
+
+// effectiveConfig converts a merge result to its wire form.
+func effectiveConfig(eff agentconfig.Effective, explain bool) (protocol.EffectiveConfig, error) {
+	ec := protocol.EffectiveConfig{
+		ConfigType:         eff.ConfigType,
+		ConfigData:         eff.Data,
+		Version:            eff.Version,
+		Source:             eff.Source,
+		EnvironmentVersion: eff.EnvironmentVersion,
+		HostVersion:        eff.HostVersion,
+	}
+	if explain {
+		p, err := json.Marshal(eff.Provenance)
+		if err != nil {
+			return protocol.EffectiveConfig{}, fmt.Errorf("encode provenance: %w", err)
+		}
+		ec.Provenance = p
+	}
+	return ec, nil
+}
+
+// truncate shortens a client-supplied value quoted in an error message.
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}

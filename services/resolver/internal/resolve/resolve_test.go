@@ -1,0 +1,415 @@
+package resolve_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/resolver/internal/resolve"
+)
+
+func id(n int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012d", n) }
+
+const (
+	client = "c0000000-0000-0000-0000-000000000001"
+	env    = "e0000000-0000-0000-0000-000000000001"
+)
+
+// jsonEqual compares two JSON documents by value.
+func jsonEqual(t *testing.T, got json.RawMessage, want string) {
+	t.Helper()
+	if want == "" {
+		if len(got) != 0 && string(got) != "null" {
+			t.Fatalf("data = %s, want null", got)
+		}
+		return
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("data %q: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("want %q: %v", want, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("data = %s, want %s", got, want)
+	}
+}
+
+// oneHost is a store with one host (id(1), agent "agent-1") in env.
+func oneHost() *fakeStore {
+	s := newFakeStore()
+	s.addEnv(env, client)
+	s.addHost(fakeHost{Host: resolve.Host{ID: id(1), AgentID: "agent-1", EnvironmentID: env}})
+	return s
+}
+
+func TestResolveCases(t *testing.T) {
+	s := oneHost()
+	// environment only
+	s.putEnv(env, "healthcheck", `{"interval_seconds":60,"timeout_seconds":5}`, 1)
+	// host only
+	s.putHost(id(1), "tracing", `{"enabled":true,"sample_ratio":0.5}`, 2)
+	// both: shallow merge, host keys win
+	s.putEnv(env, "agent_settings", `{"collector_timeout":"10s","log_level":"info"}`, 3)
+	s.putHost(id(1), "agent_settings", `{"log_level":"debug"}`, 4)
+	// log_shipping: neither
+
+	r := resolve.New(s, resolve.Options{})
+	reply, err := r.Resolve(context.Background(), protocol.ResolveRequest{HostID: id(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHost := protocol.HostRef{HostID: id(1), AgentID: "agent-1", ClientID: client, EnvironmentID: env}
+	if reply.Host != wantHost {
+		t.Fatalf("host = %+v, want %+v", reply.Host, wantHost)
+	}
+	cases := []struct {
+		typ, data, source    string
+		version, envV, hostV int64
+	}{
+		{"healthcheck", `{"interval_seconds":60,"timeout_seconds":5}`, "environment", 1, 1, 0},
+		{"tracing", `{"enabled":true,"sample_ratio":0.5}`, "host_override", 2, 0, 2},
+		{"agent_settings", `{"collector_timeout":"10s","log_level":"debug"}`, "merged", 4, 3, 4},
+	}
+	for _, c := range cases {
+		got, ok := reply.Configs[c.typ]
+		if !ok {
+			t.Fatalf("%s missing from %v", c.typ, reply.Configs)
+		}
+		jsonEqual(t, got.ConfigData, c.data)
+		if got.ConfigType != c.typ || got.Source != c.source || got.Version != c.version ||
+			got.EnvironmentVersion != c.envV || got.HostVersion != c.hostV {
+			t.Errorf("%s = %+v, want source %s version %d env %d host %d", c.typ, got, c.source, c.version, c.envV, c.hostV)
+		}
+		if got.Provenance != nil {
+			t.Errorf("%s has provenance without explain", c.typ)
+		}
+	}
+	if _, ok := reply.Configs["log_shipping"]; ok {
+		t.Errorf("log_shipping has no row at either level but was returned")
+	}
+	if len(reply.Configs) != len(cases) {
+		t.Errorf("configs = %v, want %d types", reply.Configs, len(cases))
+	}
+}
+
+// Deleting keeps a tombstone whose version still counts, so effective versions never go backwards.
+func TestResolveTombstones(t *testing.T) {
+	s := oneHost()
+	s.putEnv(env, "healthcheck", `{"interval_seconds":60}`, 4)
+	s.putHost(id(1), "healthcheck", "", 9) // override deleted
+	s.putEnv(env, "tracing", "", 7)        // environment default deleted
+	s.putHost(id(1), "tracing", `{"enabled":true}`, 3)
+	s.putEnv(env, "labels", "", 5) // both deleted
+	s.putHost(id(1), "labels", "", 6)
+	s.putHost(id(1), "log_shipping", "", 8) // tombstone only
+
+	r := resolve.New(s, resolve.Options{})
+	reply, err := r.Resolve(context.Background(), protocol.ResolveRequest{AgentID: "agent-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		typ, data string
+		version   int64
+	}{
+		{"healthcheck", `{"interval_seconds":60}`, 9},
+		{"tracing", `{"enabled":true}`, 7},
+		{"labels", "", 6},
+		{"log_shipping", "", 8},
+	}
+	for _, c := range cases {
+		got, ok := reply.Configs[c.typ]
+		if !ok {
+			t.Fatalf("%s missing: tombstones must be returned", c.typ)
+		}
+		jsonEqual(t, got.ConfigData, c.data)
+		if got.Version != c.version {
+			t.Errorf("%s version = %d, want %d", c.typ, got.Version, c.version)
+		}
+	}
+}
+
+func TestResolveTypesAndExplain(t *testing.T) {
+	s := oneHost()
+	s.putEnv(env, "healthcheck", `{"interval_seconds":60}`, 1)
+	s.putHost(id(1), "healthcheck", `{"timeout_seconds":3}`, 2)
+	s.putEnv(env, "tracing", `{"enabled":false}`, 3)
+	r := resolve.New(s, resolve.Options{})
+	reply, err := r.Resolve(context.Background(), protocol.ResolveRequest{
+		HostID: strings.ToUpper(id(1)), Types: []string{"healthcheck", "healthcheck", "labels"}, Explain: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reply.Configs) != 1 {
+		t.Fatalf("configs = %v, want only healthcheck", reply.Configs)
+	}
+	hc := reply.Configs["healthcheck"]
+	if len(hc.Provenance) == 0 || string(hc.Provenance) == "null" {
+		t.Fatalf("explain: provenance missing: %+v", hc)
+	}
+	if !json.Valid(hc.Provenance) {
+		t.Fatalf("provenance is not JSON: %s", hc.Provenance)
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	s := oneHost()
+	s.addHost(fakeHost{Host: resolve.Host{ID: id(2), AgentID: "agent-2", EnvironmentID: env}, revoked: true})
+	r := resolve.New(s, resolve.Options{})
+	cases := []struct {
+		name string
+		req  protocol.ResolveRequest
+		want error
+	}{
+		{"no host", protocol.ResolveRequest{}, resolve.ErrInvalidRequest},
+		{"both ids", protocol.ResolveRequest{HostID: id(1), AgentID: "agent-1"}, resolve.ErrInvalidRequest},
+		{"bad host id", protocol.ResolveRequest{HostID: "not-a-uuid"}, resolve.ErrInvalidRequest},
+		{"bad agent id", protocol.ResolveRequest{AgentID: "a.b"}, resolve.ErrInvalidRequest},
+		{"unknown type", protocol.ResolveRequest{HostID: id(1), Types: []string{"healthcheck", "colectors"}}, resolve.ErrInvalidRequest},
+		{"too many types", protocol.ResolveRequest{HostID: id(1), Types: make([]string, 1000)}, resolve.ErrInvalidRequest},
+		{"unknown host", protocol.ResolveRequest{HostID: id(3)}, resolve.ErrNotFound},
+		{"unknown agent", protocol.ResolveRequest{AgentID: "agent-3"}, resolve.ErrNotFound},
+		{"revoked host", protocol.ResolveRequest{HostID: id(2)}, resolve.ErrNotFound},
+		{"revoked agent", protocol.ResolveRequest{AgentID: "agent-2"}, resolve.ErrNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := r.Resolve(context.Background(), c.req)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+	_, err := r.Resolve(context.Background(), protocol.ResolveRequest{HostID: id(1), Types: []string{"colectors"}})
+	if !strings.Contains(err.Error(), `"colectors"`) {
+		t.Errorf("error %q does not name the unknown type", err)
+	}
+}
+
+// batchStore has hosts id(1)..id(n) in env; every third host has a healthcheck override.
+func batchStore(n int) *fakeStore {
+	s := newFakeStore()
+	s.addEnv(env, client)
+	s.putEnv(env, "healthcheck", `{"interval_seconds":60,"timeout_seconds":5}`, 10)
+	for i := 1; i <= n; i++ {
+		s.addHost(fakeHost{Host: resolve.Host{ID: id(i), AgentID: fmt.Sprintf("agent-%d", i), EnvironmentID: env},
+			heartbeat: time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)})
+		if i%3 == 0 {
+			s.putHost(id(i), "healthcheck", fmt.Sprintf(`{"timeout_seconds":%d}`, i), int64(100+i))
+		}
+	}
+	return s
+}
+
+// collect pages through a batch and returns every host.
+func collect(t *testing.T, r *resolve.Resolver, req protocol.ResolveBatchRequest, maxBytes int) ([]protocol.BatchHost, int) {
+	t.Helper()
+	var hosts []protocol.BatchHost
+	pages := 0
+	for {
+		reply, err := r.ResolveBatch(context.Background(), req, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if maxBytes > 0 {
+			b, _ := json.Marshal(reply)
+			if len(b) > maxBytes {
+				t.Fatalf("page of %d bytes exceeds %d", len(b), maxBytes)
+			}
+		}
+		hosts = append(hosts, reply.Hosts...)
+		if reply.NextAfter == "" {
+			return hosts, pages
+		}
+		if reply.NextAfter != reply.Hosts[len(reply.Hosts)-1].HostID {
+			t.Fatalf("next_after %s is not the page's last host", reply.NextAfter)
+		}
+		req.After = reply.NextAfter
+		if pages > 1000 {
+			t.Fatal("paging does not end")
+		}
+	}
+}
+
+func TestResolveBatch(t *testing.T) {
+	s := batchStore(7)
+	s.putHost(id(4), "healthcheck", "", 120) // tombstone override
+	r := resolve.New(s, resolve.Options{})
+	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.EnvironmentID != env || reply.ClientID != client || reply.ConfigType != "healthcheck" || reply.NextAfter != "" {
+		t.Fatalf("reply header = %+v", reply)
+	}
+	if e := reply.Environment; e.Source != "environment" || e.Version != 10 || e.EnvironmentVersion != 10 {
+		t.Fatalf("environment = %+v", e)
+	}
+	jsonEqual(t, reply.Environment.ConfigData, `{"interval_seconds":60,"timeout_seconds":5}`)
+	if len(reply.Hosts) != 7 {
+		t.Fatalf("hosts = %d, want 7", len(reply.Hosts))
+	}
+	for i, h := range reply.Hosts {
+		n := i + 1
+		if h.HostID != id(n) || h.AgentID != fmt.Sprintf("agent-%d", n) {
+			t.Fatalf("host %d = %+v", i, h)
+		}
+		switch {
+		case n == 4:
+			if h.Override == nil || h.Override.Version != 120 || h.Override.Source != "environment" {
+				t.Fatalf("tombstoned override = %+v", h.Override)
+			}
+			jsonEqual(t, h.Override.ConfigData, `{"interval_seconds":60,"timeout_seconds":5}`)
+		case n%3 == 0:
+			if h.Override == nil || h.Override.Source != "merged" || h.Override.Version != int64(100+n) {
+				t.Fatalf("override of host %d = %+v", n, h.Override)
+			}
+			jsonEqual(t, h.Override.ConfigData, fmt.Sprintf(`{"interval_seconds":60,"timeout_seconds":%d}`, n))
+		default:
+			if h.Override != nil {
+				t.Fatalf("host %d without a row has override %+v", n, h.Override)
+			}
+		}
+	}
+}
+
+func TestResolveBatchPaging(t *testing.T) {
+	s := batchStore(25)
+	r := resolve.New(s, resolve.Options{MaxPage: 10})
+	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: 4}
+	hosts, pages := collect(t, r, req, 0)
+	if len(hosts) != 25 || pages != 7 {
+		t.Fatalf("limit 4: %d hosts in %d pages, want 25 in 7", len(hosts), pages)
+	}
+	for i, h := range hosts {
+		if h.HostID != id(i+1) {
+			t.Fatalf("host %d = %s: pages overlap or skip", i, h.HostID)
+		}
+	}
+	// Limit 0 and limits above the maximum take the maximum.
+	for _, limit := range []int{0, 1_000_000} {
+		req.Limit = limit
+		_, pages = collect(t, r, req, 0)
+		if pages != 3 {
+			t.Errorf("limit %d: %d pages, want 3 of at most 10", limit, pages)
+		}
+	}
+	// An exact multiple of the page size needs no trailing empty page.
+	req.Limit = 5
+	if _, pages = collect(t, r, req, 0); pages != 5 {
+		t.Errorf("limit 5 over 25 hosts: %d pages, want 5", pages)
+	}
+}
+
+func TestResolveBatchFilters(t *testing.T) {
+	s := batchStore(10)
+	s.hosts[id(2)] = fakeHost{Host: s.hosts[id(2)].Host, revoked: true, heartbeat: s.hosts[id(2)].heartbeat}
+	r := resolve.New(s, resolve.Options{})
+	since := time.Date(2026, 1, 1, 0, 6, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		req  protocol.ResolveBatchRequest
+		want []int
+	}{
+		{"all but revoked", protocol.ResolveBatchRequest{}, []int{1, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{"online since", protocol.ResolveBatchRequest{OnlineSince: &since}, []int{6, 7, 8, 9, 10}},
+		{"host list", protocol.ResolveBatchRequest{HostIDs: []string{id(9), id(2), id(3), id(42)}}, []int{3, 9}},
+		{"host list and online", protocol.ResolveBatchRequest{HostIDs: []string{id(9), id(3)}, OnlineSince: &since}, []int{9}},
+		{"after cursor", protocol.ResolveBatchRequest{After: id(8)}, []int{9, 10}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.EnvironmentID, c.req.ConfigType = env, "healthcheck"
+			hosts, _ := collect(t, r, c.req, 0)
+			var got []int
+			for _, h := range hosts {
+				var n int
+				fmt.Sscanf(h.AgentID, "agent-%d", &n)
+				got = append(got, n)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("hosts = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// A page never exceeds the byte budget; it is cut early and the cursor continues after it.
+func TestResolveBatchByteBudget(t *testing.T) {
+	s := batchStore(300)
+	r := resolve.New(s, resolve.Options{})
+	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck"}
+	hosts, pages := collect(t, r, req, 4096)
+	if len(hosts) != 300 {
+		t.Fatalf("%d hosts, want 300", len(hosts))
+	}
+	if pages < 5 {
+		t.Fatalf("%d pages: the 4 KiB budget did not cut pages", pages)
+	}
+	// A budget that cannot hold the environment config at all fails instead of sending too much.
+	if _, err := r.ResolveBatch(context.Background(), req, 100); !errors.Is(err, resolve.ErrReplyTooLarge) {
+		t.Fatalf("err = %v, want ErrReplyTooLarge", err)
+	}
+}
+
+func TestResolveBatchErrors(t *testing.T) {
+	s := batchStore(3)
+	r := resolve.New(s, resolve.Options{})
+	cases := []struct {
+		name string
+		req  protocol.ResolveBatchRequest
+		want error
+	}{
+		{"no environment", protocol.ResolveBatchRequest{ConfigType: "healthcheck"}, resolve.ErrInvalidRequest},
+		{"bad environment", protocol.ResolveBatchRequest{EnvironmentID: "x", ConfigType: "healthcheck"}, resolve.ErrInvalidRequest},
+		{"no type", protocol.ResolveBatchRequest{EnvironmentID: env}, resolve.ErrInvalidRequest},
+		{"unknown type", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "nope"}, resolve.ErrInvalidRequest},
+		{"bad cursor", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", After: "x"}, resolve.ErrInvalidRequest},
+		{"bad host id", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{id(1), "x"}}, resolve.ErrInvalidRequest},
+		{"negative limit", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: -1}, resolve.ErrInvalidRequest},
+		{"unknown environment", protocol.ResolveBatchRequest{EnvironmentID: id(99), ConfigType: "healthcheck"}, resolve.ErrNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := r.ResolveBatch(context.Background(), c.req, 0); !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+	if s.pageCalls != 0 {
+		t.Errorf("invalid requests reached the host query %d times", s.pageCalls)
+	}
+}
+
+// An environment without a row of the type sends null data; only overriding hosts carry configs.
+func TestResolveBatchNoEnvironmentRow(t *testing.T) {
+	s := batchStore(3)
+	r := resolve.New(s, resolve.Options{})
+	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := reply.Environment; e.ConfigType != "tracing" || e.Version != 0 || (len(e.ConfigData) != 0 && string(e.ConfigData) != "null") {
+		t.Fatalf("environment = %+v", e)
+	}
+	s.putHost(id(2), "tracing", `{"enabled":true}`, 50)
+	reply, err = r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := reply.Hosts[1].Override
+	if o == nil || o.Source != "host_override" || o.Version != 50 {
+		t.Fatalf("override = %+v", o)
+	}
+	jsonEqual(t, o.ConfigData, `{"enabled":true}`)
+}

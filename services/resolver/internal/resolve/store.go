@@ -1,0 +1,64 @@
+package resolve
+
+import (
+	"context"
+	"time"
+
+	"github.com/configsync/configsync/libs/agentconfig"
+)
+
+// Host is a host that can receive configs (not revoked).
+type Host struct {
+	ID            string
+	AgentID       string
+	ClientID      string
+	EnvironmentID string
+}
+
+// Layers are the stored rows of one host's two levels, keyed by config type. A row with nil Data is a
+// tombstone (deleted, but its version still counts); a type without a row is absent from the map.
+type Layers struct {
+	Environment map[string]agentconfig.Layer
+	Host        map[string]agentconfig.Layer
+}
+
+// EnvironmentLayer is one environment's row of one config type. Layer is zero when there is no row.
+type EnvironmentLayer struct {
+	ClientID string
+	Layer    agentconfig.Layer
+	HasRow   bool
+}
+
+// HostPageQuery selects one page of an environment's hosts in host id order.
+type HostPageQuery struct {
+	EnvironmentID string
+	ConfigType    string
+	// HostIDs restricts the page to these hosts; nil means every host of the environment.
+	HostIDs []string
+	// OnlineSince keeps only hosts whose last heartbeat is at or after it; nil keeps all.
+	OnlineSince *time.Time
+	// After is the host id cursor (exclusive); empty starts at the beginning.
+	After string
+	Limit int
+}
+
+// PageHost is one host of a page with its override row of the page's config type. Override is nil when
+// the host has no row (it then takes the environment's effective config unchanged).
+type PageHost struct {
+	HostID   string
+	AgentID  string
+	Override *agentconfig.Layer
+}
+
+// Store reads the config tables. Implementations return an error wrapping ErrNotFound for a host that
+// does not exist or is revoked and for an environment that does not exist. IDs passed in are valid UUIDs.
+type Store interface {
+	HostByID(ctx context.Context, hostID string) (Host, error)
+	HostByAgentID(ctx context.Context, agentID string) (Host, error)
+	// HostLayers returns the rows of the given types at both levels of host.
+	HostLayers(ctx context.Context, host Host, types []string) (Layers, error)
+	// EnvironmentLayer returns the environment's row of one type, in one query.
+	EnvironmentLayer(ctx context.Context, environmentID, configType string) (EnvironmentLayer, error)
+	// HostPage returns up to q.Limit hosts with their overrides of q.ConfigType, in one query.
+	HostPage(ctx context.Context, q HostPageQuery) ([]PageHost, error)
+}
