@@ -1,0 +1,28 @@
+-- name: InsertOutbox :one
+INSERT INTO outbox (subject, payload)
+VALUES (@subject, @payload)
+RETURNING id;
+
+-- ClaimOutbox locks the oldest unpublished rows for this relay's transaction. SKIP LOCKED lets several
+-- relays share the table: a row another relay holds is skipped, never published twice.
+-- name: ClaimOutbox :many
+SELECT id, subject, payload, attempts
+FROM outbox
+WHERE published_at IS NULL
+ORDER BY id
+LIMIT @batch_size
+FOR UPDATE SKIP LOCKED;
+
+-- name: MarkOutboxPublished :exec
+UPDATE outbox
+SET published_at = now()
+WHERE id = ANY (@ids::bigint[]);
+
+-- name: RecordOutboxFailure :exec
+UPDATE outbox
+SET attempts = attempts + 1,
+    last_error = @last_error
+WHERE id = @id;
+
+-- name: CountUnpublishedOutbox :one
+SELECT count(*) FROM outbox WHERE published_at IS NULL;

@@ -1,0 +1,209 @@
+// Package natsconn connects ConfigSync services to NATS and declares the JetStream streams they share.
+package natsconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// Config is the NATS connection configuration. At most one of CredsFile, User/Password and Token is
+// normally set. Secrets here are never logged.
+type Config struct {
+	URL       string `env:"NATS_URL" default:"nats://127.0.0.1:4222"`
+	Name      string `env:"NATS_NAME"`
+	CredsFile string `env:"NATS_CREDS"`
+	User      string `env:"NATS_USER"`
+	Password  string `env:"NATS_PASSWORD"`
+	Token     string `env:"NATS_TOKEN"`
+	// StreamReplicas is the replica count EnsureStreams asks for (3 on a production JetStream cluster).
+	StreamReplicas int `env:"NATS_STREAM_REPLICAS" default:"1"`
+}
+
+// Connect opens a connection that never gives up: the first connect is retried in the background
+// (RetryOnFailedConnect) and every later disconnect reconnects forever with jitter. Connection events
+// are logged; message payloads never are. Extra options are applied last.
+func Connect(cfg Config, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	log = log.Named("nats")
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
+		nats.DrainTimeout(10 * time.Second),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("nats connected", zap.String("server", nc.ConnectedUrlRedacted()))
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", zap.Error(err))
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", zap.String("server", nc.ConnectedUrlRedacted()))
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Debug("nats reconnect attempt failed", zap.Error(err))
+		}),
+		nats.ClosedHandler(func(*nats.Conn) {
+			log.Info("nats connection closed")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			fields := []zap.Field{zap.Error(err)}
+			if sub != nil {
+				fields = append(fields, zap.String("subject", sub.Subject))
+			}
+			log.Error("nats async error", fields...)
+		}),
+	}
+	switch {
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	opts = append(opts, extra...)
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		// The URL may embed user:password; say which setting is wrong without echoing it.
+		return nil, fmt.Errorf("natsconn: connect (NATS_URL, credentials): %w", redactErr(err, cfg))
+	}
+	return nc, nil
+}
+
+// redactErr keeps secrets from cfg out of an error text.
+func redactErr(err error, cfg Config) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range []string{cfg.Password, cfg.Token} {
+		if s != "" && strings.Contains(msg, s) {
+			return errors.New("connect failed (error text withheld: it contained a credential)")
+		}
+	}
+	return err
+}
+
+// StreamOptions tunes EnsureStreamsWith.
+type StreamOptions struct {
+	// Replicas per stream; 0 means 1.
+	Replicas int
+}
+
+// EventsMaxAge bounds the CONFIGSYNC_EVENTS stream: consumers (delivery) are expected to keep up within
+// minutes; a week covers long outages without growing forever.
+const EventsMaxAge = 7 * 24 * time.Hour
+
+// EventsDuplicateWindow is how long JetStream remembers a Nats-Msg-Id ("outbox-<id>"), so that a row
+// republished after a relay crash between PubAck and commit is dropped as a duplicate.
+const EventsDuplicateWindow = 2 * time.Minute
+
+// StreamConfigs returns the configurations of ConfigSync's JetStream streams:
+//
+//   - CONFIGSYNC_EVENTS (configsync.events.>): file storage, limits retention, 2 minute dedup window,
+//     so several consumers (every delivery replica group, future auditors) may read the same events.
+//   - CONFIGSYNC_ACKS (configsync.agent.*.config.ack): work-queue retention. ack-ingest is the one
+//     consumer (a shared durable pull consumer); a work queue deletes each ack once it is processed,
+//     so the stream holds only the backlog and never needs a size limit tuned to fleet size. A second
+//     consumer of acks would need a limits stream instead (a work queue refuses overlapping consumers).
+//   - CONFIGSYNC_HEARTBEATS (configsync.agent.*.heartbeat): limits retention keeping the last message per
+//     subject (one per agent): after an ack-ingest outage only each agent's latest state is replayed.
+func StreamConfigs(opts StreamOptions) []jetstream.StreamConfig {
+	replicas := max(opts.Replicas, 1)
+	return []jetstream.StreamConfig{
+		{
+			Name:        protocol.EventsStream,
+			Description: "ConfigSync config-change events, written through the transactional outbox",
+			Subjects:    []string{protocol.EventsSubjects},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Discard:     jetstream.DiscardOld,
+			MaxAge:      EventsMaxAge,
+			Duplicates:  EventsDuplicateWindow,
+			Replicas:    replicas,
+		},
+		{
+			Name:        protocol.AcksStream,
+			Description: "ConfigSync agent config-apply acks, consumed once by ack-ingest",
+			Subjects:    []string{protocol.AckSubjectAll},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Discard:     jetstream.DiscardOld,
+			MaxAge:      24 * time.Hour,
+			Replicas:    replicas,
+		},
+		{
+			Name:              protocol.HeartbeatsStream,
+			Description:       "ConfigSync agent heartbeats, last one per agent",
+			Subjects:          []string{protocol.HeartbeatSubjectAll},
+			Retention:         jetstream.LimitsPolicy,
+			Storage:           jetstream.FileStorage,
+			Discard:           jetstream.DiscardOld,
+			MaxMsgsPerSubject: 1,
+			MaxAge:            24 * time.Hour,
+			Replicas:          replicas,
+		},
+	}
+}
+
+// EnsureStreams creates ConfigSync's JetStream streams, or updates them to the current configuration.
+// It is idempotent, so every service replica calls it at start.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
+	return EnsureStreamsWith(ctx, js, StreamOptions{})
+}
+
+// EnsureStreamsWith is EnsureStreams with options (replica count).
+func EnsureStreamsWith(ctx context.Context, js jetstream.JetStream, opts StreamOptions) error {
+	for _, cfg := range StreamConfigs(opts) {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("natsconn: ensure stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// Check returns the "nats" readiness check: the connection must be established (not reconnecting).
+func Check(nc *nats.Conn) func(context.Context) error {
+	return func(context.Context) error {
+		if s := nc.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("connection %s", s)
+		}
+		return nil
+	}
+}
+
+// Drain drains nc (in-flight messages are processed, subscriptions flushed) and waits until it is closed
+// or ctx is done, in which case the connection is closed outright.
+func Drain(ctx context.Context, nc *nats.Conn) error {
+	if nc.IsClosed() {
+		return nil
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil
+		}
+		return fmt.Errorf("natsconn: drain: %w", err)
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !nc.IsClosed() {
+		select {
+		case <-ctx.Done():
+			nc.Close()
+			return fmt.Errorf("natsconn: drain: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+package natsconn
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
+
+	"github.com/configsync/configsync/libs/platform/health"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func jsFor(t *testing.T, srv *testinfra.NATSServer) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(srv.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func TestEnsureStreamsIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	js := jsFor(t, testinfra.NATS(t))
+	for range 2 {
+		if err := EnsureStreams(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, err := js.Stream(ctx, protocol.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := events.CachedInfo().Config
+	if ec.Retention != jetstream.LimitsPolicy || ec.Storage != jetstream.FileStorage ||
+		ec.Duplicates != 2*time.Minute || ec.Subjects[0] != protocol.EventsSubjects {
+		t.Fatalf("events stream config %+v", ec)
+	}
+	acks, err := js.Stream(ctx, protocol.AcksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac := acks.CachedInfo().Config; ac.Retention != jetstream.WorkQueuePolicy || ac.Subjects[0] != protocol.AckSubjectAll {
+		t.Fatalf("acks stream config %+v", ac)
+	}
+	hb, err := js.Stream(ctx, protocol.HeartbeatsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc := hb.CachedInfo().Config; hc.MaxMsgsPerSubject != 1 || hc.Subjects[0] != protocol.HeartbeatSubjectAll {
+		t.Fatalf("heartbeats stream config %+v", hc)
+	}
+}
+
+// An existing stream with an older configuration is brought up to date.
+func TestEnsureStreamsUpdatesDrift(t *testing.T) {
+	ctx := context.Background()
+	js := jsFor(t, testinfra.NATS(t))
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: protocol.EventsStream, Subjects: []string{protocol.EventsSubjects}, Storage: jetstream.FileStorage,
+		Duplicates: 10 * time.Second,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, protocol.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := st.CachedInfo().Config.Duplicates; d != EventsDuplicateWindow {
+		t.Fatalf("duplicate window %v, want %v", d, EventsDuplicateWindow)
+	}
+}
+
+func TestHeartbeatsKeepTheLastPerAgent(t *testing.T) {
+	ctx := context.Background()
+	js := jsFor(t, testinfra.NATS(t))
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	for i, agent := range []string{"a1", "a1", "a1", "a2"} {
+		if _, err := js.Publish(ctx, protocol.HeartbeatSubject(agent), []byte{byte('0' + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := js.Stream(ctx, protocol.HeartbeatsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("heartbeats stream holds %d messages, want 2 (one per agent)", info.State.Msgs)
+	}
+	last, err := st.GetLastMsgForSubject(ctx, protocol.HeartbeatSubject("a1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(last.Data) != "2" {
+		t.Fatalf("kept heartbeat %q, want the last one", last.Data)
+	}
+}
+
+func TestAcksAreAWorkQueue(t *testing.T) {
+	ctx := context.Background()
+	js := jsFor(t, testinfra.NATS(t))
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, protocol.AckSubject("a1"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, protocol.AcksStream, jetstream.ConsumerConfig{Durable: "ack-ingest", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := js.Stream(ctx, protocol.AcksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Fatalf("acked message still stored (%d): not a work queue", info.State.Msgs)
+	}
+}
+
+func TestConnectRetriesUntilTheServerIsUp(t *testing.T) {
+	srv := testinfra.NATS(t)
+	url := srv.URL()
+	srv.Shutdown()
+
+	log, logs := testinfra.Logger(t)
+	nc, err := Connect(Config{URL: url, Name: "test"}, log, nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Connect must not fail while the server is down: %v", err)
+	}
+	defer nc.Close()
+	if err := Check(nc)(context.Background()); err == nil {
+		t.Fatal("readiness passed while disconnected")
+	}
+	srv.Restart(t)
+	for !nc.IsConnected() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := Check(nc)(context.Background()); err != nil {
+		t.Fatalf("readiness after connect: %v", err)
+	}
+	if err := Drain(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	if !nc.IsClosed() {
+		t.Fatal("drained connection not closed")
+	}
+	if logs.FilterMessage("nats connected").Len() == 0 {
+		t.Fatal("connect not logged")
+	}
+}
+
+func TestConnectWithCredentialsNeverLeaksThem(t *testing.T) {
+	srv := testinfra.NATS(t, testinfra.WithUsers([]*server.User{{Username: "svc", Password: "right-pass"}}))
+	log, logs := testinfra.Logger(t)
+	nc, err := Connect(Config{URL: srv.URL(), User: "svc", Password: "right-pass"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !nc.IsConnected() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	nc.Close()
+
+	tokenSrv := testinfra.NATS(t, testinfra.WithServerOptions(func(o *server.Options) { o.Authorization = "tok-secret" }))
+	nc, err = Connect(Config{URL: tokenSrv.URL(), Token: "tok-secret"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !nc.IsConnected() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	nc.Close()
+
+	for _, e := range logs.All() {
+		line := e.Message
+		for _, v := range e.ContextMap() {
+			if s, ok := v.(string); ok {
+				line += " " + s
+			}
+		}
+		if strings.Contains(line, "right-pass") || strings.Contains(line, "tok-secret") {
+			t.Fatalf("credential logged: %q", line)
+		}
+	}
+}
+
+func TestModule(t *testing.T) {
+	srv := testinfra.NATS(t)
+	t.Setenv("NATS_URL", srv.URL())
+	log, _ := testinfra.Logger(t)
+	var got struct {
+		fx.In
+		Conn   *nats.Conn
+		JS     jetstream.JetStream
+		Checks []health.Check `group:"readiness"`
+	}
+	app := fxtest.New(t, fx.Supply(log), Module, fx.Populate(&got))
+	app.RequireStart()
+	ctx := context.Background()
+	for _, name := range []string{protocol.EventsStream, protocol.AcksStream, protocol.HeartbeatsStream} {
+		if _, err := got.JS.Stream(ctx, name); err != nil {
+			t.Fatalf("stream %s not ensured at start: %v", name, err)
+		}
+	}
+	if len(got.Checks) != 1 || got.Checks[0].Name != "nats" || got.Checks[0].Func(ctx) != nil {
+		t.Fatalf("readiness checks %+v", got.Checks)
+	}
+	app.RequireStop()
+	if !got.Conn.IsClosed() {
+		t.Fatal("connection not drained and closed at stop")
+	}
+}
