@@ -1,0 +1,186 @@
+package agentconfig
+
+import (
+	"maps"
+	"slices"
+)
+
+// The validation rules of each config type. They mirror the JSON Schemas in schemas/ (see
+// TestSchemasAgreeWithValidate) and the typed shapes in shapes.go (see TestShapesDecodeValidConfigs).
+
+const (
+	maxInt32       = 1<<31 - 1 // counts stay decodable into int on 32-bit agents
+	maxSafeInteger = 1<<53 - 1 // largest integer every JSON reader keeps exactly
+)
+
+var (
+	boolRule           = &rule{kind: ruleBool}
+	stringRule         = &rule{kind: ruleString}
+	nonEmptyStringRule = &rule{kind: ruleString, nonEmpty: true}
+	durationRule       = &rule{kind: ruleDuration}
+	pathListRule       = &rule{kind: ruleList, items: nonEmptyStringRule}
+	globListRule       = &rule{kind: ruleList, items: &rule{kind: ruleGlob}}
+	portRule           = integerRule(1, 65535)
+)
+
+func integerRule(lo, hi float64) *rule { return &rule{kind: ruleInteger, min: lo, max: hi} }
+
+func enumRule(values ...string) *rule { return &rule{kind: ruleEnum, enum: values} }
+
+func objectOf(fields map[string]*rule) *rule {
+	return &rule{kind: ruleObject, object: &objectRule{fields: fields}}
+}
+
+// identityList is a list of objects whose identity members must be unique within the list.
+func identityList(o *objectRule, identity ...string) *rule {
+	return &rule{kind: ruleList, identity: identity, items: &rule{kind: ruleObject, object: o}}
+}
+
+// Collector types and the fields each adds to the common ones.
+const (
+	CollectorHTTP     = "http"
+	CollectorTCP      = "tcp"
+	CollectorPostgres = "postgres"
+	CollectorMySQL    = "mysql"
+	CollectorRedis    = "redis"
+)
+
+var databaseCollectorFields = map[string]*rule{
+	"host":     nonEmptyStringRule,
+	"port":     portRule,
+	"database": stringRule,
+	"username": stringRule,
+	"password": stringRule,
+}
+
+var collectorVariants = map[string]map[string]*rule{
+	CollectorHTTP: {
+		"url":           {kind: ruleURL},
+		"method":        enumRule("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"),
+		"expect_status": integerRule(100, 599),
+	},
+	CollectorTCP:      {"address": {kind: ruleAddress}},
+	CollectorPostgres: databaseCollectorFields,
+	CollectorMySQL:    databaseCollectorFields,
+	CollectorRedis:    databaseCollectorFields,
+}
+
+var collectorsRule = identityList(
+	&objectRule{
+		noun: "collector",
+		fields: map[string]*rule{
+			"type":          enumRule(slices.Sorted(maps.Keys(collectorVariants))...),
+			"name":          nonEmptyStringRule,
+			"enabled":       boolRule,
+			"interval":      durationRule,
+			"timeout":       durationRule,
+			"credential_id": nonEmptyStringRule,
+		},
+		required:      []string{"type", "name"},
+		discriminator: "type",
+		variants:      collectorVariants,
+	},
+	"type", "name",
+)
+
+var intervalsRule = objectOf(map[string]*rule{
+	"metrics":   durationRule,
+	"inventory": durationRule,
+	"heartbeat": durationRule,
+	"processes": durationRule,
+})
+
+// Dynamic label sources.
+const (
+	LabelSourceFile    = "file"
+	LabelSourceCommand = "command"
+	LabelSourceEnv     = "env"
+)
+
+var labelsRule = objectOf(map[string]*rule{
+	"static": {kind: ruleStringMap},
+	"dynamic": identityList(
+		&objectRule{
+			noun: "dynamic label",
+			fields: map[string]*rule{
+				"name":     nonEmptyStringRule,
+				"source":   enumRule(LabelSourceCommand, LabelSourceEnv, LabelSourceFile),
+				"interval": durationRule,
+			},
+			required:      []string{"name", "source"},
+			discriminator: "source",
+			variants: map[string]map[string]*rule{
+				LabelSourceFile:    {"path": nonEmptyStringRule},
+				LabelSourceCommand: {"command": {kind: ruleArgv}},
+				LabelSourceEnv:     {"env": nonEmptyStringRule},
+			},
+		},
+		"name",
+	),
+})
+
+var changeDetectionRule = objectOf(map[string]*rule{
+	"enabled":  boolRule,
+	"paths":    pathListRule,
+	"interval": durationRule,
+})
+
+var logCollectionRule = objectOf(map[string]*rule{
+	"files": identityList(
+		&objectRule{
+			noun: "log file",
+			fields: map[string]*rule{
+				"name":           nonEmptyStringRule,
+				"path":           nonEmptyStringRule,
+				"exclude_paths":  pathListRule,
+				"parser":         nonEmptyStringRule,
+				"tag":            nonEmptyStringRule,
+				"read_from_head": boolRule,
+			},
+			required: []string{"name"},
+		},
+		"name",
+	),
+	"journald": objectOf(map[string]*rule{
+		"enabled":        boolRule,
+		"units":          pathListRule,
+		"read_from_tail": boolRule,
+	}),
+	"enabled":          boolRule,
+	"flush_interval":   durationRule,
+	"mem_buf_limit_mb": integerRule(0, maxInt32),
+})
+
+// Log levels, in the orders the spec lists them.
+var (
+	agentLogLevels    = []string{"debug", "info", "warn", "error"}
+	shippingLogLevels = []string{"error", "warn", "info", "debug"}
+)
+
+var agentSettingsRule = objectOf(map[string]*rule{
+	"collector_timeout": durationRule,
+	"memory_limit_mb":   integerRule(0, maxInt32),
+	"log_level":         enumRule(agentLogLevels...),
+})
+
+var watchFilesRule = objectOf(map[string]*rule{
+	"paths":            pathListRule,
+	"exclude_patterns": globListRule,
+	"sensitive_files":  globListRule,
+	"max_file_size":    integerRule(1, maxSafeInteger),
+})
+
+var healthcheckRule = objectOf(map[string]*rule{
+	"interval_seconds": integerRule(1, maxInt32),
+	"timeout_seconds":  integerRule(1, maxInt32),
+})
+
+var tracingRule = objectOf(map[string]*rule{
+	"enabled":      boolRule,
+	"sample_ratio": {kind: ruleNumber, min: 0, max: 1},
+})
+
+var logShippingRule = objectOf(map[string]*rule{
+	"enabled": boolRule,
+	"level":   enumRule(shippingLogLevels...),
+})

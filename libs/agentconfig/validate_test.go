@@ -1,0 +1,263 @@
+package agentconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// validConfigs are accepted by Validate, by the JSON Schemas and by the typed shapes.
+var validConfigs = map[string][]string{
+	Collectors: {
+		`[]`,
+		`[{"type": "mysql", "name": "primary"}, {"type": "redis", "name": "cache"}]`,
+		`[{"type":"mysql","name":"primary","enabled":false}]`,
+		`[{"type":"http","name":"api","url":"https://api.example.com/health","method":"GET","expect_status":200,"interval":"30s","timeout":"5s"},
+		  {"type":"tcp","name":"ssh","address":"localhost:22","enabled":true},
+		  {"type":"tcp","name":"v6","address":"[::1]:65535"},
+		  {"type":"postgres","name":"main","host":"db.internal","port":5432,"database":"app","username":"monitor","credential_id":"cred-1"},
+		  {"type":"mysql","name":"main","host":"db","port":1,"password":""},
+		  {"type":"redis","name":"cache","host":"127.0.0.1","port":6379,"database":"0"}]`,
+		`[{"type":"http","name":"a","interval":"1h2m3.5s"},{"type":"http","name":"b","interval":"250ms"},{"type":"http","name":"c","interval":"1.5us"}]`,
+	},
+	Intervals: {
+		`{}`,
+		`{"metrics":"60s","inventory":"1h","heartbeat":"30s","processes":"5m"}`,
+		`{"metrics":"+10s"}`,
+	},
+	Labels: {
+		`{"static":{"env":"prod","team":"core","app.kubernetes.io/name":"api","empty":""}}`,
+		`{"dynamic":[{"name":"hostname","source":"command","command":["hostname","-f"],"interval":"1h"},
+		             {"name":"az","source":"file","path":"/etc/az"},
+		             {"name":"region","source":"env","env":"AWS_REGION"},
+		             {"name":"args","source":"command","command":["printf",""]}]}`,
+		`{"static":{},"dynamic":[]}`,
+	},
+	ChangeDetection: {
+		`{"enabled":true,"paths":["/etc","/usr/local/bin"],"interval":"5m"}`,
+		`{"enabled":false}`,
+	},
+	LogCollection: {
+		`{"files":[{"name":"syslog","path":"/var/log/syslog"},{"name":"app","path":"/opt/app/*.log","exclude_paths":["/opt/app/debug.log"],"parser":"json","tag":"app","read_from_head":true}],
+		  "journald":{"enabled":true,"units":["sshd.service","cron.service"],"read_from_tail":false},
+		  "enabled":true,"flush_interval":"5s","mem_buf_limit_mb":0}`,
+		`{"files":[{"name":"syslog"}]}`,
+	},
+	AgentSettings: {
+		`{"collector_timeout":"10s","memory_limit_mb":512,"log_level":"debug"}`,
+		`{"memory_limit_mb":0,"log_level":"error"}`,
+	},
+	WatchFiles: {
+		`{"paths": ["/etc", "/opt"], "exclude_patterns": ["*.swp", "*.log", "[a-z]?.tmp"], "sensitive_files":["/etc/shadow","*.key"], "max_file_size": 10485760}`,
+		`{"max_file_size": 9007199254740991}`,
+	},
+	Healthcheck: {
+		`{"interval_seconds": 60, "timeout_seconds": 5}`,
+		`{"timeout_seconds": 1}`,
+	},
+	Tracing: {
+		`{"enabled":true,"sample_ratio":0.25}`,
+		`{"sample_ratio":0}`, `{"sample_ratio":1}`, `{"sample_ratio":1e-3}`,
+	},
+	LogShipping: {
+		`{"enabled":true,"level":"warn"}`,
+		`{"level":"error"}`, `{"level":"info"}`, `{"level":"debug"}`,
+	},
+}
+
+func TestValidate_AcceptsValidConfigs(t *testing.T) {
+	for typ, docs := range validConfigs {
+		for i, doc := range docs {
+			if err := Validate(typ, json.RawMessage(doc)); err != nil {
+				t.Errorf("%s #%d: %v", typ, i, err)
+			}
+		}
+	}
+}
+
+func TestValidate_EveryTypeHasFixtures(t *testing.T) {
+	for _, typ := range TypeNames() {
+		if len(validConfigs[typ]) == 0 {
+			t.Errorf("no valid fixture for %s", typ)
+		}
+	}
+}
+
+// invalidConfig is rejected by Validate with Path and a Message containing msg. schema says whether
+// the JSON Schema rejects it too; the rest are rules a schema cannot express (identity uniqueness,
+// zero durations, integer spelling, URL and address syntax).
+type invalidConfig struct {
+	typ, doc, path, msg string
+	schema              bool
+}
+
+var invalidConfigs = []invalidConfig{
+	// whole document
+	{Intervals, `[]`, "", "must be an object", true},
+	{Collectors, `{}`, "collectors", "must be an array", true},
+	{Intervals, `null`, "", "must be an object", true},
+	{Intervals, `{"metrics":"1s"`, "", "invalid JSON", false},
+	{Intervals, `{"metrics":"1s","metrics":"2s"}`, "", "duplicate object key", false},
+	{Intervals, ``, "", "invalid JSON", false},
+	// unknown keys
+	{Intervals, `{"metric":"1s"}`, "metric", "unknown key", true},
+	{Labels, `{"statics":{}}`, "statics", "unknown key", true},
+	{LogCollection, `{"journald":{"unit":["a"]}}`, "journald.unit", "unknown key", true},
+	{LogCollection, `{"files":[{"name":"a","paths":"/x"}]}`, "files[0].paths", "unknown key", true},
+	{Collectors, `[{"type":"mysql","name":"a","url":"http://x"}]`, "collectors[0].url", `unknown key for a collector with type "mysql"`, true},
+	{Collectors, `[{"type":"tcp","name":"a"},{"type":"http","name":"b","address":"x:1"}]`, "collectors[1].address", "unknown key", true},
+	{Collectors, `[{"type":"http","name":"a","intervall":"1s"}]`, "collectors[0].intervall", "unknown key", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"env","path":"/x"}]}`, "dynamic[0].path", "unknown key", true},
+	{Labels, `{"static":{"a.b":"1"},"x":{}}`, "x", "unknown key", true},
+	// identity fields
+	{Collectors, `[{"name":"a"}]`, "collectors[0].type", "required", true},
+	{Collectors, `[{"name":"a","url":"http://x"}]`, "collectors[0].type", "required", true},
+	{Collectors, `[{"type":"tcp"}]`, "collectors[0].name", "required", true},
+	{Collectors, `[{"type":"smtp","name":"a"}]`, "collectors[0].type", "must be one of: http, mysql, postgres, redis, tcp", true},
+	{Collectors, `[{"type":"tcp","name":""}]`, "collectors[0].name", "non-empty", true},
+	{Collectors, `[{"type":7,"name":"a"}]`, "collectors[0].type", "must be one of", true},
+	{Collectors, `["tcp"]`, "collectors[0]", "must be a collector object", true},
+	{Labels, `{"dynamic":[{"source":"env"}]}`, "dynamic[0].name", "required", true},
+	{Labels, `{"dynamic":[{"name":"a"}]}`, "dynamic[0].source", "required", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"http"}]}`, "dynamic[0].source", "must be one of: command, env, file", true},
+	{LogCollection, `{"files":[{"path":"/x"}]}`, "files[0].name", "required", true},
+	// uniqueness within one list
+	{Collectors, `[{"type":"tcp","name":"a"},{"type":"http","name":"a"},{"type":"tcp","name":"a"}]`, "collectors[2]", "duplicate collector: same type and name as entry 0", false},
+	{Collectors, `[{"type":"tcp","name":"a"},{"type":"tcp","name":"\u0061"}]`, "collectors[1]", "duplicate collector", false},
+	{Labels, `{"dynamic":[{"name":"a","source":"env"},{"name":"a","source":"file"}]}`, "dynamic[1]", "duplicate dynamic label: same name as entry 0", false},
+	{LogCollection, `{"files":[{"name":"a"},{"name":"b"},{"name":"b"}]}`, "files[2]", "duplicate log file", false},
+	// wrong JSON types
+	{Collectors, `[{"type":"tcp","name":"a","enabled":"false"}]`, "collectors[0].enabled", "must be a boolean", true},
+	{Collectors, `[{"type":"postgres","name":"a","port":"5432"}]`, "collectors[0].port", "integer from 1 to 65535", true},
+	{Collectors, `[{"type":"postgres","name":"a","host":5}]`, "collectors[0].host", "must be a string", true},
+	{Collectors, `[{"type":"tcp","name":"a","credential_id":""}]`, "collectors[0].credential_id", "non-empty", true},
+	{ChangeDetection, `{"paths":"/etc"}`, "paths", "must be an array", true},
+	{ChangeDetection, `{"paths":["/etc",3]}`, "paths[1]", "must be a string", true},
+	{ChangeDetection, `{"paths":[""]}`, "paths[0]", "non-empty", true},
+	{Labels, `{"static":{"env":1}}`, "static.env", "must be a string", true},
+	{Labels, `{"static":{"app.kubernetes.io/name":true}}`, `static["app.kubernetes.io/name"]`, "must be a string", true},
+	{Labels, `{"static":{"":"x"}}`, `static[""]`, "key must not be empty", true},
+	{Labels, `{"static":[]}`, "static", "must be an object", true},
+	{Tracing, `{"enabled":1}`, "enabled", "must be a boolean", true},
+	{Tracing, `{"sample_ratio":"0.5"}`, "sample_ratio", "number from 0 to 1", true},
+	// durations
+	{Intervals, `{"metrics":"60"}`, "metrics", "duration greater than zero", true},
+	{Intervals, `{"metrics":60}`, "metrics", "duration", true},
+	{Intervals, `{"heartbeat":"-5s"}`, "heartbeat", "duration", true},
+	{Intervals, `{"processes":"5 m"}`, "processes", "duration", true},
+	{Intervals, `{"inventory":"0s"}`, "inventory", "duration greater than zero", false},
+	{Collectors, `[{"type":"tcp","name":"a","timeout":"fast"}]`, "collectors[0].timeout", "duration", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"env","env":"A","interval":"1d"}]}`, "dynamic[0].interval", "duration", true},
+	{LogCollection, `{"flush_interval":""}`, "flush_interval", "duration", true},
+	{AgentSettings, `{"collector_timeout":"0"}`, "collector_timeout", "duration", true},
+	{ChangeDetection, `{"interval":"0.0h"}`, "interval", "duration", false},
+	// ranges and enums
+	{Tracing, `{"sample_ratio":1.01}`, "sample_ratio", "number from 0 to 1", true},
+	{Tracing, `{"sample_ratio":-0.1}`, "sample_ratio", "number from 0 to 1", true},
+	{LogShipping, `{"level":"warning"}`, "level", "must be one of: error, warn, info, debug", true},
+	{LogShipping, `{"level":"INFO"}`, "level", "must be one of", true},
+	{AgentSettings, `{"log_level":"trace"}`, "log_level", "must be one of: debug, info, warn, error", true},
+	{AgentSettings, `{"memory_limit_mb":-1}`, "memory_limit_mb", "integer from 0", true},
+	{AgentSettings, `{"memory_limit_mb":1.5}`, "memory_limit_mb", "integer", true},
+	{AgentSettings, `{"memory_limit_mb":2147483648}`, "memory_limit_mb", "integer from 0 to 2147483647", true},
+	{AgentSettings, `{"memory_limit_mb":5e2}`, "memory_limit_mb", "integer", false},
+	{Healthcheck, `{"interval_seconds":0}`, "interval_seconds", "integer from 1", true},
+	{Healthcheck, `{"timeout_seconds":-5}`, "timeout_seconds", "integer from 1", true},
+	{Healthcheck, `{"timeout_seconds":5.0}`, "timeout_seconds", "integer", false},
+	{WatchFiles, `{"max_file_size":0}`, "max_file_size", "integer from 1", true},
+	{WatchFiles, `{"exclude_patterns":["[a-"]}`, "exclude_patterns[0]", "valid glob", false},
+	{WatchFiles, `{"sensitive_files":[""]}`, "sensitive_files[0]", "non-empty glob", true},
+	{Collectors, `[{"type":"postgres","name":"a","port":0}]`, "collectors[0].port", "integer from 1 to 65535", true},
+	{Collectors, `[{"type":"redis","name":"a","port":65536}]`, "collectors[0].port", "integer from 1 to 65535", true},
+	{Collectors, `[{"type":"tcp","name":"a","address":"localhost:0"}]`, "collectors[0].address", "port from 1 to 65535", false},
+	{Collectors, `[{"type":"tcp","name":"a","address":"localhost:70000"}]`, "collectors[0].address", "port from 1 to 65535", false},
+	{Collectors, `[{"type":"tcp","name":"a","address":"localhost"}]`, "collectors[0].address", "host:port", true},
+	{Collectors, `[{"type":"http","name":"a","url":"ftp://x"}]`, "collectors[0].url", "http or https URL", true},
+	{Collectors, `[{"type":"http","name":"a","url":"/health"}]`, "collectors[0].url", "http or https URL", true},
+	{Collectors, `[{"type":"http","name":"a","method":"get"}]`, "collectors[0].method", "must be one of", true},
+	{Collectors, `[{"type":"http","name":"a","expect_status":99}]`, "collectors[0].expect_status", "integer from 100 to 599", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"command","command":[]}]}`, "dynamic[0].command", "non-empty array", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"command","command":"hostname"}]}`, "dynamic[0].command", "non-empty array", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"command","command":[""]}]}`, "dynamic[0].command[0]", "program", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"command","command":["ls",1]}]}`, "dynamic[0].command[1]", "must be a string", true},
+	{Labels, `{"dynamic":[{"name":"a","source":"file","path":""}]}`, "dynamic[0].path", "non-empty", true},
+	{LogCollection, `{"mem_buf_limit_mb":-1}`, "mem_buf_limit_mb", "integer from 0", true},
+	{LogCollection, `{"journald":{"units":[""]}}`, "journald.units[0]", "non-empty", true},
+}
+
+func TestValidate_ErrorPaths(t *testing.T) {
+	for _, tt := range invalidConfigs {
+		t.Run(tt.typ+"/"+tt.doc, func(t *testing.T) {
+			err := Validate(tt.typ, json.RawMessage(tt.doc))
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("error %v (%T), want *ValidationError", err, err)
+			}
+			if ve.Type != tt.typ || ve.Path != tt.path || !strings.Contains(ve.Message, tt.msg) {
+				t.Errorf("got type %q path %q message %q; want path %q message containing %q", ve.Type, ve.Path, ve.Message, tt.path, tt.msg)
+			}
+			if tt.path != "" && !strings.Contains(ve.Error(), tt.path) {
+				t.Errorf("Error() %q does not name the path", ve.Error())
+			}
+		})
+	}
+}
+
+func TestValidate_UnknownType(t *testing.T) {
+	err := Validate("metrics", json.RawMessage(`{}`))
+	if !errors.Is(err, ErrUnknownType) {
+		t.Fatalf("got %v", err)
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		t.Error("unknown type must not be a ValidationError")
+	}
+}
+
+func TestValidate_SizeLimit(t *testing.T) {
+	pad := strings.Repeat("x", MaxConfigSize)
+	err := Validate(Labels, json.RawMessage(`{"static":{"k":"`+pad+`"}}`))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(ve.Message, "larger than 262144 bytes") {
+		t.Fatalf("got %v", err)
+	}
+	// Just under the limit is fine.
+	doc := `{"static":{"k":""}}`
+	doc = `{"static":{"k":"` + strings.Repeat("x", MaxConfigSize-len(doc)) + `"}}`
+	if err := Validate(Labels, json.RawMessage(doc)); err != nil {
+		t.Fatalf("%d bytes: %v", len(doc), err)
+	}
+}
+
+// Messages never echo values: a password typed into the wrong field must not surface in errors.
+func TestValidate_MessagesDoNotEchoValues(t *testing.T) {
+	secret := "hunter2-s3cret"
+	for _, doc := range []string{
+		`[{"type":"postgres","name":"a","port":"` + secret + `"}]`,
+		`[{"type":"http","name":"a","url":"` + secret + `"}]`,
+		`[{"type":"tcp","name":"a","address":"` + secret + `"}]`,
+		`[{"type":"tcp","name":"a","interval":"` + secret + `"}]`,
+		`[{"type":"http","name":"a","method":"` + secret + `"}]`,
+	} {
+		if err := Validate(Collectors, json.RawMessage(doc)); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("error %v for %s", err, doc)
+		}
+	}
+}
+
+// Large lists switch to a map for identity checks; both paths must find the same duplicate.
+func TestValidate_UniqueLargeList(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 100 {
+		fmt.Fprintf(&b, `{"type":"tcp","name":"c%d"},`, i)
+	}
+	b.WriteString(`{"type":"tcp","name":"c42"}]`)
+	err := Validate(Collectors, json.RawMessage(b.String()))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Path != "collectors[100]" || !strings.Contains(ve.Message, "entry 42") {
+		t.Fatalf("got %v", err)
+	}
+}
