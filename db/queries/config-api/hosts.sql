@@ -1,0 +1,46 @@
+-- Host registration and the host views operators read (heartbeat state and apply status).
+
+-- name: CreateHost :one
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id)
+VALUES (@client_id, @environment_id, @hostname, @agent_id)
+RETURNING id, client_id, environment_id, hostname, agent_id, created_at;
+
+-- name: GetHost :one
+SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
+                   'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
+                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
+FROM hosts h
+WHERE h.id = @id
+  AND (sqlc.narg(client_filter)::uuid IS NULL OR h.client_id = sqlc.narg(client_filter)::uuid);
+
+-- name: ListHosts :many
+SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
+                   'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
+                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
+FROM hosts h
+WHERE h.environment_id = @environment_id
+  AND (sqlc.narg(after)::uuid IS NULL OR h.id > sqlc.narg(after)::uuid)
+ORDER BY h.id
+LIMIT @max_rows;
+
+-- name: RevokeHost :one
+UPDATE hosts SET revoked_at = COALESCE(revoked_at, now())
+WHERE id = @id
+  AND (sqlc.narg(client_filter)::uuid IS NULL OR client_id = sqlc.narg(client_filter)::uuid)
+RETURNING id;
+
+-- name: CountActiveHosts :one
+SELECT count(*) FROM hosts WHERE environment_id = @environment_id AND revoked_at IS NULL;
+
+-- name: ListActiveHostsWithOverride :many
+-- A page of an environment's active hosts with their override of one type (if any), for dry runs.
+SELECT h.id, h.hostname, h.agent_id, c.config_data AS override_data
+FROM hosts h
+LEFT JOIN host_configs c ON c.host_id = h.id AND c.config_type = @config_type
+WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL
+ORDER BY h.hostname
+LIMIT @max_rows;

@@ -1,0 +1,78 @@
+// Command config-api serves ConfigSync's operator REST API. `config-api bootstrap-token -name NAME`
+// instead prints a new admin API token (it needs only DATABASE_URL).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/httpserver"
+	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/outbox"
+	"github.com/configsync/configsync/libs/platform/pgdb"
+	configapi "github.com/configsync/configsync/services/config-api"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "bootstrap-token" {
+		if err := bootstrapToken(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "config-api bootstrap-token:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	fx.New(
+		logging.Module,
+		pgdb.Module,
+		natsconn.Module,
+		httpserver.Module,
+		outbox.Module,
+		configapi.Module,
+	).Run()
+}
+
+// bootstrapToken prints a new admin token on stdout (logs go to stderr).
+func bootstrapToken(args []string) error {
+	fs := flag.NewFlagSet("bootstrap-token", flag.ContinueOnError)
+	name := fs.String("name", "", "name of the admin token (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return errors.New("-name is required")
+	}
+	var logCfg logging.Config
+	var dbCfg pgdb.Config
+	if err := envconfig.Load(&logCfg); err != nil {
+		return err
+	}
+	if err := envconfig.Load(&dbCfg); err != nil {
+		return err
+	}
+	log, err := logging.New(logCfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgdb.Open(ctx, dbCfg, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	token, err := configapi.BootstrapAdminToken(ctx, pool, *name)
+	if err != nil {
+		return err
+	}
+	fmt.Println(token)
+	return nil
+}

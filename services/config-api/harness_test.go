@@ -1,0 +1,276 @@
+package configapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
+	configapi "github.com/configsync/configsync/services/config-api"
+	"github.com/configsync/configsync/services/credential"
+	"github.com/configsync/configsync/services/resolver"
+)
+
+// harness is config-api on a real PostgreSQL database and an embedded nats-server, with the real
+// resolver and credential services started through their fx Modules.
+type harness struct {
+	t     *testing.T
+	pool  *pgxpool.Pool
+	nc    *nats.Conn
+	srv   *httptest.Server
+	logs  *observer.ObservedLogs
+	admin string
+}
+
+// TestMain gives the credential service a throwaway local keyring. It is set once, here, because
+// the tests run in parallel (t.Setenv forbids that).
+func TestMain(m *testing.M) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic(err)
+	}
+	os.Setenv("CREDENTIAL_CIPHER", "local")
+	os.Setenv("CONFIGSYNC_KEYRING", "v1:"+base64.StdEncoding.EncodeToString(key))
+	os.Exit(m.Run())
+}
+
+// harnessOption changes what newHarness starts.
+type harnessOption func(*harnessConfig)
+
+type harnessConfig struct{ noResolver bool }
+
+// withoutResolver leaves the resolver service out (requests to it find no responder).
+func withoutResolver() harnessOption { return func(c *harnessConfig) { c.noResolver = true } }
+
+func newHarness(t *testing.T, opts ...harnessOption) *harness {
+	t.Helper()
+	var cfg harnessConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	pool := testinfra.Postgres(t)
+	ns := testinfra.NATS(t)
+	nc := ns.Connect(t)
+	log, logs := testinfra.Logger(t)
+
+	// The real resolver and credential services, composed the way tools/devstack composes them (the
+	// credential service's keyring comes from TestMain).
+	services := []fx.Option{fx.Supply(pool, nc, log), fx.NopLogger, credential.Module}
+	if !cfg.noResolver {
+		services = append(services, resolver.Module)
+	}
+	app := fxtest.New(t, services...)
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+
+	h := &harness{t: t, pool: pool, nc: nc, logs: logs}
+
+	router := mux.NewRouter()
+	configapi.New(configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second}, pool, nc, log).Register(router)
+	h.srv = httptest.NewServer(router)
+	t.Cleanup(h.srv.Close)
+
+	token, err := configapi.BootstrapAdminToken(context.Background(), pool, "test-admin")
+	if err != nil {
+		t.Fatalf("bootstrap admin token: %v", err)
+	}
+	h.admin = token
+	return h
+}
+
+// response is one HTTP answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// data decodes the {"data": ...} envelope into dst.
+func (r response) data(t *testing.T, dst any) {
+	t.Helper()
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &env); err != nil || env.Data == nil {
+		t.Fatalf("response %d is not a data envelope: %s", r.status, r.body)
+	}
+	if err := json.Unmarshal(env.Data, dst); err != nil {
+		t.Fatalf("decode data: %v in %s", err, env.Data)
+	}
+}
+
+// errCode returns the code of an {"error": ...} body.
+func (r response) errCode(t *testing.T) string {
+	t.Helper()
+	var env struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.body, &env); err != nil || env.Error == nil || env.Error.Code == "" || env.Error.Message == "" {
+		t.Fatalf("response %d is not an error envelope: %s", r.status, r.body)
+	}
+	return env.Error.Code
+}
+
+func (r response) message(t *testing.T) string {
+	t.Helper()
+	var env struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &env)
+	return env.Error.Message
+}
+
+// do sends a request; body is JSON-encoded unless it is a string or []byte. headers are name, value pairs.
+func (h *harness) do(method, path, token string, body any, headers ...string) response {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rd = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequest(method, h.srv.URL+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// must sends a request and fails the test unless it answers want.
+func (h *harness) must(want int, method, path, token string, body any, headers ...string) response {
+	h.t.Helper()
+	r := h.do(method, path, token, body, headers...)
+	if r.status != want {
+		h.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.status, want, r.body)
+	}
+	return r
+}
+
+type idObj struct {
+	ID            uuid.UUID `json:"id"`
+	ClientID      uuid.UUID `json:"client_id"`
+	EnvironmentID uuid.UUID `json:"environment_id"`
+	AgentID       string    `json:"agent_id"`
+	Token         string    `json:"token"`
+}
+
+// tenant is a client with one environment, one host and a client-scoped token.
+type tenant struct {
+	client, env, host uuid.UUID
+	agentID           string
+	token             string
+}
+
+func (h *harness) newTenant(name string) tenant {
+	h.t.Helper()
+	var c, e, hst, tok idObj
+	h.must(201, "POST", "/api/v1/clients", h.admin, map[string]any{"name": name}).data(h.t, &c)
+	h.must(201, "POST", "/api/v1/clients/"+c.ID.String()+"/environments", h.admin, map[string]any{"name": "prod"}).data(h.t, &e)
+	h.must(201, "POST", "/api/v1/environments/"+e.ID.String()+"/hosts", h.admin, map[string]any{"hostname": name + "-web-1"}).data(h.t, &hst)
+	h.must(201, "POST", "/api/v1/tokens", h.admin, map[string]any{"name": name + "-ops", "client_id": c.ID}).data(h.t, &tok)
+	return tenant{client: c.ID, env: e.ID, host: hst.ID, agentID: hst.AgentID, token: tok.Token}
+}
+
+func (h *harness) count(query string, args ...any) int {
+	h.t.Helper()
+	var n int
+	if err := h.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func (h *harness) exec(query string, args ...any) {
+	h.t.Helper()
+	if _, err := h.pool.Exec(context.Background(), query, args...); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// noLogContains fails when any log entry (message or field) contains s.
+func (h *harness) noLogContains(s string) {
+	h.t.Helper()
+	for _, e := range h.logs.All() {
+		if strings.Contains(e.Message, s) {
+			h.t.Fatalf("log message contains %q: %s", s, e.Message)
+		}
+		for k, v := range e.ContextMap() {
+			if strings.Contains(fmt.Sprint(v), s) {
+				h.t.Fatalf("log field %s contains %q", k, s)
+			}
+		}
+	}
+}
+
+var _ = zap.NewNop
+
+// inject asks the credential service (as delivery would) to inject credential id into a collector of
+// tenant's environment and returns the injected password.
+func (h *harness) inject(tn tenant, id string) string {
+	h.t.Helper()
+	req := protocol.InjectRequest{Items: []protocol.InjectItem{{
+		Key: "k", ClientID: tn.client.String(), EnvironmentID: tn.env.String(),
+		Collectors: json.RawMessage(`[{"type": "mysql", "name": "m", "host": "db", "port": 3306, "credential_id": "` + id + `"}]`),
+	}}}
+	data, _ := json.Marshal(req)
+	msg, err := h.nc.Request(protocol.CredentialInjectSubject, data, 10*time.Second)
+	if err != nil {
+		h.t.Fatalf("inject: %v", err)
+	}
+	var reply protocol.InjectReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil || len(reply.Results) != 1 || reply.Results[0].Error != nil {
+		h.t.Fatalf("inject reply: %s", msg.Data)
+	}
+	var cols []map[string]any
+	if err := json.Unmarshal(reply.Results[0].Collectors, &cols); err != nil || len(cols) != 1 {
+		h.t.Fatalf("injected collectors: %s", reply.Results[0].Collectors)
+	}
+	pw, _ := cols[0]["password"].(string)
+	return pw
+}

@@ -1,0 +1,87 @@
+package configs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/tenancy"
+)
+
+// DryRun is what a write would make of the affected hosts' effective config, without writing.
+type DryRun struct {
+	ConfigType string
+	// TotalHosts counts every affected active host; Hosts shows at most DryRunHostLimit of them.
+	TotalHosts int
+	Hosts      []DryRunHost
+}
+
+// DryRunHost is one affected host's effective config after the write.
+type DryRunHost struct {
+	HostID     uuid.UUID
+	Hostname   string
+	AgentID    string
+	ConfigData json.RawMessage
+	Source     string
+}
+
+// DryRunPut validates data and returns the effective config the affected hosts would get if it were
+// written at ref: every active host of the environment (merged with its own override), or the one host.
+func (s *Service) DryRunPut(ctx context.Context, p tenancy.Principal, ref Ref, data json.RawMessage) (DryRun, error) {
+	if err := Validate(ref.ConfigType, data); err != nil {
+		return DryRun{}, err
+	}
+	out := DryRun{ConfigType: ref.ConfigType, Hosts: []DryRunHost{}}
+	if ref.Scope == protocol.ScopeHost {
+		h, err := s.hosts.Get(ctx, p, ref.ID)
+		if err != nil {
+			return DryRun{}, err
+		}
+		if h.RevokedAt != nil {
+			return out, nil
+		}
+		var env json.RawMessage
+		rec, err := s.repo.EnvironmentConfig(ctx, h.EnvironmentID, ref.ConfigType)
+		switch {
+		case err == nil && rec.Live():
+			env = rec.Data
+		case err != nil && !fault.Is(err, fault.NotFound):
+			return DryRun{}, fmt.Errorf("configs: dry run: %w", err)
+		}
+		host, err := dryRunHost(ref.ConfigType, env, data, AffectedHost{HostID: h.ID, Hostname: h.Hostname, AgentID: h.AgentID})
+		if err != nil {
+			return DryRun{}, err
+		}
+		out.TotalHosts, out.Hosts = 1, []DryRunHost{host}
+		return out, nil
+	}
+	if _, err := s.environments.Environment(ctx, p, ref.ID); err != nil {
+		return DryRun{}, err
+	}
+	affected, total, err := s.repo.AffectedHosts(ctx, ref.ID, ref.ConfigType, DryRunHostLimit)
+	if err != nil {
+		return DryRun{}, fmt.Errorf("configs: dry run: %w", err)
+	}
+	out.TotalHosts = total
+	for _, a := range affected {
+		host, err := dryRunHost(ref.ConfigType, data, a.Override, a)
+		if err != nil {
+			return DryRun{}, err
+		}
+		out.Hosts = append(out.Hosts, host)
+	}
+	return out, nil
+}
+
+func dryRunHost(configType string, env, host json.RawMessage, a AffectedHost) (DryRunHost, error) {
+	eff, err := agentconfig.Resolve(configType, agentconfig.Layer{Data: env}, agentconfig.Layer{Data: host})
+	if err != nil {
+		return DryRunHost{}, fmt.Errorf("configs: dry run merge for host %s: %w", a.HostID, err)
+	}
+	return DryRunHost{HostID: a.HostID, Hostname: a.Hostname, AgentID: a.AgentID, ConfigData: eff.Data, Source: eff.Source}, nil
+}

@@ -1,0 +1,192 @@
+// Package credentials lets operators manage a client's credentials (secrets referenced by collector
+// configs through credential_id). The secret material goes straight to the credential service over
+// NATS; config-api never stores, logs or returns it, and answers with metadata only.
+package credentials
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/tenancy"
+	"github.com/configsync/configsync/services/config-api/internal/tenants"
+)
+
+// Limits on what a secret may hold.
+const (
+	MaxFields     = 32
+	MaxFieldName  = 64
+	MaxValueBytes = 16 << 10
+)
+
+// Backend is the credential service.
+type Backend interface {
+	Create(ctx context.Context, req protocol.CredentialCreateRequest) (protocol.CredentialMeta, error)
+	Rotate(ctx context.Context, req protocol.CredentialRotateRequest) (protocol.CredentialMeta, error)
+	Delete(ctx context.Context, ref protocol.CredentialRef) error
+	Get(ctx context.Context, ref protocol.CredentialRef) (protocol.CredentialMeta, error)
+	List(ctx context.Context, req protocol.CredentialListRequest) ([]protocol.CredentialMeta, error)
+}
+
+// Tenants finds clients and environments the caller can see (auditing cross-tenant attempts).
+type Tenants interface {
+	Client(ctx context.Context, p tenancy.Principal, id uuid.UUID) (tenants.Client, error)
+	Environment(ctx context.Context, p tenancy.Principal, id uuid.UUID) (tenants.Environment, error)
+}
+
+// Service is the credential use cases.
+type Service struct {
+	backend Backend
+	tenants Tenants
+	guard   *tenancy.Guard
+}
+
+// NewService returns a Service.
+func NewService(backend Backend, tenants Tenants, guard *tenancy.Guard) *Service {
+	return &Service{backend: backend, tenants: tenants, guard: guard}
+}
+
+// CreateInput is a new credential. Secret maps field names (e.g. "password") to values.
+type CreateInput struct {
+	Name          string
+	EnvironmentID uuid.NullUUID
+	Secret        map[string]string
+}
+
+// Create stores a credential for a client, optionally scoped to one of its environments.
+func (s *Service) Create(ctx context.Context, p tenancy.Principal, clientID uuid.UUID, in CreateInput) (protocol.CredentialMeta, error) {
+	name := strings.TrimSpace(in.Name)
+	if name == "" || len(name) > 200 {
+		return protocol.CredentialMeta{}, fault.Invalidf("name must be 1 to 200 characters")
+	}
+	if err := validSecret(in.Secret, true); err != nil {
+		return protocol.CredentialMeta{}, err
+	}
+	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
+		return protocol.CredentialMeta{}, err
+	}
+	req := protocol.CredentialCreateRequest{ClientID: clientID.String(), Name: name, Secret: in.Secret}
+	if in.EnvironmentID.Valid {
+		env, err := s.tenants.Environment(ctx, p, in.EnvironmentID.UUID)
+		if err != nil {
+			return protocol.CredentialMeta{}, err
+		}
+		if env.ClientID != clientID {
+			return protocol.CredentialMeta{}, fault.Invalidf("environment_id belongs to another client")
+		}
+		req.EnvironmentID = env.ID.String()
+	}
+	meta, err := s.backend.Create(ctx, req)
+	if err != nil {
+		return protocol.CredentialMeta{}, fmt.Errorf("credentials: create: %w", err)
+	}
+	s.audit(ctx, p, tenancy.ActionCredentialCreate, clientID, meta)
+	return meta, nil
+}
+
+// List lists a client's credentials.
+func (s *Service) List(ctx context.Context, p tenancy.Principal, clientID uuid.UUID) ([]protocol.CredentialMeta, error) {
+	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
+		return nil, err
+	}
+	metas, err := s.backend.List(ctx, protocol.CredentialListRequest{ClientID: clientID.String()})
+	if err != nil {
+		return nil, fmt.Errorf("credentials: list: %w", err)
+	}
+	if metas == nil {
+		metas = []protocol.CredentialMeta{}
+	}
+	return metas, nil
+}
+
+// Get returns one credential's metadata.
+func (s *Service) Get(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID) (protocol.CredentialMeta, error) {
+	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
+		return protocol.CredentialMeta{}, err
+	}
+	meta, err := s.backend.Get(ctx, ref(clientID, id))
+	if err != nil {
+		return protocol.CredentialMeta{}, s.miss(ctx, p, id, fmt.Errorf("credentials: get: %w", err))
+	}
+	return meta, nil
+}
+
+// Delete deletes a credential. Configs that still reference it fail to deliver (all-or-nothing).
+func (s *Service) Delete(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID) error {
+	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
+		return err
+	}
+	if err := s.backend.Delete(ctx, ref(clientID, id)); err != nil {
+		return s.miss(ctx, p, id, fmt.Errorf("credentials: delete: %w", err))
+	}
+	s.audit(ctx, p, tenancy.ActionCredentialDelete, clientID, protocol.CredentialMeta{ID: id.String()})
+	return nil
+}
+
+// Rotate replaces a credential's secret; with no secret it re-encrypts the stored one under the
+// newest key.
+func (s *Service) Rotate(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID, secret map[string]string) (protocol.CredentialMeta, error) {
+	if err := validSecret(secret, false); err != nil {
+		return protocol.CredentialMeta{}, err
+	}
+	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
+		return protocol.CredentialMeta{}, err
+	}
+	meta, err := s.backend.Rotate(ctx, protocol.CredentialRotateRequest{ClientID: clientID.String(), ID: id.String(), Secret: secret})
+	if err != nil {
+		return protocol.CredentialMeta{}, s.miss(ctx, p, id, fmt.Errorf("credentials: rotate: %w", err))
+	}
+	s.audit(ctx, p, tenancy.ActionCredentialRotate, clientID, meta)
+	return meta, nil
+}
+
+// miss turns the credential service's not-found into an audited miss (the credential may belong to
+// another client).
+func (s *Service) miss(ctx context.Context, p tenancy.Principal, id uuid.UUID, err error) error {
+	if fault.Is(err, fault.NotFound) {
+		return s.guard.Missing(ctx, p, tenancy.KindCredential, id)
+	}
+	return err
+}
+
+func (s *Service) audit(ctx context.Context, p tenancy.Principal, action string, clientID uuid.UUID, meta protocol.CredentialMeta) {
+	id, _ := uuid.Parse(meta.ID)
+	detail := map[string]any{}
+	if meta.Name != "" {
+		detail["name"] = meta.Name
+	}
+	if meta.Fields != nil {
+		detail["fields"] = meta.Fields // field names only, never values
+	}
+	s.guard.Record(ctx, p, action, uuid.NullUUID{UUID: clientID, Valid: true}, tenancy.KindCredential, id, detail)
+}
+
+func ref(clientID, id uuid.UUID) protocol.CredentialRef {
+	return protocol.CredentialRef{ClientID: clientID.String(), ID: id.String()}
+}
+
+// validSecret checks field names and sizes; values are never echoed in messages.
+func validSecret(secret map[string]string, required bool) error {
+	if len(secret) == 0 {
+		if required {
+			return fault.Invalidf("secret must have at least one field")
+		}
+		return nil
+	}
+	if len(secret) > MaxFields {
+		return fault.Invalidf("secret has more than %d fields", MaxFields)
+	}
+	for k, v := range secret {
+		if k == "" || len(k) > MaxFieldName {
+			return fault.Invalidf("secret field names must be 1 to %d characters", MaxFieldName)
+		}
+		if len(v) > MaxValueBytes {
+			return fault.Invalidf("secret field %q is larger than %d bytes", k, MaxValueBytes)
+		}
+	}
+	return nil
+}

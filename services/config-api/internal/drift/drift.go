@@ -1,0 +1,278 @@
+// Package drift finds the hosts of an environment whose reported config state differs from what they
+// should hold: a config_hash other than the expected one, or per-type versions other than the
+// effective versions. The expected hash is computed exactly as the agent computes its own: over the
+// effective configs as the agent caches them, collectors with injected secrets redacted — from
+// credential metadata alone, never decrypting anything.
+package drift
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/hosts"
+	"github.com/configsync/configsync/services/config-api/internal/tenancy"
+	"github.com/configsync/configsync/services/config-api/internal/tenants"
+)
+
+// pageSize is how many hosts one round of batch resolves covers.
+const pageSize = 500
+
+// Resolver resolves one config type for a page of an environment's hosts (the resolver service).
+type Resolver interface {
+	ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error)
+}
+
+// Credentials lists a client's credential metadata (the credential service).
+type Credentials interface {
+	List(ctx context.Context, req protocol.CredentialListRequest) ([]protocol.CredentialMeta, error)
+}
+
+// Hosts pages through an environment's hosts.
+type Hosts interface {
+	Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.NullUUID, limit int) ([]hosts.Host, error)
+}
+
+// Environments finds an environment the caller can see (auditing cross-tenant attempts).
+type Environments interface {
+	Environment(ctx context.Context, p tenancy.Principal, id uuid.UUID) (tenants.Environment, error)
+}
+
+// Host is one drifted host and why.
+type Host struct {
+	HostID           uuid.UUID
+	Hostname         string
+	AgentID          string
+	Online           bool
+	LastHeartbeatAt  *time.Time
+	ReportedHash     *string
+	ExpectedHash     string
+	ReportedVersions map[string]int64
+	ExpectedVersions map[string]int64
+	Reasons          []string
+}
+
+// Report is the drift of one environment.
+type Report struct {
+	EnvironmentID uuid.UUID
+	CheckedHosts  int
+	Hosts         []Host
+}
+
+// Detector computes drift reports.
+type Detector struct {
+	environments Environments
+	hosts        Hosts
+	resolver     Resolver
+	credentials  Credentials
+	onlineWindow time.Duration
+	now          func() time.Time
+}
+
+// NewDetector returns a Detector; onlineWindow decides the Online flag of reported hosts.
+func NewDetector(environments Environments, hosts Hosts, resolver Resolver, credentials Credentials, onlineWindow time.Duration) *Detector {
+	return &Detector{environments: environments, hosts: hosts, resolver: resolver, credentials: credentials,
+		onlineWindow: onlineWindow, now: time.Now}
+}
+
+// Environment reports the drifted active hosts of an environment.
+func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID) (Report, error) {
+	env, err := d.environments.Environment(ctx, p, environmentID)
+	if err != nil {
+		return Report{}, err
+	}
+	report := Report{EnvironmentID: env.ID, Hosts: []Host{}}
+	fields := &credentialFields{list: d.credentials, clientID: env.ClientID}
+	now := d.now()
+	after := uuid.NullUUID{}
+	for {
+		page, err := d.hosts.Hosts(ctx, env.ID, after, pageSize)
+		if err != nil {
+			return Report{}, fmt.Errorf("drift: list hosts: %w", err)
+		}
+		active := slices.DeleteFunc(slices.Clone(page), func(h hosts.Host) bool { return h.RevokedAt != nil })
+		if len(active) > 0 {
+			expected, err := d.expected(ctx, env.ID, active)
+			if err != nil {
+				return Report{}, err
+			}
+			for _, h := range active {
+				hd, drifted, err := compare(ctx, h, expected[h.ID], fields)
+				if err != nil {
+					return Report{}, err
+				}
+				report.CheckedHosts++
+				if drifted {
+					hd.Online = h.Online(now, d.onlineWindow)
+					report.Hosts = append(report.Hosts, hd)
+				}
+			}
+		}
+		if len(page) < pageSize {
+			return report, nil
+		}
+		after = uuid.NullUUID{UUID: page[len(page)-1].ID, Valid: true}
+	}
+}
+
+// expected resolves every config type for a page of hosts: host id -> type -> effective config.
+func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page []hosts.Host) (map[uuid.UUID]map[string]protocol.EffectiveConfig, error) {
+	ids := make([]string, len(page))
+	out := make(map[uuid.UUID]map[string]protocol.EffectiveConfig, len(page))
+	for i, h := range page {
+		ids[i] = h.ID.String()
+		out[h.ID] = map[string]protocol.EffectiveConfig{}
+	}
+	for _, configType := range agentconfig.TypeNames() {
+		after := ""
+		for {
+			reply, err := d.resolver.ResolveBatch(ctx, protocol.ResolveBatchRequest{
+				EnvironmentID: environmentID.String(),
+				ConfigType:    configType,
+				HostIDs:       ids,
+				After:         after,
+				Limit:         len(ids),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("drift: resolve %s: %w", configType, err)
+			}
+			for _, bh := range reply.Hosts {
+				id, err := uuid.Parse(bh.HostID)
+				if err != nil {
+					continue
+				}
+				m, ok := out[id]
+				if !ok {
+					continue
+				}
+				ec := reply.Environment
+				if bh.Override != nil {
+					ec = *bh.Override
+				}
+				if present(ec.ConfigData) {
+					ec.ConfigType = configType
+					m[configType] = ec
+				}
+			}
+			if reply.NextAfter == "" {
+				break
+			}
+			after = reply.NextAfter
+		}
+	}
+	return out, nil
+}
+
+// compare checks one host's report against its expected configs.
+func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.EffectiveConfig, fields *credentialFields) (Host, bool, error) {
+	var undeliverable []string
+	entries := make([]agentconfig.CacheEntry, 0, len(expected))
+	versions := make(map[string]int64, len(expected))
+	for _, t := range slices.Sorted(maps.Keys(expected)) {
+		ec := expected[t]
+		entry := agentconfig.CacheEntry{ConfigType: t, ConfigData: ec.ConfigData, Version: ec.Version}
+		if t == agentconfig.Collectors {
+			byCred, err := fields.forCollectors(ctx, ec.ConfigData)
+			if err != nil {
+				return Host{}, false, err
+			}
+			if len(byCred) > 0 {
+				redacted, pointers, err := agentconfig.RedactForCache(ec.ConfigData, byCred)
+				if errors.Is(err, agentconfig.ErrCredentialMissing) {
+					// Delivery is all-or-nothing: the agent cannot get these collectors at all.
+					undeliverable = append(undeliverable, "collectors reference a credential that does not exist, so they cannot be delivered")
+					versions[t] = ec.Version
+					continue
+				}
+				if err != nil {
+					return Host{}, false, fmt.Errorf("drift: redact collectors of host %s: %w", h.ID, err)
+				}
+				entry.ConfigData, entry.SecretFields, entry.Redacted = redacted, pointers, len(pointers) > 0
+			}
+		}
+		entries = append(entries, entry)
+		versions[t] = ec.Version
+	}
+	hash := agentconfig.ConfigHash(entries)
+	out := Host{
+		HostID:           h.ID,
+		Hostname:         h.Hostname,
+		AgentID:          h.AgentID,
+		LastHeartbeatAt:  h.LastHeartbeatAt,
+		ReportedHash:     h.ConfigHash,
+		ExpectedHash:     hash,
+		ReportedVersions: h.ConfigVersions,
+		ExpectedVersions: versions,
+	}
+	out.Reasons = append(out.Reasons, undeliverable...)
+	if h.ConfigHash == nil {
+		out.Reasons = append(out.Reasons, "the agent has not reported its config state yet")
+		return out, true, nil
+	}
+	if *h.ConfigHash != hash {
+		out.Reasons = append(out.Reasons, "config_hash differs from the expected hash")
+	}
+	for _, t := range slices.Sorted(maps.Keys(versions)) {
+		got, ok := h.ConfigVersions[t]
+		switch {
+		case !ok:
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: not reported, expected version %d", t, versions[t]))
+		case got < versions[t]:
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d is behind the expected version %d", t, got, versions[t]))
+		case got != versions[t]:
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d differs from the expected version %d", t, got, versions[t]))
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(h.ConfigVersions)) {
+		if _, ok := versions[t]; !ok {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: reported (version %d) but no longer configured", t, h.ConfigVersions[t]))
+		}
+	}
+	return out, len(out.Reasons) > 0, nil
+}
+
+// credentialFields loads a client's credential field names once, on first need.
+type credentialFields struct {
+	list     Credentials
+	clientID uuid.UUID
+	loaded   bool
+	fields   map[string][]string
+}
+
+// forCollectors returns the field names of the credentials a collectors config references.
+func (c *credentialFields) forCollectors(ctx context.Context, collectors json.RawMessage) (map[string][]string, error) {
+	ids, err := agentconfig.CredentialIDs(collectors)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	if !c.loaded {
+		metas, err := c.list.List(ctx, protocol.CredentialListRequest{ClientID: c.clientID.String()})
+		if err != nil {
+			return nil, fmt.Errorf("drift: list credentials: %w", err)
+		}
+		c.fields = make(map[string][]string, len(metas))
+		for _, m := range metas {
+			c.fields[m.ID] = m.Fields
+		}
+		c.loaded = true
+	}
+	out := make(map[string][]string, len(ids))
+	for _, id := range ids {
+		if f, ok := c.fields[id]; ok {
+			out[id] = f
+		}
+	}
+	return out, nil
+}
+
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}

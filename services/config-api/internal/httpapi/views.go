@@ -1,0 +1,237 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/configs"
+	"github.com/configsync/configsync/services/config-api/internal/drift"
+	"github.com/configsync/configsync/services/config-api/internal/hosts"
+	"github.com/configsync/configsync/services/config-api/internal/tenants"
+)
+
+// The JSON shapes of responses. Domain types carry no JSON tags; these do.
+
+type clientView struct {
+	ID        uuid.UUID `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func viewClient(c tenants.Client) clientView { return clientView(c) }
+
+type environmentView struct {
+	ID        uuid.UUID `json:"id"`
+	ClientID  uuid.UUID `json:"client_id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func viewEnvironment(e tenants.Environment) environmentView { return environmentView(e) }
+
+type tokenView struct {
+	ID       uuid.UUID  `json:"id"`
+	Name     string     `json:"name"`
+	ClientID *uuid.UUID `json:"client_id"`
+	Token    string     `json:"token"`
+}
+
+// configView is a stored config row of either level (the spec's PUT response).
+type configView struct {
+	ID            uuid.UUID       `json:"id"`
+	EnvironmentID *uuid.UUID      `json:"environment_id,omitempty"`
+	HostID        *uuid.UUID      `json:"host_id,omitempty"`
+	ConfigType    string          `json:"config_type"`
+	ConfigData    json.RawMessage `json:"config_data"`
+	Version       int64           `json:"version"`
+	DeletedAt     *time.Time      `json:"deleted_at,omitempty"`
+	UpdatedBy     string          `json:"updated_by"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+}
+
+func viewConfig(r configs.Record) configView {
+	v := configView{
+		ID:         r.ID,
+		ConfigType: r.ConfigType,
+		ConfigData: r.Data,
+		Version:    r.Version,
+		DeletedAt:  r.DeletedAt,
+		UpdatedBy:  r.UpdatedBy,
+		UpdatedAt:  r.UpdatedAt,
+	}
+	if v.ConfigData == nil {
+		v.ConfigData = json.RawMessage("null")
+	}
+	if r.Scope == protocol.ScopeHost {
+		v.HostID = &r.HostID
+	}
+	if r.EnvironmentID != uuid.Nil {
+		v.EnvironmentID = &r.EnvironmentID
+	}
+	return v
+}
+
+// effectiveView is a host's effective config (the spec's host GET response); the version fields and
+// provenance appear with ?explain=true.
+type effectiveView struct {
+	ConfigType         string          `json:"config_type"`
+	ConfigData         json.RawMessage `json:"config_data"`
+	Version            int64           `json:"version"`
+	Source             string          `json:"source"`
+	EnvironmentVersion *int64          `json:"environment_version,omitempty"`
+	HostVersion        *int64          `json:"host_version,omitempty"`
+	Provenance         json.RawMessage `json:"provenance,omitempty"`
+}
+
+func viewEffective(ec protocol.EffectiveConfig, explain bool) effectiveView {
+	v := effectiveView{ConfigType: ec.ConfigType, ConfigData: ec.ConfigData, Version: ec.Version, Source: ec.Source}
+	if explain {
+		env, host := ec.EnvironmentVersion, ec.HostVersion
+		v.EnvironmentVersion, v.HostVersion = &env, &host
+		v.Provenance = ec.Provenance
+	}
+	return v
+}
+
+type revisionView struct {
+	Revision      int64           `json:"revision"`
+	Action        string          `json:"action"`
+	ConfigData    json.RawMessage `json:"config_data"`
+	OldConfigData json.RawMessage `json:"old_config_data"`
+	Actor         string          `json:"actor"`
+	CreatedAt     time.Time       `json:"created_at"`
+}
+
+func viewRevision(r configs.Revision) revisionView {
+	return revisionView{
+		Revision:      r.Version,
+		Action:        r.Action,
+		ConfigData:    nullIfEmpty(r.NewData),
+		OldConfigData: nullIfEmpty(r.OldData),
+		Actor:         r.Actor,
+		CreatedAt:     r.CreatedAt,
+	}
+}
+
+type dryRunView struct {
+	DryRun     bool             `json:"dry_run"`
+	ConfigType string           `json:"config_type"`
+	TotalHosts int              `json:"total_hosts"`
+	Hosts      []dryRunHostView `json:"hosts"`
+}
+
+type dryRunHostView struct {
+	HostID     uuid.UUID       `json:"host_id"`
+	Hostname   string          `json:"hostname"`
+	AgentID    string          `json:"agent_id"`
+	ConfigData json.RawMessage `json:"config_data"`
+	Source     string          `json:"source"`
+}
+
+func viewDryRun(d configs.DryRun) dryRunView {
+	v := dryRunView{DryRun: true, ConfigType: d.ConfigType, TotalHosts: d.TotalHosts, Hosts: make([]dryRunHostView, len(d.Hosts))}
+	for i, h := range d.Hosts {
+		v.Hosts[i] = dryRunHostView{HostID: h.HostID, Hostname: h.Hostname, AgentID: h.AgentID, ConfigData: nullIfEmpty(h.ConfigData), Source: h.Source}
+	}
+	return v
+}
+
+// registeredHostView answers host registration.
+type registeredHostView struct {
+	ID            uuid.UUID `json:"id"`
+	AgentID       string    `json:"agent_id"`
+	EnvironmentID uuid.UUID `json:"environment_id"`
+	ClientID      uuid.UUID `json:"client_id"`
+	Hostname      string    `json:"hostname"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+type hostView struct {
+	ID              uuid.UUID                    `json:"id"`
+	AgentID         string                       `json:"agent_id"`
+	Hostname        string                       `json:"hostname"`
+	EnvironmentID   uuid.UUID                    `json:"environment_id"`
+	ClientID        uuid.UUID                    `json:"client_id"`
+	CreatedAt       time.Time                    `json:"created_at"`
+	RevokedAt       *time.Time                   `json:"revoked_at"`
+	AgentVersion    *string                      `json:"agent_version"`
+	LastHeartbeatAt *time.Time                   `json:"last_heartbeat_at"`
+	Online          bool                         `json:"online"`
+	ConfigHash      *string                      `json:"config_hash"`
+	ConfigVersion   *int64                       `json:"config_version"`
+	ConfigVersions  map[string]int64             `json:"config_versions"`
+	ApplyStatus     map[string]hosts.ApplyStatus `json:"apply_status"`
+}
+
+func (a *API) viewHost(h hosts.Host) hostView {
+	v := hostView{
+		ID:              h.ID,
+		AgentID:         h.AgentID,
+		Hostname:        h.Hostname,
+		EnvironmentID:   h.EnvironmentID,
+		ClientID:        h.ClientID,
+		CreatedAt:       h.CreatedAt,
+		RevokedAt:       h.RevokedAt,
+		AgentVersion:    h.AgentVersion,
+		LastHeartbeatAt: h.LastHeartbeatAt,
+		Online:          h.Online(a.now(), a.onlineWindow),
+		ConfigHash:      h.ConfigHash,
+		ConfigVersion:   h.ConfigVersion,
+		ConfigVersions:  h.ConfigVersions,
+		ApplyStatus:     h.ApplyStatus,
+	}
+	if v.ConfigVersions == nil {
+		v.ConfigVersions = map[string]int64{}
+	}
+	if v.ApplyStatus == nil {
+		v.ApplyStatus = map[string]hosts.ApplyStatus{}
+	}
+	return v
+}
+
+type driftView struct {
+	EnvironmentID uuid.UUID       `json:"environment_id"`
+	CheckedHosts  int             `json:"checked_hosts"`
+	Hosts         []driftHostView `json:"hosts"`
+}
+
+type driftHostView struct {
+	HostID           uuid.UUID        `json:"host_id"`
+	Hostname         string           `json:"hostname"`
+	AgentID          string           `json:"agent_id"`
+	Online           bool             `json:"online"`
+	LastHeartbeatAt  *time.Time       `json:"last_heartbeat_at"`
+	ReportedHash     *string          `json:"reported_hash"`
+	ExpectedHash     string           `json:"expected_hash"`
+	ReportedVersions map[string]int64 `json:"reported_versions"`
+	ExpectedVersions map[string]int64 `json:"expected_versions"`
+	Reasons          []string         `json:"reasons"`
+}
+
+func viewDrift(r drift.Report) driftView {
+	v := driftView{EnvironmentID: r.EnvironmentID, CheckedHosts: r.CheckedHosts, Hosts: make([]driftHostView, len(r.Hosts))}
+	for i, h := range r.Hosts {
+		v.Hosts[i] = driftHostView(h)
+		if v.Hosts[i].ReportedVersions == nil {
+			v.Hosts[i].ReportedVersions = map[string]int64{}
+		}
+	}
+	return v
+}
+
+type configTypeView struct {
+	Name          string          `json:"name"`
+	MergeStrategy string          `json:"merge_strategy"`
+	Description   string          `json:"description"`
+	Schema        json.RawMessage `json:"schema"`
+}
+
+func nullIfEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}

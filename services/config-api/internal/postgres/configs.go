@@ -1,0 +1,285 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/configsync/configsync/libs/platform/outbox"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/configs"
+	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
+)
+
+// Update is configs.Repository.Update: one transaction that locks the target (the environment row
+// FOR NO KEY UPDATE, or the host row and its environment FOR SHARE, so environment and host writes of
+// one environment serialise), reads the current rows, lets fn decide, and stores the row with
+// version = nextval('config_version_seq'), a config_revisions entry and a ConfigChanged outbox row.
+func (s *Store) Update(ctx context.Context, filter uuid.NullUUID, ref configs.Ref, actor string, fn func(configs.Current) (configs.Write, error)) (configs.Record, error) {
+	var out configs.Record
+	err := s.inTx(ctx, func(tx pgx.Tx, q *sqlcdb.Queries) error {
+		cur, err := lockCurrent(ctx, q, filter, ref)
+		if err != nil {
+			return err
+		}
+		w, err := fn(cur)
+		if err != nil {
+			return err
+		}
+		rec, err := upsert(ctx, q, cur.Target, ref.ConfigType, w.Data, actor)
+		if err != nil {
+			return err
+		}
+		var old []byte
+		if cur.Row.Live() {
+			old = cur.Row.Data
+		}
+		rev := sqlcdb.InsertRevisionParams{
+			Scope:         ref.Scope,
+			ClientID:      cur.Target.ClientID,
+			EnvironmentID: cur.Target.EnvironmentID,
+			ConfigType:    ref.ConfigType,
+			Version:       rec.Version,
+			Action:        w.Action,
+			OldData:       old,
+			NewData:       w.Data,
+			Actor:         actor,
+		}
+		if ref.Scope == protocol.ScopeHost {
+			rev.HostID = uuid.NullUUID{UUID: cur.Target.HostID, Valid: true}
+		}
+		if err := q.InsertRevision(ctx, rev); err != nil {
+			return fmt.Errorf("postgres: insert revision: %w", err)
+		}
+		ev := configs.ChangeEvent(cur.Target, rec, actor, time.Now())
+		if _, err := outbox.Insert(ctx, tx, protocol.ConfigChangedSubject, ev); err != nil {
+			return fmt.Errorf("postgres: insert outbox event: %w", err)
+		}
+		out = rec
+		return nil
+	})
+	return out, err
+}
+
+// lockCurrent locks ref's target and reads the rows a write decides on.
+func lockCurrent(ctx context.Context, q *sqlcdb.Queries, filter uuid.NullUUID, ref configs.Ref) (configs.Current, error) {
+	var cur configs.Current
+	switch ref.Scope {
+	case protocol.ScopeEnvironment:
+		env, err := q.LockEnvironment(ctx, sqlcdb.LockEnvironmentParams{ID: ref.ID, ClientFilter: filter})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return cur, configs.ErrNoTarget
+		}
+		if err != nil {
+			return cur, fmt.Errorf("postgres: lock environment: %w", err)
+		}
+		cur.Target = configs.Target{Scope: ref.Scope, ClientID: env.ClientID, EnvironmentID: env.ID}
+		row, err := envRecord(q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: env.ID, ConfigType: ref.ConfigType}))
+		if err != nil {
+			return cur, err
+		}
+		cur.Row = row
+	case protocol.ScopeHost:
+		h, err := q.LockHost(ctx, sqlcdb.LockHostParams{ID: ref.ID, ClientFilter: filter})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return cur, configs.ErrNoTarget
+		}
+		if err != nil {
+			return cur, fmt.Errorf("postgres: lock host: %w", err)
+		}
+		if err := q.LockEnvironmentShared(ctx, h.EnvironmentID); err != nil {
+			return cur, fmt.Errorf("postgres: lock environment: %w", err)
+		}
+		cur.Target = configs.Target{
+			Scope:         ref.Scope,
+			ClientID:      h.ClientID,
+			EnvironmentID: h.EnvironmentID,
+			HostID:        h.ID,
+			AgentID:       h.AgentID,
+			Revoked:       h.RevokedAt != nil,
+		}
+		if cur.Env, err = envRecord(q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: h.EnvironmentID, ConfigType: ref.ConfigType})); err != nil {
+			return cur, err
+		}
+		if cur.Row, err = hostRecord(q.GetHostConfig(ctx, sqlcdb.GetHostConfigParams{HostID: h.ID, ConfigType: ref.ConfigType})); err != nil {
+			return cur, err
+		}
+	default:
+		return cur, fmt.Errorf("postgres: unknown scope %q", ref.Scope)
+	}
+	return cur, nil
+}
+
+func upsert(ctx context.Context, q *sqlcdb.Queries, t configs.Target, configType string, data []byte, actor string) (configs.Record, error) {
+	if t.Scope == protocol.ScopeHost {
+		row, err := q.UpsertHostConfig(ctx, sqlcdb.UpsertHostConfigParams{HostID: t.HostID, ConfigType: configType, ConfigData: data, UpdatedBy: actor})
+		if err != nil {
+			return configs.Record{}, fmt.Errorf("postgres: upsert host config: %w", err)
+		}
+		rec := fromHostConfig(row)
+		rec.EnvironmentID = t.EnvironmentID
+		return rec, nil
+	}
+	row, err := q.UpsertEnvironmentConfig(ctx, sqlcdb.UpsertEnvironmentConfigParams{EnvironmentID: t.EnvironmentID, ConfigType: configType, ConfigData: data, UpdatedBy: actor})
+	if err != nil {
+		return configs.Record{}, fmt.Errorf("postgres: upsert environment config: %w", err)
+	}
+	return fromEnvConfig(row), nil
+}
+
+// envRecord turns an optional row into a *Record (nil when there is none).
+func envRecord(row sqlcdb.EnvironmentConfig, err error) (*configs.Record, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read environment config: %w", err)
+	}
+	rec := fromEnvConfig(row)
+	return &rec, nil
+}
+
+func hostRecord(row sqlcdb.HostConfig, err error) (*configs.Record, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read host config: %w", err)
+	}
+	rec := fromHostConfig(row)
+	return &rec, nil
+}
+
+func fromEnvConfig(r sqlcdb.EnvironmentConfig) configs.Record {
+	return configs.Record{
+		ID:            r.ID,
+		Scope:         protocol.ScopeEnvironment,
+		EnvironmentID: r.EnvironmentID,
+		ConfigType:    r.ConfigType,
+		Data:          r.ConfigData,
+		Version:       r.Version,
+		DeletedAt:     r.DeletedAt,
+		UpdatedBy:     r.UpdatedBy,
+		CreatedAt:     r.CreatedAt,
+		UpdatedAt:     r.UpdatedAt,
+	}
+}
+
+func fromHostConfig(r sqlcdb.HostConfig) configs.Record {
+	return configs.Record{
+		ID:         r.ID,
+		Scope:      protocol.ScopeHost,
+		HostID:     r.HostID,
+		ConfigType: r.ConfigType,
+		Data:       r.ConfigData,
+		Version:    r.Version,
+		DeletedAt:  r.DeletedAt,
+		UpdatedBy:  r.UpdatedBy,
+		CreatedAt:  r.CreatedAt,
+		UpdatedAt:  r.UpdatedAt,
+	}
+}
+
+// EnvironmentConfig returns an environment's row of one type (tombstones included).
+func (s *Store) EnvironmentConfig(ctx context.Context, environmentID uuid.UUID, configType string) (configs.Record, error) {
+	row, err := s.q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: environmentID, ConfigType: configType})
+	if err != nil {
+		return configs.Record{}, classify(err, "config")
+	}
+	return fromEnvConfig(row), nil
+}
+
+// EnvironmentConfigs lists an environment's live configs.
+func (s *Store) EnvironmentConfigs(ctx context.Context, environmentID uuid.UUID) ([]configs.Record, error) {
+	rows, err := s.q.ListEnvironmentConfigs(ctx, environmentID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list environment configs: %w", err)
+	}
+	out := make([]configs.Record, len(rows))
+	for i, r := range rows {
+		out[i] = fromEnvConfig(r)
+	}
+	return out, nil
+}
+
+// Revisions lists a config's history, newest first.
+func (s *Store) Revisions(ctx context.Context, ref configs.Ref, limit int) ([]configs.Revision, error) {
+	var (
+		rows []sqlcdb.ListEnvironmentRevisionsRow
+		err  error
+	)
+	if ref.Scope == protocol.ScopeHost {
+		var hrows []sqlcdb.ListHostRevisionsRow
+		hrows, err = s.q.ListHostRevisions(ctx, sqlcdb.ListHostRevisionsParams{
+			HostID: uuid.NullUUID{UUID: ref.ID, Valid: true}, ConfigType: ref.ConfigType, MaxRows: int32(limit)})
+		for _, r := range hrows {
+			rows = append(rows, sqlcdb.ListEnvironmentRevisionsRow(r))
+		}
+	} else {
+		rows, err = s.q.ListEnvironmentRevisions(ctx, sqlcdb.ListEnvironmentRevisionsParams{
+			EnvironmentID: ref.ID, ConfigType: ref.ConfigType, MaxRows: int32(limit)})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list revisions: %w", err)
+	}
+	out := make([]configs.Revision, len(rows))
+	for i, r := range rows {
+		out[i] = revision(r)
+	}
+	return out, nil
+}
+
+// Revision returns the revision of a config that produced version.
+func (s *Store) Revision(ctx context.Context, ref configs.Ref, version int64) (configs.Revision, error) {
+	if ref.Scope == protocol.ScopeHost {
+		r, err := s.q.GetHostRevision(ctx, sqlcdb.GetHostRevisionParams{
+			HostID: uuid.NullUUID{UUID: ref.ID, Valid: true}, ConfigType: ref.ConfigType, Version: version})
+		if err != nil {
+			return configs.Revision{}, classify(err, "revision")
+		}
+		return revision(sqlcdb.ListEnvironmentRevisionsRow(r)), nil
+	}
+	r, err := s.q.GetEnvironmentRevision(ctx, sqlcdb.GetEnvironmentRevisionParams{
+		EnvironmentID: ref.ID, ConfigType: ref.ConfigType, Version: version})
+	if err != nil {
+		return configs.Revision{}, classify(err, "revision")
+	}
+	return revision(sqlcdb.ListEnvironmentRevisionsRow(r)), nil
+}
+
+func revision(r sqlcdb.ListEnvironmentRevisionsRow) configs.Revision {
+	return configs.Revision{
+		ID:        r.ID,
+		Version:   r.Version,
+		Action:    r.Action,
+		OldData:   r.OldData,
+		NewData:   r.NewData,
+		Actor:     r.Actor,
+		CreatedAt: r.CreatedAt,
+	}
+}
+
+// AffectedHosts returns a page of an environment's active hosts with their override of configType,
+// and the number of active hosts.
+func (s *Store) AffectedHosts(ctx context.Context, environmentID uuid.UUID, configType string, limit int) ([]configs.AffectedHost, int, error) {
+	total, err := s.q.CountActiveHosts(ctx, environmentID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: count hosts: %w", err)
+	}
+	rows, err := s.q.ListActiveHostsWithOverride(ctx, sqlcdb.ListActiveHostsWithOverrideParams{
+		ConfigType: configType, EnvironmentID: environmentID, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list hosts: %w", err)
+	}
+	out := make([]configs.AffectedHost, len(rows))
+	for i, r := range rows {
+		out[i] = configs.AffectedHost{HostID: r.ID, Hostname: r.Hostname, AgentID: r.AgentID, Override: r.OverrideData}
+	}
+	return out, int(total), nil
+}
+
+var _ configs.Repository = (*Store)(nil)

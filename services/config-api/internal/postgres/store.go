@@ -1,0 +1,74 @@
+// Package postgres is config-api's PostgreSQL adapter: it implements the domain ports (tokens,
+// tenants, hosts, configs, audit) over the sqlc queries in db/queries/config-api, and keeps every
+// transaction and row lock inside this package.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
+)
+
+// Store implements config-api's ports on a pgx pool.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *sqlcdb.Queries
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: sqlcdb.New(pool)}
+}
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx, q *sqlcdb.Queries) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx, s.q.WithTx(tx)); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// PostgreSQL error codes the adapter classifies.
+const (
+	uniqueViolation     = "23505"
+	foreignKeyViolation = "23503"
+	checkViolation      = "23514"
+)
+
+// classify turns "no rows" and constraint violations into faults; what names them is the caller's
+// message, never the SQL error (which stays in the cause, for logs).
+func classify(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &fault.Error{Kind: fault.NotFound, Message: what + " not found", Err: err}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case uniqueViolation:
+			return &fault.Error{Kind: fault.Conflict, Message: what + " already exists", Err: err}
+		case foreignKeyViolation:
+			return &fault.Error{Kind: fault.NotFound, Message: what + " refers to a missing object", Err: err}
+		case checkViolation:
+			return &fault.Error{Kind: fault.Invalid, Message: what + " is invalid", Err: err}
+		}
+	}
+	return err
+}

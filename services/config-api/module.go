@@ -1,0 +1,85 @@
+// Package configapi wires config-api, the operator REST API of ConfigSync: environment configs and
+// host overrides (validated, versioned, announced through the transactional outbox), hosts, clients,
+// environments, API tokens, credentials (forwarded to the credential service), drift and history.
+//
+// Module needs a *zap.Logger, a *pgxpool.Pool, a *nats.Conn and the shared *mux.Router from the app (the
+// platform modules) and loads its own Config; it provides nothing, so several services can share one
+// fx app (tools/devstack). The outbox relay that publishes config-change events is composed by the app
+// (outbox.Module), once per process.
+package configapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/services/config-api/bootstrap"
+	"github.com/configsync/configsync/services/config-api/internal/configs"
+	"github.com/configsync/configsync/services/config-api/internal/credentials"
+	"github.com/configsync/configsync/services/config-api/internal/drift"
+	"github.com/configsync/configsync/services/config-api/internal/hosts"
+	"github.com/configsync/configsync/services/config-api/internal/httpapi"
+	"github.com/configsync/configsync/services/config-api/internal/natsclient"
+	"github.com/configsync/configsync/services/config-api/internal/postgres"
+	"github.com/configsync/configsync/services/config-api/internal/tenancy"
+	"github.com/configsync/configsync/services/config-api/internal/tenants"
+	"github.com/configsync/configsync/services/config-api/internal/tokens"
+)
+
+// Config tunes config-api. Every field has a default.
+type Config struct {
+	// OnlineWindow: a host is online when its last heartbeat is at most this old.
+	OnlineWindow time.Duration `env:"CONFIGSYNC_ONLINE_WINDOW" default:"90s"`
+	// RequestTimeout bounds each request to the resolver and credential services.
+	RequestTimeout time.Duration `env:"CONFIGAPI_REQUEST_TIMEOUT" default:"10s"`
+}
+
+// Module registers config-api's routes on the app's router.
+var Module = fx.Module("config-api",
+	envconfig.Provide[Config](),
+	fx.Invoke(register),
+)
+
+func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger) {
+	New(cfg, pool, nc, log.Named("config-api")).Register(router)
+}
+
+// Service is config-api assembled over its dependencies, ready to register its routes.
+type Service struct {
+	api *httpapi.API
+}
+
+// New assembles config-api without fx.
+func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) *Service {
+	store := postgres.NewStore(pool)
+	guard := tenancy.NewGuard(store, store, log.Named("audit"))
+	resolver := natsclient.NewResolver(nc, cfg.RequestTimeout)
+	creds := natsclient.NewCredentials(nc, cfg.RequestTimeout)
+
+	tenantSvc := tenants.NewService(store, guard)
+	hostSvc := hosts.NewService(store, tenantSvc, guard)
+	svc := httpapi.Services{
+		Tokens:      tokens.NewService(store, guard),
+		Tenants:     tenantSvc,
+		Hosts:       hostSvc,
+		Configs:     configs.NewService(store, tenantSvc, hostSvc, resolver, guard),
+		Credentials: credentials.NewService(creds, tenantSvc, guard),
+		Drift:       drift.NewDetector(tenantSvc, store, resolver, creds, cfg.OnlineWindow),
+	}
+	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow})}
+}
+
+// Register adds config-api's routes (under /api/v1) to r.
+func (s *Service) Register(r *mux.Router) { s.api.Register(r) }
+
+// BootstrapAdminToken creates an admin API token named name and returns it (shown once). It is how the
+// first operator gets in; see bootstrap.AdminToken.
+func BootstrapAdminToken(ctx context.Context, pool *pgxpool.Pool, name string) (string, error) {
+	return bootstrap.AdminToken(ctx, pool, name)
+}
