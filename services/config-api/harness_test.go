@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +19,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/natsauth/natsserver"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	configapi "github.com/configsync/configsync/services/config-api"
@@ -40,6 +44,8 @@ type harness struct {
 	srv   *httptest.Server
 	logs  *observer.ObservedLogs
 	admin string
+	// natsURL is the embedded server's URL (for connecting as an agent).
+	natsURL string
 }
 
 // TestMain gives the credential service a throwaway local keyring. It is set once, here, because
@@ -57,7 +63,16 @@ func TestMain(m *testing.M) {
 // harnessOption changes what newHarness starts.
 type harnessOption func(*harnessConfig)
 
-type harnessConfig struct{ noResolver bool }
+type harnessConfig struct {
+	noResolver bool
+	identity   *natsauth.Authority
+}
+
+// withNATSIdentity runs NATS in operator mode for authority and has config-api issue and revoke agents'
+// own NATS users.
+func withNATSIdentity(a *natsauth.Authority) harnessOption {
+	return func(c *harnessConfig) { c.identity = a }
+}
 
 // withoutResolver leaves the resolver service out (requests to it find no responder).
 func withoutResolver() harnessOption { return func(c *harnessConfig) { c.noResolver = true } }
@@ -69,8 +84,27 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		o(&cfg)
 	}
 	pool := testinfra.Postgres(t)
-	ns := testinfra.NATS(t)
-	nc := ns.Connect(t)
+	apiCfg := configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second}
+	var natsOpts []testinfra.NATSOption
+	var connOpts []nats.Option
+	if cfg.identity != nil {
+		dir := t.TempDir()
+		natsOpts = append(natsOpts, testinfra.WithServerOptions(func(o *server.Options) {
+			if err := natsserver.Configure(o, cfg.identity, filepath.Join(dir, "accounts")); err != nil {
+				t.Fatal(err)
+			}
+		}))
+		connOpts = append(connOpts, nats.UserCredentials(writeCreds(t, dir, "service", must(cfg.identity.ServiceCreds("config-api")))))
+		apiCfg.NATSSystemCreds = writeCreds(t, dir, "system", must(cfg.identity.SystemCreds("config-api")))
+		seeds, _ := json.Marshal(cfg.identity.Seeds())
+		apiCfg.NATSAuthorityFile = filepath.Join(dir, "authority.json")
+		if err := os.WriteFile(apiCfg.NATSAuthorityFile, seeds, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := testinfra.NATS(t, natsOpts...)
+	h0 := &harness{t: t, pool: pool}
+	nc := ns.Connect(t, connOpts...)
 	log, logs := testinfra.Logger(t)
 
 	// The real resolver and credential services, composed the way tools/devstack composes them (the
@@ -83,14 +117,20 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
-	h := &harness{t: t, pool: pool, nc: nc, logs: logs}
+	h := h0
+	h.nc, h.logs, h.natsURL = nc, logs, ns.URL()
 
 	router := mux.NewRouter()
-	configapi.New(configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second}, pool, nc, log).Register(router)
+	api, err := configapi.New(apiCfg, pool, nc, log)
+	if err != nil {
+		t.Fatalf("config-api: %v", err)
+	}
+	api.Register(router)
 	h.srv = httptest.NewServer(router)
 	t.Cleanup(h.srv.Close)
 
-	token, err := configapi.BootstrapAdminToken(context.Background(), pool, "test-admin")
+	var token string
+	token, err = configapi.BootstrapAdminToken(context.Background(), pool, "test-admin")
 	if err != nil {
 		t.Fatalf("bootstrap admin token: %v", err)
 	}
@@ -273,4 +313,20 @@ func (h *harness) inject(tn tenant, id string) string {
 	}
 	pw, _ := cols[0]["password"].(string)
 	return pw
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func writeCreds(t *testing.T, dir, name string, c natsauth.Creds) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".creds")
+	if err := os.WriteFile(path, c.File, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

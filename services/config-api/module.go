@@ -20,6 +20,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/services/config-api/bootstrap"
+	"github.com/configsync/configsync/services/config-api/internal/agentidentity"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
@@ -38,6 +39,11 @@ type Config struct {
 	OnlineWindow time.Duration `env:"CONFIGSYNC_ONLINE_WINDOW" default:"90s"`
 	// RequestTimeout bounds each request to the resolver and credential services.
 	RequestTimeout time.Duration `env:"CONFIGAPI_REQUEST_TIMEOUT" default:"10s"`
+	// NATSAuthorityFile holds the NATS authority seeds (libs/natsauth); when set, each registered host
+	// gets its own NATS user (returned once as nats_credentials) and revoking a host revokes it.
+	NATSAuthorityFile string `env:"NATS_AUTHORITY_FILE"`
+	// NATSSystemCreds is a system-account user's creds file, used to push revocations.
+	NATSSystemCreds string `env:"NATS_SYSTEM_CREDS"`
 }
 
 // Module registers config-api's routes on the app's router.
@@ -46,8 +52,13 @@ var Module = fx.Module("config-api",
 	fx.Invoke(register),
 )
 
-func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger) {
-	New(cfg, pool, nc, log.Named("config-api")).Register(router)
+func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger) error {
+	svc, err := New(cfg, pool, nc, log.Named("config-api"))
+	if err != nil {
+		return err
+	}
+	svc.Register(router)
+	return nil
 }
 
 // Service is config-api assembled over its dependencies, ready to register its routes.
@@ -56,14 +67,22 @@ type Service struct {
 }
 
 // New assembles config-api without fx.
-func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) *Service {
+func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Service, error) {
+	var identity hosts.Identity
+	if cfg.NATSAuthorityFile != "" {
+		id, err := agentidentity.Load(cfg.NATSAuthorityFile, cfg.NATSSystemCreds, nc)
+		if err != nil {
+			return nil, err
+		}
+		identity = id
+	}
 	store := postgres.NewStore(pool)
 	guard := tenancy.NewGuard(store, store, log.Named("audit"))
 	resolver := natsclient.NewResolver(nc, cfg.RequestTimeout)
 	creds := natsclient.NewCredentials(nc, cfg.RequestTimeout)
 
 	tenantSvc := tenants.NewService(store, guard)
-	hostSvc := hosts.NewService(store, tenantSvc, guard)
+	hostSvc := hosts.NewService(store, tenantSvc, guard, identity)
 	svc := httpapi.Services{
 		Tokens:      tokens.NewService(store, guard),
 		Tenants:     tenantSvc,
@@ -72,7 +91,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) *Servic
 		Credentials: credentials.NewService(creds, tenantSvc, guard),
 		Drift:       drift.NewDetector(tenantSvc, store, resolver, creds, cfg.OnlineWindow),
 	}
-	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow})}
+	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow})}, nil
 }
 
 // Register adds config-api's routes (under /api/v1) to r.

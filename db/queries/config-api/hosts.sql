@@ -1,8 +1,8 @@
 -- Host registration and the host views operators read (heartbeat state and apply status).
 
 -- name: CreateHost :one
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id)
-VALUES (@client_id, @environment_id, @hostname, @agent_id)
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key)
+VALUES (@client_id, @environment_id, @hostname, @agent_id, sqlc.narg(nats_public_key))
 RETURNING id, client_id, environment_id, hostname, agent_id, created_at;
 
 -- name: GetHost :one
@@ -44,3 +44,9 @@ LEFT JOIN host_configs c ON c.host_id = h.id AND c.config_type = @config_type
 WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL
 ORDER BY h.hostname
 LIMIT @max_rows;
+
+-- name: ListRevokedNATSKeys :many
+-- Every revoked agent's NATS user key, for the account's revocation list.
+SELECT nats_public_key::text AS nats_public_key, revoked_at::timestamptz AS revoked_at
+FROM hosts
+WHERE revoked_at IS NOT NULL AND nats_public_key IS NOT NULL;

@@ -31,6 +31,11 @@ type Host struct {
 	ConfigVersions  map[string]int64
 	LastHeartbeatAt *time.Time
 	ApplyStatus     map[string]ApplyStatus
+
+	// NATSPublicKey is the agent's NATS user key, when config-api issued its credentials.
+	NATSPublicKey string
+	// NATSCredentials is the agent's NATS creds file, set only in Register's result (shown once).
+	NATSCredentials string
 }
 
 // ApplyStatus is the last apply result an agent acknowledged for one config type.
@@ -54,6 +59,17 @@ type Store interface {
 	// Hosts returns up to limit hosts of an environment with an id greater than after, by id.
 	Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.NullUUID, limit int) ([]Host, error)
 	RevokeHost(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) error
+	// RevokedNATSKeys returns every revoked host's NATS user key with its revocation time.
+	RevokedNATSKeys(ctx context.Context) (map[string]time.Time, error)
+}
+
+// Identity issues and revokes agents' own NATS users (see libs/natsauth). Without one, agents
+// authenticate however the deployment's NATS says and Register returns no credentials.
+type Identity interface {
+	// Issue creates a NATS user for agentID: its creds file and public key.
+	Issue(agentID string) (creds []byte, publicKey string, err error)
+	// Revoke publishes the account's revocation list (user key -> revoked at).
+	Revoke(ctx context.Context, revoked map[string]time.Time) error
 }
 
 // Environments finds an environment the caller can see (auditing cross-tenant attempts).
@@ -78,11 +94,12 @@ type Service struct {
 	store        Store
 	environments Environments
 	guard        *tenancy.Guard
+	identity     Identity
 }
 
-// NewService returns a Service.
-func NewService(store Store, environments Environments, guard *tenancy.Guard) *Service {
-	return &Service{store: store, environments: environments, guard: guard}
+// NewService returns a Service. identity may be nil (no per-agent NATS credentials).
+func NewService(store Store, environments Environments, guard *tenancy.Guard, identity Identity) *Service {
+	return &Service{store: store, environments: environments, guard: guard, identity: identity}
 }
 
 // Register adds a host to an environment. An empty agentID is generated (a UUID); a given one must be
@@ -101,15 +118,25 @@ func (s *Service) Register(ctx context.Context, p tenancy.Principal, environment
 	if err != nil {
 		return Host{}, err
 	}
-	h, err := s.store.CreateHost(ctx, Host{
+	host := Host{
 		ClientID:      env.ClientID,
 		EnvironmentID: env.ID,
 		Hostname:      hostname,
 		AgentID:       agentID,
-	})
+	}
+	var creds []byte
+	if s.identity != nil {
+		creds, host.NATSPublicKey, err = s.identity.Issue(agentID)
+		if err != nil {
+			return Host{}, fmt.Errorf("hosts: issue NATS credentials: %w", err)
+		}
+	}
+	h, err := s.store.CreateHost(ctx, host)
 	if err != nil {
 		return Host{}, fmt.Errorf("hosts: register: %w", err)
 	}
+	h.NATSPublicKey = host.NATSPublicKey
+	h.NATSCredentials = string(creds)
 	return h, nil
 }
 
@@ -164,5 +191,16 @@ func (s *Service) Revoke(ctx context.Context, p tenancy.Principal, id uuid.UUID)
 		return Host{}, err
 	}
 	s.guard.Record(ctx, p, tenancy.ActionHostRevoked, uuid.NullUUID{UUID: h.ClientID, Valid: true}, tenancy.KindHost, id, nil)
+	if s.identity != nil {
+		// The whole list is pushed every time, so a failed push is repaired by revoking again.
+		revoked, err := s.store.RevokedNATSKeys(ctx)
+		if err != nil {
+			return Host{}, fmt.Errorf("hosts: revoke: list NATS keys: %w", err)
+		}
+		if err := s.identity.Revoke(ctx, revoked); err != nil {
+			return Host{}, &fault.Error{Kind: fault.Unavailable, Err: err,
+				Message: "host revoked, but its NATS credentials could not be revoked yet; revoke it again"}
+		}
+	}
 	return h, nil
 }

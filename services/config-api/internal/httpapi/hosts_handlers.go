@@ -33,7 +33,7 @@ func (a *API) registerHost(w http.ResponseWriter, r *http.Request, p principal) 
 	}
 	return writeData(w, http.StatusCreated, registeredHostView{
 		ID: h.ID, AgentID: h.AgentID, EnvironmentID: h.EnvironmentID, ClientID: h.ClientID,
-		Hostname: h.Hostname, CreatedAt: h.CreatedAt,
+		Hostname: h.Hostname, CreatedAt: h.CreatedAt, NATSCredentials: h.NATSCredentials,
 	})
 }
 

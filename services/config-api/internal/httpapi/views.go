@@ -147,6 +147,8 @@ type registeredHostView struct {
 	ClientID      uuid.UUID `json:"client_id"`
 	Hostname      string    `json:"hostname"`
 	CreatedAt     time.Time `json:"created_at"`
+	// NATSCredentials is the agent's own NATS creds file, returned once at registration.
+	NATSCredentials string `json:"nats_credentials,omitempty"`
 }
 
 type hostView struct {

@@ -19,6 +19,7 @@ func (s *Store) CreateHost(ctx context.Context, h hosts.Host) (hosts.Host, error
 		EnvironmentID: h.EnvironmentID,
 		Hostname:      h.Hostname,
 		AgentID:       h.AgentID,
+		NatsPublicKey: optional(h.NATSPublicKey),
 	})
 	if err != nil {
 		return hosts.Host{}, classify(err, "host with this hostname or agent_id")
@@ -63,6 +64,26 @@ func (s *Store) Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.N
 func (s *Store) RevokeHost(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) error {
 	_, err := s.q.RevokeHost(ctx, sqlcdb.RevokeHostParams{ID: id, ClientFilter: filter})
 	return classify(err, "host")
+}
+
+// RevokedNATSKeys returns every revoked host's NATS user key and revocation time.
+func (s *Store) RevokedNATSKeys(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := s.q.ListRevokedNATSKeys(ctx)
+	if err != nil {
+		return nil, classify(err, "hosts")
+	}
+	out := make(map[string]time.Time, len(rows))
+	for _, r := range rows {
+		out[r.NatsPublicKey] = r.RevokedAt
+	}
+	return out, nil
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // applyStatusJSON is one entry of the apply_status object the host queries aggregate.

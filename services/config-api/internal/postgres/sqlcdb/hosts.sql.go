@@ -25,8 +25,8 @@ func (q *Queries) CountActiveHosts(ctx context.Context, environmentID uuid.UUID)
 
 const createHost = `-- name: CreateHost :one
 
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id)
-VALUES ($1, $2, $3, $4)
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key)
+VALUES ($1, $2, $3, $4, $5)
 RETURNING id, client_id, environment_id, hostname, agent_id, created_at
 `
 
@@ -35,6 +35,7 @@ type CreateHostParams struct {
 	EnvironmentID uuid.UUID
 	Hostname      string
 	AgentID       string
+	NatsPublicKey *string
 }
 
 type CreateHostRow struct {
@@ -53,6 +54,7 @@ func (q *Queries) CreateHost(ctx context.Context, arg CreateHostParams) (CreateH
 		arg.EnvironmentID,
 		arg.Hostname,
 		arg.AgentID,
+		arg.NatsPublicKey,
 	)
 	var i CreateHostRow
 	err := row.Scan(
@@ -226,6 +228,38 @@ func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHos
 			&i.CreatedAt,
 			&i.ApplyStatus,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRevokedNATSKeys = `-- name: ListRevokedNATSKeys :many
+SELECT nats_public_key::text AS nats_public_key, revoked_at::timestamptz AS revoked_at
+FROM hosts
+WHERE revoked_at IS NOT NULL AND nats_public_key IS NOT NULL
+`
+
+type ListRevokedNATSKeysRow struct {
+	NatsPublicKey string
+	RevokedAt     time.Time
+}
+
+// Every revoked agent's NATS user key, for the account's revocation list.
+func (q *Queries) ListRevokedNATSKeys(ctx context.Context) ([]ListRevokedNATSKeysRow, error) {
+	rows, err := q.db.Query(ctx, listRevokedNATSKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRevokedNATSKeysRow
+	for rows.Next() {
+		var i ListRevokedNATSKeysRow
+		if err := rows.Scan(&i.NatsPublicKey, &i.RevokedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -1,0 +1,79 @@
+// Package agentidentity is config-api's adapter for per-agent NATS users (libs/natsauth): it issues each
+// registered host its own credentials and pushes the account's revocation list when hosts are revoked.
+package agentidentity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/configsync/configsync/libs/natsauth"
+)
+
+// NATS issues and revokes agent users of the ConfigSync NATS account.
+type NATS struct {
+	authority *natsauth.Authority
+	issuer    *natsauth.Issuer
+	sysCreds  string
+	serverURL func() string
+}
+
+// Load reads the authority seeds from authorityFile (JSON, natsauth.Seeds; must not be readable by
+// others) and uses systemCreds (a system-account user) to push revocations to the server nc is
+// connected to.
+func Load(authorityFile, systemCreds string, nc *nats.Conn) (*NATS, error) {
+	info, err := os.Stat(authorityFile)
+	if err != nil {
+		return nil, fmt.Errorf("agentidentity: %w", err)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("agentidentity: %s is readable by others (mode %v); chmod 600 it", authorityFile, info.Mode().Perm())
+	}
+	raw, err := os.ReadFile(authorityFile)
+	if err != nil {
+		return nil, fmt.Errorf("agentidentity: %w", err)
+	}
+	var seeds natsauth.Seeds
+	if err := json.Unmarshal(raw, &seeds); err != nil {
+		return nil, fmt.Errorf("agentidentity: %s is not a seeds document: %w", authorityFile, err)
+	}
+	a, err := natsauth.LoadAuthority(seeds)
+	if err != nil {
+		return nil, fmt.Errorf("agentidentity: %w", err)
+	}
+	if systemCreds == "" {
+		return nil, errors.New("agentidentity: NATS_SYSTEM_CREDS is required with NATS_AUTHORITY_FILE (revocations are pushed with it)")
+	}
+	return &NATS{authority: a, issuer: a.Issuer(), sysCreds: systemCreds, serverURL: nc.ConnectedUrl}, nil
+}
+
+// Issue creates the NATS user of agentID.
+func (n *NATS) Issue(agentID string) ([]byte, string, error) {
+	c, err := n.issuer.IssueAgent(agentID)
+	if err != nil {
+		return nil, "", err
+	}
+	return c.File, c.UserPublicKey, nil
+}
+
+// Revoke pushes the account JWT carrying revoked as its revocation list.
+func (n *NATS) Revoke(ctx context.Context, revoked map[string]time.Time) error {
+	url := n.serverURL()
+	if url == "" {
+		return errors.New("agentidentity: not connected to NATS")
+	}
+	sys, err := nats.Connect(url, nats.UserCredentials(n.sysCreds), nats.Name("config-api-revocations"), nats.NoReconnect())
+	if err != nil {
+		return fmt.Errorf("agentidentity: system connection: %w", err)
+	}
+	defer sys.Close()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return n.authority.Revoke(sys, revoked)
+}
