@@ -1,0 +1,90 @@
+// Package ingest turns agents' apply acknowledgements and heartbeats into database state: it resolves
+// agents to hosts, dedupes each batch down to the newest record per key and writes the batch through the
+// Store port, deciding per record whether it is done, must be retried or must be dropped for good.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Ack is one validated apply acknowledgement.
+type Ack struct {
+	AgentID    string
+	ConfigType string
+	Version    int64
+	// Status is protocol.AckApplied or protocol.AckFailed.
+	Status string
+	// Error is the agent's failure text (empty when applied).
+	Error     string
+	AppliedAt time.Time
+	// ReceivedAt is when the message broker stored the ack; it orders two acks of the same version.
+	ReceivedAt time.Time
+}
+
+// Heartbeat is one validated heartbeat.
+type Heartbeat struct {
+	AgentID string
+	// ReceivedAt is when the message broker stored the heartbeat (server time, immune to agent clock
+	// skew); it becomes hosts.last_heartbeat_at.
+	ReceivedAt     time.Time
+	AgentVersion   string
+	ConfigHash     string
+	ConfigVersion  int64
+	ConfigVersions map[string]int64
+}
+
+// ApplyStatus is the row written for one (host, config type).
+type ApplyStatus struct {
+	HostID uuid.UUID
+	Ack
+}
+
+// HostHeartbeat is the heartbeat state written for one host.
+type HostHeartbeat struct {
+	HostID uuid.UUID
+	Heartbeat
+}
+
+// ErrRejected marks a store error caused by the data of a batch (a constraint or a value the database
+// refuses), as opposed to an outage. Retrying the same rows would fail again.
+var ErrRejected = errors.New("rejected by the database")
+
+// Store is the persistence port of ingestion. Writes are all-or-nothing per call; an error wrapping
+// ErrRejected means the rows themselves were refused.
+type Store interface {
+	// LookupHostIDs returns the host id of every known agent among agentIDs.
+	LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]uuid.UUID, error)
+	// UpsertApplyStatuses writes rows (unique and sorted by host and type); a row never replaces a newer
+	// version.
+	UpsertApplyStatuses(ctx context.Context, rows []ApplyStatus) error
+	// UpdateHeartbeats writes rows (unique and sorted by host); last_heartbeat_at never moves backwards.
+	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) error
+}
+
+// Outcome tells the transport what to do with one received record.
+type Outcome int
+
+const (
+	// Done: written (or superseded by a newer record of the same batch); acknowledge it.
+	Done Outcome = iota
+	// Retry: not written because of a transient failure; redeliver it later.
+	Retry
+	// Drop: can never be written (unknown agent, refused by the database); terminate it.
+	Drop
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Done:
+		return "done"
+	case Retry:
+		return "retry"
+	case Drop:
+		return "drop"
+	}
+	return "unknown"
+}

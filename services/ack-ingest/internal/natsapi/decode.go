@@ -1,0 +1,160 @@
+package natsapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
+)
+
+// Limits on agent-supplied values: anything longer is cut (free text) or refused (identifiers).
+const (
+	maxMessageBytes    = 64 << 10
+	maxErrorText       = 4096
+	maxAgentVersion    = 128
+	maxConfigHash      = 128
+	maxConfigTypeLen   = 64
+	maxConfigVersions  = 64
+	clockSkewAllowance = 5 * time.Minute
+)
+
+// errMalformed is wrapped by every decode error: the message can never be ingested.
+var errMalformed = errors.New("malformed message")
+
+// decodeAck validates an ack received on subject and stored by the broker at storedAt. The subject's
+// agent token must equal the payload's agent_id, so an agent can only report for itself.
+func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, error) {
+	token, ok := protocol.AgentIDFromSubject(subject)
+	if !ok {
+		return ingest.Ack{}, fmt.Errorf("%w: subject has no agent id", errMalformed)
+	}
+	if len(data) > maxMessageBytes {
+		return ingest.Ack{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
+	}
+	var m protocol.Ack
+	if err := json.Unmarshal(data, &m); err != nil {
+		return ingest.Ack{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+	}
+	if m.AgentID != token {
+		return ingest.Ack{}, fmt.Errorf("%w: agent_id does not match the subject", errMalformed)
+	}
+	if !validConfigType(m.ConfigType) {
+		return ingest.Ack{}, fmt.Errorf("%w: invalid config_type", errMalformed)
+	}
+	if m.Version <= 0 {
+		return ingest.Ack{}, fmt.Errorf("%w: version must be positive", errMalformed)
+	}
+	a := ingest.Ack{
+		AgentID:    m.AgentID,
+		ConfigType: m.ConfigType,
+		Version:    m.Version,
+		Status:     m.Status,
+		AppliedAt:  m.AppliedAt,
+		ReceivedAt: storedAt,
+	}
+	switch m.Status {
+	case protocol.AckApplied:
+	case protocol.AckFailed:
+		a.Error = cleanText(m.Error, maxErrorText)
+		if a.Error == "" {
+			a.Error = "unspecified error"
+		}
+	default:
+		return ingest.Ack{}, fmt.Errorf("%w: invalid status", errMalformed)
+	}
+	// An agent cannot have applied a config after the broker stored its report; a missing or impossible
+	// time falls back to the broker's.
+	if a.AppliedAt.IsZero() || a.AppliedAt.After(storedAt.Add(clockSkewAllowance)) || a.AppliedAt.Year() < 2000 {
+		a.AppliedAt = storedAt
+	}
+	return a, nil
+}
+
+// decodeHeartbeat validates a heartbeat received on subject and stored by the broker at storedAt. The
+// payload's agent_id may be absent (the spec's payload has none) but, when present, must equal the
+// subject's token.
+func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.Heartbeat, error) {
+	token, ok := protocol.AgentIDFromSubject(subject)
+	if !ok {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: subject has no agent id", errMalformed)
+	}
+	if len(data) > maxMessageBytes {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
+	}
+	var m protocol.Heartbeat
+	if err := json.Unmarshal(data, &m); err != nil {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+	}
+	if m.AgentID != "" && m.AgentID != token {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: agent_id does not match the subject", errMalformed)
+	}
+	if m.ConfigVersion < 0 {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: negative config_version", errMalformed)
+	}
+	if len(m.ConfigVersions) > maxConfigVersions {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: too many config_versions", errMalformed)
+	}
+	for t, v := range m.ConfigVersions {
+		if !validConfigType(t) || v < 0 {
+			return ingest.Heartbeat{}, fmt.Errorf("%w: invalid config_versions entry", errMalformed)
+		}
+	}
+	return ingest.Heartbeat{
+		AgentID:        token,
+		ReceivedAt:     storedAt,
+		AgentVersion:   cleanText(m.AgentVersion, maxAgentVersion),
+		ConfigHash:     cleanText(m.ConfigHash, maxConfigHash),
+		ConfigVersion:  m.ConfigVersion,
+		ConfigVersions: m.ConfigVersions,
+	}, nil
+}
+
+// validConfigType accepts the shape of a config type name (lower-case letters, digits, '_'). Whether the
+// type is registered is not ack-ingest's concern: it records what agents report.
+func validConfigType(t string) bool {
+	if len(t) == 0 || len(t) > maxConfigTypeLen || t[0] < 'a' || t[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanText makes agent-supplied text storable: valid UTF-8, no NUL (PostgreSQL text refuses it), at
+// most limit bytes (cut on a rune boundary).
+func cleanText(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// jsonErrorKind describes a decode error without echoing the payload.
+func jsonErrorKind(err error) string {
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("invalid JSON at offset %d", syntax.Offset)
+	case errors.As(err, &typeErr):
+		field, _, _ := strings.Cut(typeErr.Field, ".") // the top-level name only: map keys are payload
+		return fmt.Sprintf("field %q has the wrong type", field)
+	default:
+		return "invalid JSON"
+	}
+}

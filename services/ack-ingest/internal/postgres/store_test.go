@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
+)
+
+// seedHosts registers n hosts (agents agent-0 ...) in one environment and returns their ids by agent.
+func seedHosts(t testing.TB, pool *pgxpool.Pool, n int) map[string]uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	var clientID, envID uuid.UUID
+	if err := pool.QueryRow(ctx, `INSERT INTO clients (name) VALUES ('acme') RETURNING id`).Scan(&clientID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO environments (client_id, name) VALUES ($1, 'prod') RETURNING id`, clientID).Scan(&envID); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `INSERT INTO hosts (client_id, environment_id, hostname, agent_id)
+		SELECT $1, $2, 'host-agent-' || i, 'agent-' || i FROM generate_series(0, $3::int - 1) AS i RETURNING agent_id, id`, clientID, envID, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	hosts := map[string]uuid.UUID{}
+	for rows.Next() {
+		var agent string
+		var id uuid.UUID
+		if err := rows.Scan(&agent, &id); err != nil {
+			t.Fatal(err)
+		}
+		hosts[agent] = id
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return hosts
+}
+
+func sortHeartbeats(rows []ingest.HostHeartbeat) {
+	slices.SortFunc(rows, func(a, b ingest.HostHeartbeat) int { return bytes.Compare(a.HostID[:], b.HostID[:]) })
+}
+
+func sortApply(rows []ingest.ApplyStatus) {
+	slices.SortFunc(rows, func(a, b ingest.ApplyStatus) int { return bytes.Compare(a.HostID[:], b.HostID[:]) })
+}
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func TestLookupHostIDs(t *testing.T) {
+	pool := testinfra.Postgres(t)
+	hosts := seedHosts(t, pool, 3)
+	got, err := NewStore(pool).LookupHostIDs(context.Background(), []string{"agent-0", "agent-2", "ghost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["agent-0"] != hosts["agent-0"] || got["agent-2"] != hosts["agent-2"] {
+		t.Fatalf("lookup = %v", got)
+	}
+}
+
+func TestUpsertApplyStatusesNeverRegresses(t *testing.T) {
+	pool := testinfra.Postgres(t)
+	hosts := seedHosts(t, pool, 2)
+	s := NewStore(pool)
+	ctx := context.Background()
+	row := func(agent, typ string, version int64, status, errText string) ingest.ApplyStatus {
+		return ingest.ApplyStatus{HostID: hosts[agent], Ack: ingest.Ack{AgentID: agent, ConfigType: typ, Version: version,
+			Status: status, Error: errText, AppliedAt: t0.Add(time.Duration(version) * time.Second)}}
+	}
+	if err := s.UpsertApplyStatuses(ctx, []ingest.ApplyStatus{
+		row("agent-0", "collectors", 5, "failed", "dial tcp: connection refused"),
+		row("agent-0", "labels", 2, "applied", ""),
+		row("agent-1", "labels", 3, "applied", ""),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Older versions do not overwrite; the same version does; newer does.
+	if err := s.UpsertApplyStatuses(ctx, []ingest.ApplyStatus{
+		row("agent-0", "collectors", 4, "applied", ""),
+		row("agent-0", "labels", 2, "failed", "boom"),
+		row("agent-1", "labels", 9, "applied", ""),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	type status struct {
+		version int64
+		status  string
+		errText *string
+	}
+	get := func(agent, typ string) status {
+		var st status
+		if err := pool.QueryRow(ctx, `SELECT version, status, error FROM host_config_apply_status WHERE host_id = $1 AND config_type = $2`,
+			hosts[agent], typ).Scan(&st.version, &st.status, &st.errText); err != nil {
+			t.Fatalf("%s/%s: %v", agent, typ, err)
+		}
+		return st
+	}
+	if st := get("agent-0", "collectors"); st.version != 5 || st.status != "failed" || st.errText == nil || *st.errText != "dial tcp: connection refused" {
+		t.Errorf("agent-0/collectors regressed: %+v", st)
+	}
+	if st := get("agent-0", "labels"); st.version != 2 || st.status != "failed" || st.errText == nil || *st.errText != "boom" {
+		t.Errorf("agent-0/labels same version not replaced: %+v", st)
+	}
+	if st := get("agent-1", "labels"); st.version != 9 || st.status != "applied" || st.errText != nil {
+		t.Errorf("agent-1/labels newer not written: %+v", st)
+	}
+}
+
+func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
+	pool := testinfra.Postgres(t)
+	hosts := seedHosts(t, pool, 1)
+	s := NewStore(pool)
+	ctx := context.Background()
+	beat := func(at time.Time, hash string, version int64) ingest.HostHeartbeat {
+		return ingest.HostHeartbeat{HostID: hosts["agent-0"], Heartbeat: ingest.Heartbeat{AgentID: "agent-0", ReceivedAt: at,
+			AgentVersion: "1.2.3", ConfigHash: hash, ConfigVersion: version, ConfigVersions: map[string]int64{"labels": version}}}
+	}
+	if err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0.Add(time.Minute), "new", 7)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0, "old", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		hash, agentVersion string
+		version            int64
+		versions           map[string]int64
+		last               time.Time
+	)
+	if err := pool.QueryRow(ctx, `SELECT config_hash, agent_version, config_version, config_versions, last_heartbeat_at FROM hosts WHERE id = $1`,
+		hosts["agent-0"]).Scan(&hash, &agentVersion, &version, &versions, &last); err != nil {
+		t.Fatal(err)
+	}
+	if hash != "new" || version != 7 || versions["labels"] != 7 || agentVersion != "1.2.3" || !last.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("host = %q %d %v %q %v", hash, version, versions, agentVersion, last)
+	}
+}
+
+func TestRefusedRowsAreMarkedRejected(t *testing.T) {
+	pool := testinfra.Postgres(t)
+	seedHosts(t, pool, 1)
+	// A host id that does not exist violates the foreign key: the rows are at fault, not the database.
+	err := NewStore(pool).UpsertApplyStatuses(context.Background(), []ingest.ApplyStatus{{HostID: uuid.New(),
+		Ack: ingest.Ack{AgentID: "agent-0", ConfigType: "labels", Version: 1, Status: "applied", AppliedAt: t0}}})
+	if !errors.Is(err, ingest.ErrRejected) {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+	// An unreachable database is not the rows' fault.
+	pool.Close()
+	err = NewStore(pool).UpdateHeartbeats(context.Background(), []ingest.HostHeartbeat{{HostID: uuid.New()}})
+	if err == nil || errors.Is(err, ingest.ErrRejected) {
+		t.Fatalf("closed pool err = %v, want a transient error", err)
+	}
+}

@@ -1,0 +1,89 @@
+// Package ackingest wires the ack-ingest service: durable JetStream consumers that write agents' apply
+// acknowledgements into host_config_apply_status and their heartbeats into the hosts table, in batches.
+//
+// Module needs a *zap.Logger, a *pgxpool.Pool and a jetstream.JetStream from the app (the platform
+// modules) and loads its own Config from CONFIGSYNC_INGEST_* variables; it provides only a readiness
+// check, so several services can share one fx app (tools/devstack).
+package ackingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/health"
+	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
+	"github.com/configsync/configsync/services/ack-ingest/internal/natsapi"
+	"github.com/configsync/configsync/services/ack-ingest/internal/postgres"
+)
+
+// Config tunes ack-ingest. Every field has a default.
+type Config struct {
+	// BatchSize is the most acks (or heartbeats) written with one statement.
+	BatchSize int `env:"CONFIGSYNC_INGEST_BATCH_SIZE" default:"1000"`
+	// BatchWait is how long a writer waits for a batch to fill once it holds a message.
+	BatchWait time.Duration `env:"CONFIGSYNC_INGEST_BATCH_WAIT" default:"5ms"`
+	// Writers is how many batches per consumer are written concurrently.
+	Writers int `env:"CONFIGSYNC_INGEST_WRITERS" default:"2"`
+	// AckWait is how long JetStream waits for a message to be settled before redelivering it.
+	AckWait time.Duration `env:"CONFIGSYNC_INGEST_ACK_WAIT" default:"30s"`
+	// RetryDelay is the first redelivery delay after a database error (doubling up to MaxRetryDelay).
+	RetryDelay    time.Duration `env:"CONFIGSYNC_INGEST_RETRY_DELAY" default:"1s"`
+	MaxRetryDelay time.Duration `env:"CONFIGSYNC_INGEST_MAX_RETRY_DELAY" default:"30s"`
+	// HostCacheSize bounds the agent_id -> host_id cache.
+	HostCacheSize int `env:"CONFIGSYNC_INGEST_HOST_CACHE_SIZE" default:"100000"`
+}
+
+// Module runs the ack and heartbeat consumers for the app's lifetime.
+var Module = fx.Module("ack-ingest",
+	envconfig.Provide[Config](),
+	fx.Provide(
+		fx.Private,
+		func(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger) *Service {
+			return New(cfg, pool, js, log.Named("ack-ingest"))
+		},
+	),
+	fx.Provide(health.AsCheck(func(s *Service) health.Check {
+		return health.Check{Name: "ack-ingest", Func: s.Ready}
+	})),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) {
+		lc.Append(fx.Hook{
+			OnStart: func(context.Context) error { s.Start(); return nil },
+			OnStop:  s.Stop,
+		})
+	}),
+)
+
+// Service is ack-ingest ready to be started.
+type Service struct {
+	consumers *natsapi.Consumers
+}
+
+// New builds ack-ingest without fx: consumers on js writing to pool.
+func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger) *Service {
+	store := postgres.NewStore(pool)
+	ingester := ingest.NewIngester(store, ingest.NewHostDirectory(store, cfg.HostCacheSize), log)
+	return &Service{consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
+		BatchSize:     cfg.BatchSize,
+		BatchWait:     cfg.BatchWait,
+		Writers:       cfg.Writers,
+		AckWait:       cfg.AckWait,
+		RetryDelay:    cfg.RetryDelay,
+		MaxRetryDelay: cfg.MaxRetryDelay,
+	}, log)}
+}
+
+// Start begins consuming in the background (creating the durable consumers, retrying while JetStream
+// is unavailable); it does not block.
+func (s *Service) Start() { s.consumers.Start() }
+
+// Stop stops pulling and waits for the batches in hand to be written and settled until ctx is done.
+func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
+
+// Ready reports whether both consumers are running.
+func (s *Service) Ready(ctx context.Context) error { return s.consumers.Ready(ctx) }

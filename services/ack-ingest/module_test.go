@@ -1,0 +1,69 @@
+package ackingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/configsync/configsync/libs/platform/httpserver"
+	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
+	ackingest "github.com/configsync/configsync/services/ack-ingest"
+)
+
+// The module runs as cmd/ack-ingest composes it: configured from the environment, on the platform
+// modules, ready once its consumers run, and it ingests.
+func TestModuleRunsOnPlatform(t *testing.T) {
+	dbURL := testinfra.PostgresURL(t)
+	srv := testinfra.NATS(t)
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv("NATS_URL", srv.URL())
+	t.Setenv("HTTP_ADDR", "127.0.0.1:0")
+	t.Setenv("LOG_LEVEL", "warn")
+	var server *httpserver.Server
+	app := fxtest.New(t,
+		logging.Module, pgdb.Module, natsconn.Module, httpserver.Module,
+		fx.Populate(&server),
+		ackingest.Module,
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+
+	eventually(t, "ready", func() (bool, string) {
+		resp, err := http.Get("http://" + server.Addr() + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK, string(body)
+	})
+
+	// pgdb migrated the database at start; register a host there and send its ack.
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	hosts := seedHosts(t, pool, 1)
+	nc := srv.Connect(t)
+	data, _ := json.Marshal(ack("agent-0", "labels", 4, protocol.AckApplied, ""))
+	if err := nc.Publish(protocol.AckSubject("agent-0"), data); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ack ingested", func() (bool, string) {
+		var v int64
+		err := pool.QueryRow(context.Background(), `SELECT version FROM host_config_apply_status WHERE host_id = $1`, hosts["agent-0"]).Scan(&v)
+		return err == nil && v == 4, fmt.Sprint(v, err)
+	})
+}

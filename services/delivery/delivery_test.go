@@ -1,0 +1,307 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
+	s := newStack(t, 30)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+
+	// One host overrides the type: it gets its merged config, everyone else the environment's.
+	s.putEnv(t, "labels", `{"static":{"env":"prod","team":"core"}}`)
+	override := s.hosts[3]
+	s.putHost(t, override, "labels", `{"static":{"team":"edge"}}`)
+	v := s.putEnv(t, "labels", `{"static":{"env":"prod","team":"platform"}}`)
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: v})
+	s.eventsSettled(t)
+
+	for _, h := range s.hosts {
+		cmds := s.fleet.commands(h.agent, "labels")
+		if !h.online {
+			if len(cmds) != 0 {
+				t.Fatalf("offline %s received %d commands", h.agent, len(cmds))
+			}
+			continue
+		}
+		if len(cmds) != 1 {
+			t.Fatalf("online %s received %d commands, want 1 (undecodable: %v; agents with commands: %v)", h.agent, len(cmds), s.fleet.bad, s.fleet.agents())
+		}
+		c := cmds[0]
+		want := `{"static":{"env":"prod","team":"platform"}}`
+		if h == override {
+			want = `{"static":{"env":"prod","team":"edge"}}`
+		}
+		if c.Type != protocol.CommandConfigUpdate || c.Version != v || c.CommandID == "" || !jsonEqual(c.Payload, []byte(want)) {
+			t.Fatalf("%s received %+v (payload %s), want version %d payload %s", h.agent, c, c.Payload, v, want)
+		}
+	}
+	if len(s.fleet.bad) != 0 {
+		t.Fatalf("undecodable commands for %v", s.fleet.bad)
+	}
+
+	// A deletion is pushed as a null payload with the tombstone's version.
+	s.fleet.reset()
+	dv := s.deleteEnv(t, "labels")
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: dv, Deleted: true})
+	s.eventsSettled(t)
+	for _, h := range s.hosts {
+		cmds := s.fleet.commands(h.agent, "labels")
+		if !h.online || h == override {
+			if h == override && (len(cmds) != 1 || !jsonEqual(cmds[0].Payload, []byte(`{"static":{"team":"edge"}}`))) {
+				t.Fatalf("override host after env delete: %+v", cmds)
+			}
+			continue
+		}
+		if len(cmds) != 1 || string(cmds[0].Payload) != "null" || cmds[0].Version != dv {
+			t.Fatalf("%s deletion push = %+v", h.agent, cmds)
+		}
+	}
+}
+
+func TestHostChangeReachesOnlyThatHost(t *testing.T) {
+	s := newStack(t, 12)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+
+	s.putEnv(t, "intervals", `{"metrics":"30s","heartbeat":"30s"}`)
+	target, offline := s.hosts[4], s.hosts[5]
+	v := s.putHost(t, target, "intervals", `{"metrics":"10s"}`)
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeHost, HostID: target.id.String(), AgentID: target.agent, ConfigType: "intervals", Version: v})
+	vOff := s.putHost(t, offline, "intervals", `{"metrics":"5s"}`)
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeHost, HostID: offline.id.String(), AgentID: offline.agent, ConfigType: "intervals", Version: vOff})
+	s.eventsSettled(t)
+
+	for _, h := range s.hosts {
+		cmds := s.fleet.commands(h.agent, "intervals")
+		if h != target {
+			if len(cmds) != 0 {
+				t.Fatalf("%s received a push meant for %s", h.agent, target.agent)
+			}
+			continue
+		}
+		if len(cmds) != 1 || cmds[0].Version != v || !jsonEqual(cmds[0].Payload, []byte(`{"metrics":"10s","heartbeat":"30s"}`)) {
+			t.Fatalf("%s received %+v", h.agent, cmds)
+		}
+	}
+}
+
+func TestFetchIsWhatResolverAndCredentialsGive(t *testing.T) {
+	s := newStack(t, 3)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+	const secret = "s3cret-planted-password"
+	credID := s.createCredential(t, s.clientID, "mysql-primary", map[string]string{"password": secret, "username": "monitor"})
+
+	h := s.hosts[0]
+	s.putEnv(t, "collectors", fmt.Sprintf(`[{"type":"mysql","name":"primary","host":"db","port":3306,"credential_id":%q},{"type":"http","name":"web","url":"http://localhost/health"}]`, credID))
+	s.putHost(t, h, "collectors", `[{"type":"http","name":"web","url":"http://localhost/health","interval":"10s"},{"type":"tcp","name":"ssh","address":"localhost:22"}]`)
+	s.putEnv(t, "healthcheck", `{"interval_seconds":60,"timeout_seconds":5}`)
+	s.putEnv(t, "tracing", `{"enabled":true,"sample_ratio":0.5}`)
+	deleted := s.deleteEnv(t, "tracing")
+
+	reply := s.fetch(t, h.agent, h.agent)
+	if reply.Error != nil || len(reply.TypeErrors) != 0 {
+		t.Fatalf("fetch failed: %+v", reply)
+	}
+
+	// The same answer, computed from the resolver and the credential service directly.
+	var resolved protocol.ResolveReply
+	request(t, s, protocol.ResolveSubject, protocol.ResolveRequest{AgentID: h.agent}, &resolved)
+	var injected protocol.InjectReply
+	request(t, s, protocol.CredentialInjectSubject, protocol.InjectRequest{Items: []protocol.InjectItem{{Key: "k",
+		ClientID: s.clientID.String(), EnvironmentID: s.envID.String(), Collectors: resolved.Configs["collectors"].ConfigData}}}, &injected)
+	wantConfigs := map[string]json.RawMessage{}
+	wantVersions := map[string]int64{}
+	for typ, ec := range resolved.Configs {
+		wantVersions[typ] = ec.Version
+		if string(ec.ConfigData) != "null" {
+			wantConfigs[typ] = ec.ConfigData
+		}
+	}
+	wantConfigs["collectors"] = injected.Results[0].Collectors
+	if len(reply.Configs) != len(wantConfigs) || len(reply.Versions) != len(wantVersions) {
+		t.Fatalf("fetch configs %v versions %v, want %v %v", keys(reply.Configs), reply.Versions, keys(wantConfigs), wantVersions)
+	}
+	for typ, want := range wantConfigs {
+		if !jsonEqual(reply.Configs[typ], want) || reply.Versions[typ] != wantVersions[typ] {
+			t.Errorf("%s: fetch %s v%d, want %s v%d", typ, reply.Configs[typ], reply.Versions[typ], want, wantVersions[typ])
+		}
+	}
+	if _, ok := reply.Configs["tracing"]; ok || reply.Versions["tracing"] != deleted {
+		t.Errorf("deleted type: config present=%v, version %d want %d", ok, reply.Versions["tracing"], deleted)
+	}
+	if !slices.Equal(reply.SecretFields["collectors"], injected.Results[0].SecretFields) || len(reply.SecretFields["collectors"]) == 0 {
+		t.Errorf("secret fields %v, want %v", reply.SecretFields, injected.Results[0].SecretFields)
+	}
+	// Spot checks of the rules themselves: the secret is inlined, the reference gone, the merge applied.
+	col := string(reply.Configs["collectors"])
+	if !strings.Contains(col, secret) || strings.Contains(col, "credential_id") || !strings.Contains(col, `"ssh"`) || !strings.Contains(col, `"10s"`) {
+		t.Errorf("collectors = %s", col)
+	}
+	assertNoSecretLogged(t, s, secret)
+}
+
+func TestFetchRefusals(t *testing.T) {
+	s := newStack(t, 2)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+	if r := s.fetch(t, s.hosts[0].agent, s.hosts[1].agent); r.Error == nil || r.Error.Code != protocol.CodeForbidden {
+		t.Errorf("fetch for another agent: %+v", r)
+	}
+	if r := s.fetch(t, "agent-nobody", "agent-nobody"); r.Error == nil || r.Error.Code != protocol.CodeNotFound {
+		t.Errorf("unknown agent: %+v", r)
+	}
+	msg, err := s.nc.Request(protocol.FetchSubject(s.hosts[0].agent), []byte(`{"agent_id":`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r protocol.FetchReply
+	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Error == nil || r.Error.Code != protocol.CodeInvalidRequest {
+		t.Errorf("malformed request: %s", msg.Data)
+	}
+}
+
+func TestCredentialFailureSkipsOnlyThatHost(t *testing.T) {
+	s := newStack(t, 9)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+	good := s.createCredential(t, s.clientID, "redis", map[string]string{"password": "redis-pw-planted"})
+	foreign := s.createCredential(t, s.otherClient(t), "theirs", map[string]string{"password": "foreign-pw-planted"})
+
+	broken := s.hosts[1]
+	s.putHost(t, broken, "collectors", fmt.Sprintf(`[{"type":"mysql","name":"stolen","host":"db","port":3306,"credential_id":%q}]`, foreign))
+	v := s.putEnv(t, "collectors", fmt.Sprintf(`[{"type":"redis","name":"cache","host":"r","port":6379,"credential_id":%q}]`, good))
+	s.putEnv(t, "healthcheck", `{"interval_seconds":30,"timeout_seconds":3}`)
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "collectors", Version: v})
+	s.eventsSettled(t)
+
+	for _, h := range s.hosts {
+		cmds := s.fleet.commands(h.agent, "collectors")
+		switch {
+		case h == broken || !h.online:
+			if len(cmds) != 0 {
+				t.Fatalf("%s (online %v) received %d collector pushes", h.agent, h.online, len(cmds))
+			}
+		case len(cmds) != 1 || !strings.Contains(string(cmds[0].Payload), "redis-pw-planted") || len(cmds[0].SecretFields) == 0:
+			t.Fatalf("%s received %+v", h.agent, cmds)
+		}
+	}
+	if s.logs.FilterMessage("push: hosts skipped, their config cannot be delivered").Len() == 0 {
+		t.Error("the skipped host was not logged")
+	}
+
+	// The broken host's fetch leaves collectors out entirely and says why; the rest is delivered.
+	r := s.fetch(t, broken.agent, broken.agent)
+	if _, ok := r.Configs["collectors"]; ok || r.TypeErrors["collectors"].Code != protocol.CodeCredentialFailed || r.Configs["healthcheck"] == nil {
+		t.Fatalf("broken host fetch: %+v", r)
+	}
+	if _, ok := r.Versions["collectors"]; ok {
+		t.Fatal("collectors version sent without collectors: the agent would drop its collectors")
+	}
+	assertNoSecretLogged(t, s, "redis-pw-planted")
+	assertNoSecretLogged(t, s, "foreign-pw-planted")
+}
+
+func TestEventRedoneUntilFanOutRuns(t *testing.T) {
+	s := newStack(t, 6)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+	// Garbage on the events subject is terminated and does not hold up the next event.
+	s.publishEvent(t, []byte(`{"scope":"everywhere"`))
+	v := s.putEnv(t, "log_shipping", `{"enabled":true,"level":"warn"}`)
+	// No resolver yet: the fan-out fails and the event stays unacknowledged.
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "log_shipping", Version: v})
+	eventually(t, "fan-out failure", func() (bool, string) {
+		return s.logs.FilterMessage("push failed, will redo").Len() > 0, "no failure yet"
+	})
+	if s.logs.FilterMessage("malformed config-change event terminated").Len() != 1 {
+		t.Fatal("malformed event not terminated")
+	}
+	s.startResolver(t)
+	s.eventsSettled(t)
+	for _, h := range s.hosts {
+		if n := len(s.fleet.commands(h.agent, "log_shipping")); (n == 1) != h.online {
+			t.Fatalf("%s (online %v) received %d pushes", h.agent, h.online, n)
+		}
+	}
+}
+
+func TestFetchBurst(t *testing.T) {
+	const agents = 300
+	s := newStack(t, agents)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+	s.putEnv(t, "watch_files", `{"paths":["/etc"],"exclude_patterns":["*.swp"]}`)
+	var wg sync.WaitGroup
+	errs := make(chan string, agents)
+	for _, h := range s.hosts {
+		wg.Go(func() {
+			data, _ := json.Marshal(protocol.FetchRequest{AgentID: h.agent})
+			msg, err := s.nc.Request(protocol.FetchSubject(h.agent), data, 30*time.Second)
+			if err != nil {
+				errs <- h.agent + ": " + err.Error()
+				return
+			}
+			var r protocol.FetchReply
+			if err := json.Unmarshal(msg.Data, &r); err != nil || r.Error != nil || r.Versions["watch_files"] == 0 {
+				errs <- h.agent + ": " + string(msg.Data)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func request(t *testing.T, s *stack, subject string, req, reply any) {
+	t.Helper()
+	data, _ := json.Marshal(req)
+	msg, err := s.nc.RequestWithContext(context.Background(), subject, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(msg.Data, reply); err != nil {
+		t.Fatalf("%s: %s", subject, msg.Data)
+	}
+}
+
+func assertNoSecretLogged(t *testing.T, s *stack, secret string) {
+	t.Helper()
+	for _, e := range s.logs.All() {
+		line := e.Message
+		for _, f := range e.Context {
+			line += fmt.Sprint(f.Key, f.String, f.Interface)
+		}
+		if strings.Contains(line, secret) {
+			t.Fatalf("a secret reached the log: %s", line)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

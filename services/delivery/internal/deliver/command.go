@@ -1,0 +1,58 @@
+package deliver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// commandTemplate is a config_update command encoded once for many agents: only command_id differs
+// per agent, so the (possibly large) payload is encoded once and its bytes reused.
+type commandTemplate struct {
+	rest []byte // the encoded command after `{"command_id":""`
+}
+
+const commandIDPrefix = `{"command_id":"`
+
+func newCommandTemplate(configType string, version int64, payload json.RawMessage, secretFields []string, issuedAt time.Time) (commandTemplate, error) {
+	if isNull(payload) {
+		payload = json.RawMessage("null")
+	}
+	b, err := json.Marshal(protocol.Command{
+		Type:         protocol.CommandConfigUpdate,
+		ConfigType:   configType,
+		Version:      version,
+		Payload:      payload,
+		SecretFields: secretFields,
+		IssuedAt:     issuedAt,
+	})
+	if err != nil {
+		return commandTemplate{}, fmt.Errorf("encode command: %w", err)
+	}
+	head := []byte(commandIDPrefix + `"`)
+	if !bytes.HasPrefix(b, head) {
+		return commandTemplate{}, fmt.Errorf("encode command: unexpected layout")
+	}
+	return commandTemplate{rest: b[len(head):]}, nil
+}
+
+// appendCommand appends the command with commandID (a UUID: no escaping needed) to buf.
+func (t commandTemplate) appendCommand(buf []byte, commandID string) []byte {
+	buf = append(buf, commandIDPrefix...)
+	buf = append(buf, commandID...)
+	buf = append(buf, '"')
+	return append(buf, t.rest...)
+}
+
+// commandNamespace seeds command ids. An id is derived from the event, agent, type and version, so a
+// fan-out redone after a crash sends the same command ids (agents may use them to drop duplicates).
+var commandNamespace = uuid.MustParse("8f6b7c1e-3d4a-5b6c-9d8e-7f6a5b4c3d2e")
+
+func commandID(eventID, agentID, configType string, version int64) string {
+	return uuid.NewSHA1(commandNamespace, fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", eventID, agentID, configType, version)).String()
+}

@@ -1,0 +1,92 @@
+package natsapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/delivery/internal/deliver"
+)
+
+const (
+	maxFetchRequestBytes = 4 << 10
+	maxEventBytes        = 64 << 10
+	maxConfigTypeLen     = 64
+)
+
+// decodeFetchRequest returns the agent id of a fetch request received on subject. The payload's
+// agent_id must equal the subject's token: an agent may only fetch its own configs.
+func decodeFetchRequest(subject string, data []byte) (string, error) {
+	token, ok := protocol.AgentIDFromSubject(subject)
+	if !ok {
+		return "", fmt.Errorf("%w: subject has no agent id", deliver.ErrInvalidRequest)
+	}
+	if len(data) > maxFetchRequestBytes {
+		return "", fmt.Errorf("%w: request larger than %d bytes", deliver.ErrInvalidRequest, maxFetchRequestBytes)
+	}
+	var req protocol.FetchRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return "", fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, jsonErrorKind(err))
+	}
+	if req.AgentID == "" {
+		return "", fmt.Errorf("%w: agent_id is required", deliver.ErrInvalidRequest)
+	}
+	if req.AgentID != token {
+		return "", fmt.Errorf("%w: agent_id does not match the subject", deliver.ErrForbidden)
+	}
+	return token, nil
+}
+
+// decodeConfigChanged validates a config-change event.
+func decodeConfigChanged(data []byte) (protocol.ConfigChanged, error) {
+	if len(data) > maxEventBytes {
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: event larger than %d bytes", deliver.ErrInvalidRequest, maxEventBytes)
+	}
+	var ev protocol.ConfigChanged
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, jsonErrorKind(err))
+	}
+	switch {
+	case ev.EventID == "":
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: event_id is required", deliver.ErrInvalidRequest)
+	case ev.Scope != protocol.ScopeEnvironment && ev.Scope != protocol.ScopeHost:
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: unknown scope", deliver.ErrInvalidRequest)
+	case ev.EnvironmentID == "":
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: environment_id is required", deliver.ErrInvalidRequest)
+	case ev.Scope == protocol.ScopeHost && ev.HostID == "":
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: host_id is required for a host event", deliver.ErrInvalidRequest)
+	case !validConfigType(ev.ConfigType):
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: invalid config_type", deliver.ErrInvalidRequest)
+	case ev.Version < 0:
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: negative version", deliver.ErrInvalidRequest)
+	}
+	return ev, nil
+}
+
+func validConfigType(t string) bool {
+	if len(t) == 0 || len(t) > maxConfigTypeLen || t[0] < 'a' || t[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonErrorKind describes a decode error without echoing the payload.
+func jsonErrorKind(err error) string {
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("invalid JSON at offset %d", syntax.Offset)
+	case errors.As(err, &typeErr):
+		return "a field has the wrong type"
+	default:
+		return "invalid JSON"
+	}
+}

@@ -1,0 +1,111 @@
+// Package delivery wires the delivery service: it answers agents' startup config fetches and fans
+// config-change events out to online agents as config_update commands. It keeps no state of its own;
+// effective configs come from the resolver service and credentials from the credential service, both
+// over NATS request-reply.
+//
+// Module needs a *zap.Logger, a *nats.Conn and a jetstream.JetStream from the app (the platform
+// modules) and loads its own Config from CONFIGSYNC_* variables; it provides only a readiness check,
+// so several services can share one fx app (tools/devstack).
+package delivery
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/health"
+	"github.com/configsync/configsync/services/delivery/internal/deliver"
+	"github.com/configsync/configsync/services/delivery/internal/natsapi"
+)
+
+// Config tunes delivery. Every field has a default.
+type Config struct {
+	// OnlineWindow: hosts whose last heartbeat is older are offline and get no push (3 heartbeats).
+	OnlineWindow time.Duration `env:"CONFIGSYNC_ONLINE_WINDOW" default:"90s"`
+	// FetchWorkers bounds concurrent fetches per instance; FetchQueue how many may wait for a worker.
+	FetchWorkers int `env:"CONFIGSYNC_FETCH_WORKERS" default:"64"`
+	FetchQueue   int `env:"CONFIGSYNC_FETCH_QUEUE" default:"4096"`
+	// FetchTimeout bounds a fetch from its arrival.
+	FetchTimeout time.Duration `env:"CONFIGSYNC_FETCH_TIMEOUT" default:"10s"`
+	// UpstreamTimeout bounds one request to the resolver or credential service.
+	UpstreamTimeout time.Duration `env:"CONFIGSYNC_UPSTREAM_TIMEOUT" default:"5s"`
+	// PushPageSize is how many hosts are resolved and pushed per page.
+	PushPageSize int `env:"CONFIGSYNC_PUSH_PAGE_SIZE" default:"1000"`
+	// PushConcurrency is how many events one instance fans out at a time.
+	PushConcurrency int `env:"CONFIGSYNC_PUSH_CONCURRENCY" default:"4"`
+	// PushAckWait is JetStream's redelivery timeout for an event (extended while a fan-out runs).
+	PushAckWait time.Duration `env:"CONFIGSYNC_PUSH_ACK_WAIT" default:"60s"`
+	// PushRetryDelay is the first delay before a failed fan-out is redone (doubling up to 1 minute).
+	PushRetryDelay time.Duration `env:"CONFIGSYNC_PUSH_RETRY_DELAY" default:"1s"`
+}
+
+// Module runs the fetch endpoint and the config-change consumer for the app's lifetime.
+var Module = fx.Module("delivery",
+	envconfig.Provide[Config](),
+	fx.Provide(
+		fx.Private,
+		func(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Service {
+			return New(cfg, nc, js, log.Named("delivery"))
+		},
+	),
+	fx.Provide(health.AsCheck(func(s *Service) health.Check {
+		return health.Check{Name: "delivery", Func: s.Ready}
+	})),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) {
+		lc.Append(fx.Hook{OnStart: func(context.Context) error { return s.Start() }, OnStop: s.Stop})
+	}),
+)
+
+// Service is delivery ready to be started.
+type Service struct {
+	nc     *nats.Conn
+	fetch  *natsapi.FetchServer
+	events *natsapi.EventConsumer
+}
+
+// New builds delivery without fx, on nc (requests, commands) and js (events).
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Service {
+	resolver := natsapi.NewResolverClient(nc, cfg.UpstreamTimeout)
+	credentials := natsapi.NewCredentialClient(nc, cfg.UpstreamTimeout)
+	fetcher := deliver.NewFetcher(resolver, credentials, log)
+	pusher := deliver.NewPusher(resolver, credentials, natsapi.NewCommandPublisher(nc), deliver.PushOptions{
+		OnlineWindow: cfg.OnlineWindow,
+		PageSize:     cfg.PushPageSize,
+	}, log)
+	return &Service{
+		nc: nc,
+		fetch: natsapi.NewFetchServer(fetcher, natsapi.FetchOptions{
+			Workers: cfg.FetchWorkers,
+			Queue:   cfg.FetchQueue,
+			Timeout: cfg.FetchTimeout,
+		}, log),
+		events: natsapi.NewEventConsumer(js, pusher, natsapi.EventOptions{
+			Concurrency: cfg.PushConcurrency,
+			AckWait:     cfg.PushAckWait,
+			RetryDelay:  cfg.PushRetryDelay,
+		}, log),
+	}
+}
+
+// Start registers the fetch endpoint and starts consuming config-change events; it does not block.
+func (s *Service) Start() error {
+	if err := s.fetch.Start(s.nc); err != nil {
+		return err
+	}
+	s.events.Start()
+	return nil
+}
+
+// Stop stops both, letting in-flight fetches and fan-outs finish until ctx is done.
+func (s *Service) Stop(ctx context.Context) error {
+	return errors.Join(s.fetch.Stop(ctx), s.events.Stop(ctx))
+}
+
+// Ready reports whether events are being consumed.
+func (s *Service) Ready(ctx context.Context) error { return s.events.Ready(ctx) }

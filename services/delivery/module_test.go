@@ -1,0 +1,83 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/configsync/configsync/libs/platform/httpserver"
+	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/credential"
+	"github.com/configsync/configsync/services/delivery"
+	"github.com/configsync/configsync/services/resolver"
+)
+
+// The module composes with the platform modules and the resolver and credential modules in one app
+// (as tools/devstack runs them), configured from the environment, and serves fetches.
+func TestModuleRunsOnPlatform(t *testing.T) {
+	dbURL := testinfra.PostgresURL(t)
+	srv := testinfra.NATS(t)
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv("NATS_URL", srv.URL())
+	t.Setenv("HTTP_ADDR", "127.0.0.1:0")
+	t.Setenv("LOG_LEVEL", "warn")
+	t.Setenv("CONFIGSYNC_KEYRING", "v1:"+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	var server *httpserver.Server
+	app := fxtest.New(t,
+		logging.Module, pgdb.Module, natsconn.Module, httpserver.Module,
+		fx.Populate(&server),
+		resolver.Module, credential.Module, delivery.Module,
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+
+	eventually(t, "ready", func() (bool, string) {
+		resp, err := http.Get("http://" + server.Addr() + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK, string(body)
+	})
+
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := &stack{pool: pool, nc: srv.Connect(t)}
+	s.seed(t, 1)
+	v := s.putEnv(t, "healthcheck", `{"interval_seconds":60,"timeout_seconds":5}`)
+	reply := s.fetch(t, s.hosts[0].agent, s.hosts[0].agent)
+	if reply.Error != nil || reply.Versions["healthcheck"] != v || !jsonEqual(reply.Configs["healthcheck"], []byte(`{"interval_seconds":60,"timeout_seconds":5}`)) {
+		t.Fatalf("fetch = %+v", reply)
+	}
+
+	// And pushes: the event consumer runs in the app.
+	f := newFleet(t, srv.Connect(t))
+	s.fleet = f
+	s.js = mustJetStream(t, s)
+	v = s.putEnv(t, "healthcheck", `{"interval_seconds":30,"timeout_seconds":5}`)
+	data, _ := json.Marshal(protocol.ConfigChanged{EventID: uuid.NewString(), Scope: protocol.ScopeEnvironment, ClientID: s.clientID.String(),
+		EnvironmentID: s.envID.String(), ConfigType: "healthcheck", Version: v, OccurredAt: time.Now()})
+	if _, err := s.js.Publish(context.Background(), protocol.ConfigChangedSubject, data); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pushed", func() (bool, string) {
+		return len(f.commands(s.hosts[0].agent, "healthcheck")) == 1, "no push yet"
+	})
+}

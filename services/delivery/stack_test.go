@@ -1,0 +1,388 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/credential"
+	"github.com/configsync/configsync/services/delivery"
+	"github.com/configsync/configsync/services/delivery/internal/natsapi"
+	"github.com/configsync/configsync/services/resolver"
+)
+
+// stack is PostgreSQL, an embedded nats-server with ConfigSync's streams, one client with one
+// environment of hosts, and simulated agents listening for commands.
+type stack struct {
+	pool     *pgxpool.Pool
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	log      *zap.Logger
+	logs     *observer.ObservedLogs
+	clientID uuid.UUID
+	envID    uuid.UUID
+	hosts    []testHost
+	fleet    *fleet
+}
+
+type testHost struct {
+	id     uuid.UUID
+	agent  string
+	online bool
+}
+
+// newStack registers n hosts; every third one (index 2, 5, ...) last sent a heartbeat an hour ago.
+func newStack(t testing.TB, n int) *stack {
+	t.Helper()
+	s := &stack{pool: testinfra.Postgres(t)}
+	srv := testinfra.NATS(t)
+	s.nc = srv.Connect(t)
+	s.js = mustJetStream(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := natsconn.EnsureStreams(ctx, s.js); err != nil {
+		t.Fatal(err)
+	}
+	if tt, ok := t.(*testing.T); ok {
+		s.log, s.logs = testinfra.Logger(tt)
+	} else {
+		s.log = zap.NewNop()
+	}
+	s.seed(t, n)
+	s.fleet = newFleet(t, srv.Connect(t))
+	return s
+}
+
+func mustJetStream(t testing.TB, s *stack) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func (s *stack) seed(t testing.TB, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.pool.QueryRow(ctx, `INSERT INTO clients (name) VALUES ('acme') RETURNING id`).Scan(&s.clientID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pool.QueryRow(ctx, `INSERT INTO environments (client_id, name) VALUES ($1, 'prod') RETURNING id`, s.clientID).Scan(&s.envID); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.pool.Query(ctx, `INSERT INTO hosts (client_id, environment_id, hostname, agent_id, last_heartbeat_at)
+		SELECT $1, $2, 'host-' || i, 'agent-' || lpad(i::text, 5, '0'),
+		       CASE WHEN i % 3 = 2 THEN now() - interval '1 hour' ELSE now() END
+		FROM generate_series(0, $3::int - 1) AS i ORDER BY i RETURNING id, agent_id, last_heartbeat_at > now() - interval '1 minute'`, s.clientID, s.envID, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h testHost
+		if err := rows.Scan(&h.id, &h.agent, &h.online); err != nil {
+			t.Fatal(err)
+		}
+		s.hosts = append(s.hosts, h)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func defaults[T any](t testing.TB) T {
+	t.Helper()
+	var cfg T
+	if err := envconfig.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func (s *stack) startResolver(t testing.TB) {
+	t.Helper()
+	svc := resolver.New(defaults[resolver.Config](t), s.pool, s.log.Named("resolver"))
+	if err := svc.Start(s.nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopWithin(t, svc.Stop) })
+}
+
+func (s *stack) startCredential(t testing.TB) {
+	t.Helper()
+	cfg := defaults[credential.Config](t)
+	cfg.Keyring = "v1:" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	svc, err := credential.New(cfg, s.pool, s.log.Named("credential"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background(), s.nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopWithin(t, svc.Stop) })
+}
+
+func testDeliveryConfig(t testing.TB) delivery.Config {
+	cfg := defaults[delivery.Config](t)
+	cfg.PushPageSize = 7 // several pages even for a small fleet
+	cfg.PushAckWait = 3 * time.Second
+	cfg.PushRetryDelay = 100 * time.Millisecond
+	return cfg
+}
+
+func (s *stack) startDelivery(t testing.TB, cfg delivery.Config) (stop func()) {
+	t.Helper()
+	svc := delivery.New(cfg, s.nc, s.js, s.log.Named("delivery"))
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { stopWithin(t, svc.Stop) }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func stopWithin(t testing.TB, stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+}
+
+// putEnv writes an environment config as config-api does (a new version from the one sequence).
+func (s *stack) putEnv(t testing.TB, typ, data string) int64 {
+	t.Helper()
+	var v int64
+	if err := s.pool.QueryRow(context.Background(), `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
+		VALUES ($1, $2, $3, nextval('config_version_seq'))
+		ON CONFLICT (environment_id, config_type) DO UPDATE SET config_data = excluded.config_data, version = excluded.version, deleted_at = NULL
+		RETURNING version`, s.envID, typ, data).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// deleteEnv turns an environment config into a tombstone with a new version.
+func (s *stack) deleteEnv(t testing.TB, typ string) int64 {
+	t.Helper()
+	var v int64
+	if err := s.pool.QueryRow(context.Background(), `UPDATE environment_configs SET config_data = NULL, deleted_at = now(),
+		version = nextval('config_version_seq') WHERE environment_id = $1 AND config_type = $2 RETURNING version`, s.envID, typ).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (s *stack) putHost(t testing.TB, h testHost, typ, data string) int64 {
+	t.Helper()
+	var v int64
+	if err := s.pool.QueryRow(context.Background(), `INSERT INTO host_configs (host_id, config_type, config_data, version)
+		VALUES ($1, $2, $3, nextval('config_version_seq'))
+		ON CONFLICT (host_id, config_type) DO UPDATE SET config_data = excluded.config_data, version = excluded.version, deleted_at = NULL
+		RETURNING version`, h.id, typ, data).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// createCredential stores a credential through the credential service and returns its id.
+func (s *stack) createCredential(t testing.TB, clientID uuid.UUID, name string, secret map[string]string) string {
+	t.Helper()
+	data, _ := json.Marshal(protocol.CredentialCreateRequest{ClientID: clientID.String(), Name: name, Secret: secret})
+	msg, err := s.nc.Request(protocol.CredentialCreateSubject, data, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta protocol.CredentialMeta
+	if err := json.Unmarshal(msg.Data, &meta); err != nil || meta.ID == "" {
+		t.Fatalf("create credential: %s (%v)", msg.Data, err)
+	}
+	return meta.ID
+}
+
+// otherClient registers a second client (for cross-client credential references).
+func (s *stack) otherClient(t testing.TB) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	if err := s.pool.QueryRow(context.Background(), `INSERT INTO clients (name) VALUES ('globex') RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// changed publishes a config-change event as the outbox relay does.
+func (s *stack) changed(t testing.TB, ev protocol.ConfigChanged) {
+	t.Helper()
+	if ev.EventID == "" {
+		ev.EventID = uuid.NewString()
+	}
+	ev.ClientID, ev.EnvironmentID, ev.OccurredAt = s.clientID.String(), s.envID.String(), time.Now().UTC()
+	s.publishEvent(t, ev)
+}
+
+func (s *stack) publishEvent(t testing.TB, v any) {
+	t.Helper()
+	data, ok := v.([]byte)
+	if !ok {
+		data, _ = json.Marshal(v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.js.Publish(ctx, protocol.ConfigChangedSubject, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventsSettled waits until delivery has settled (acked or terminated) every event published so far,
+// then makes sure every command published before that reached the simulated agents.
+func (s *stack) eventsSettled(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, "events settled", func() (bool, string) {
+		st, err := s.js.Stream(ctx, protocol.EventsStream)
+		if err != nil {
+			return false, err.Error()
+		}
+		sinfo, err := st.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		cons, err := st.Consumer(ctx, natsapi.PushDurable)
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
+			fmt.Sprintf("ack pending %d, pending %d, ack floor %d of %d", info.NumAckPending, info.NumPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+	})
+	// Delivery flushed its publishes before acking; a round trip on the agents' connection now
+	// delivers everything the server routed to it before.
+	if err := s.fleet.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fetch asks for an agent's configs as the agent does.
+func (s *stack) fetch(t testing.TB, subjectAgent, payloadAgent string) protocol.FetchReply {
+	t.Helper()
+	data, _ := json.Marshal(protocol.FetchRequest{AgentID: payloadAgent})
+	msg, err := s.nc.Request(protocol.FetchSubject(subjectAgent), data, 15*time.Second)
+	if err != nil {
+		t.Fatalf("fetch %s: %v", subjectAgent, err)
+	}
+	var reply protocol.FetchReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		t.Fatalf("fetch reply %s: %v", msg.Data, err)
+	}
+	return reply
+}
+
+// fleet records the commands every simulated agent receives.
+type fleet struct {
+	nc  *nats.Conn
+	mu  sync.Mutex
+	got map[string][]protocol.Command
+	bad []string
+}
+
+func newFleet(t testing.TB, nc *nats.Conn) *fleet {
+	t.Helper()
+	f := &fleet{nc: nc, got: map[string][]protocol.Command{}}
+	if _, err := nc.Subscribe(protocol.CommandSubjectPrefix+"*", func(m *nats.Msg) {
+		agent := strings.TrimPrefix(m.Subject, protocol.CommandSubjectPrefix)
+		var c protocol.Command
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if err := json.Unmarshal(m.Data, &c); err != nil {
+			f.bad = append(f.bad, agent)
+			return
+		}
+		f.got[agent] = append(f.got[agent], c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// commands returns what agent received for typ.
+func (f *fleet) commands(agent, typ string) []protocol.Command {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []protocol.Command
+	for _, c := range f.got[agent] {
+		if c.ConfigType == typ {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// agents lists the agents that received anything.
+func (f *fleet) agents() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.got))
+	for a := range f.got {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *fleet) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = map[string][]protocol.Command{}
+}
+
+// eventually polls cond until it holds; the generous limit only guards against a hung test.
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: never happened (last: %s)", what, last)
+}
+
+// jsonEqual compares JSON documents semantically.
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}

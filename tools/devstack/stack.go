@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/agent/agentrun"
+	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/platform/httpserver"
+	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/outbox"
+	"github.com/configsync/configsync/libs/platform/pgdb"
+	ackingest "github.com/configsync/configsync/services/ack-ingest"
+	configapi "github.com/configsync/configsync/services/config-api"
+	"github.com/configsync/configsync/services/credential"
+	"github.com/configsync/configsync/services/delivery"
+	"github.com/configsync/configsync/services/resolver"
+)
+
+// stack is the running system: the fx app with the five services and the demo agent.
+type stack struct {
+	opts        options
+	dataDir     string
+	natsURL     string
+	databaseURL string
+	auth        *natsauth.Authority
+	log         *zap.Logger
+
+	app        *fx.App
+	agentStop  context.CancelFunc
+	agentDone  sync.WaitGroup
+	agentError error
+}
+
+// demo is what the first start seeds and every later start reuses (.data/devstack.env).
+type demo struct {
+	APIURL, Token, NATSURL          string
+	ClientID, EnvironmentID, HostID string
+	AgentID                         string
+}
+
+func (s *stack) start(ctx context.Context) error {
+	if err := s.environment(); err != nil {
+		return err
+	}
+	var pool *pgxpool.Pool
+	s.app = fx.New(
+		logging.Module,
+		pgdb.Module,
+		natsconn.Module,
+		httpserver.Module,
+		outbox.Module,
+		resolver.Module,
+		credential.Module,
+		configapi.Module,
+		delivery.Module,
+		ackingest.Module,
+		fx.Invoke(func(*httpserver.Server) {}),
+		fx.Populate(&pool),
+		fx.StartTimeout(60*time.Second),
+	)
+	if err := s.app.Err(); err != nil {
+		return fmt.Errorf("compose services: %w", err)
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := s.app.Start(startCtx); err != nil {
+		return fmt.Errorf("start services: %w", err)
+	}
+	d, err := s.seed(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if !s.opts.noAgent {
+		if err := s.startAgent(d); err != nil {
+			return err
+		}
+	}
+	s.banner(d)
+	return nil
+}
+
+// environment sets the variables the service modules read, the same ones the separate binaries use.
+func (s *stack) environment() error {
+	svcCreds, err := s.auth.ServiceCreds("devstack-services")
+	if err != nil {
+		return err
+	}
+	credsFile := filepath.Join(s.dataDir, "services.creds")
+	if err := os.WriteFile(credsFile, svcCreds.File, 0o600); err != nil {
+		return err
+	}
+	sysCreds, err := s.auth.SystemCreds("devstack-config-api")
+	if err != nil {
+		return err
+	}
+	sysFile := filepath.Join(s.dataDir, "system.creds")
+	if err := os.WriteFile(sysFile, sysCreds.File, 0o600); err != nil {
+		return err
+	}
+	authorityFile := filepath.Join(s.dataDir, "nats-authority.json")
+	vars := map[string]string{
+		"LOG_LEVEL":                 s.opts.logLevel,
+		"LOG_FORMAT":                "console",
+		"DATABASE_URL":              s.databaseURL,
+		"NATS_URL":                  s.natsURL,
+		"NATS_CREDS":                credsFile,
+		"HTTP_ADDR":                 s.opts.httpAddr,
+		"CREDENTIAL_CIPHER":         "local",
+		"CONFIGSYNC_KEYRING_FILE":   filepath.Join(s.dataDir, "keyring"),
+		"CONFIGSYNC_KEYRING_CREATE": "true",
+		"NATS_AUTHORITY_FILE":       authorityFile,
+		"NATS_SYSTEM_CREDS":         sysFile,
+	}
+	for k, v := range vars {
+		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" {
+			continue // the operator's own setting wins
+		}
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *stack) envFile() string { return filepath.Join(s.dataDir, "devstack.env") }
+
+// seed creates the demo client, environment, host and an admin token on the first start, through the
+// real API; later starts reuse them.
+func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
+	apiURL := "http://" + s.opts.httpAddr
+	if d, err := readDemo(s.envFile()); err == nil {
+		d.APIURL, d.NATSURL = apiURL, s.natsURL
+		if err := api(ctx, d, http.MethodGet, "/api/v1/hosts/"+d.HostID, nil, nil); err == nil {
+			return d, writeDemo(s.envFile(), d)
+		}
+		s.log.Warn("saved demo data is not valid for this database; seeding again", zap.String("file", s.envFile()))
+	}
+	token, err := configapi.BootstrapAdminToken(ctx, pool, "devstack-admin")
+	if err != nil {
+		return demo{}, fmt.Errorf("bootstrap admin token: %w", err)
+	}
+	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL}
+	var client, env struct{ ID string }
+	var host struct {
+		ID      string `json:"id"`
+		AgentID string `json:"agent_id"`
+	}
+	suffix := time.Now().UTC().Format("20060102150405")
+	if err := api(ctx, d, http.MethodPost, "/api/v1/clients", map[string]string{"name": "demo-" + suffix}, &client); err != nil {
+		return demo{}, fmt.Errorf("seed client: %w", err)
+	}
+	if err := api(ctx, d, http.MethodPost, "/api/v1/clients/"+client.ID+"/environments", map[string]string{"name": "production"}, &env); err != nil {
+		return demo{}, fmt.Errorf("seed environment: %w", err)
+	}
+	if err := api(ctx, d, http.MethodPost, "/api/v1/environments/"+env.ID+"/hosts", map[string]string{"hostname": "demo-host"}, &host); err != nil {
+		return demo{}, fmt.Errorf("seed host: %w", err)
+	}
+	d.ClientID, d.EnvironmentID, d.HostID, d.AgentID = client.ID, env.ID, host.ID, host.AgentID
+	return d, writeDemo(s.envFile(), d)
+}
+
+func (s *stack) startAgent(d demo) error {
+	dir := filepath.Join(s.dataDir, "agent")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	creds, err := s.auth.Issuer().IssueAgent(d.AgentID)
+	if err != nil {
+		return err
+	}
+	credsFile := filepath.Join(dir, "agent.creds")
+	if err := os.WriteFile(credsFile, creds.File, 0o600); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(s.dataDir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cfg := agentrun.DefaultConfig()
+	cfg.AgentID = d.AgentID
+	cfg.DataDir = dir
+	cfg.NATS = agentrun.NATSConfig{URL: s.natsURL, CredsFile: credsFile}
+	cfg.BootJitter = time.Second
+	cfg.LogOutput = logFile
+	ctx, cancel := context.WithCancel(context.Background())
+	s.agentStop = cancel
+	s.agentDone.Add(1)
+	go func() {
+		defer s.agentDone.Done()
+		defer logFile.Close()
+		if err := agentrun.Run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+			s.agentError = err
+			s.log.Error("agent stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+func (s *stack) stop(ctx context.Context) error {
+	if s.agentStop != nil {
+		s.agentStop()
+		s.agentDone.Wait()
+	}
+	if s.app != nil {
+		return s.app.Stop(ctx)
+	}
+	return nil
+}
+
+func (s *stack) banner(d demo) {
+	auth := `-H "Authorization: Bearer $CONFIGSYNC_TOKEN"`
+	fmt.Printf(`
+ConfigSync is running (Ctrl-C stops it; state is kept in %s).
+
+  API        %s
+  NATS       %s
+  PostgreSQL %s
+  agent      %s (log: %s)
+
+Try it:
+
+  source %s
+  curl -s -X PUT %s %s/api/v1/environments/%s/agent-configs/watch_files \
+    -d '{"config_data": {"paths": ["/etc", "/opt"], "exclude_patterns": ["*.log"]}}'
+  curl -s %s %s/api/v1/hosts/%s/agent-configs/watch_files
+  curl -s %s %s/api/v1/environments/%s/hosts
+
+`, s.dataDir, d.APIURL, d.NATSURL, redactURL(s.databaseURL), d.AgentID, filepath.Join(s.dataDir, "agent.log"),
+		s.envFile(),
+		auth, d.APIURL, d.EnvironmentID,
+		auth, d.APIURL, d.HostID,
+		auth, d.APIURL, d.EnvironmentID)
+}
+
+func redactURL(u string) string {
+	if at := strings.LastIndex(u, "@"); at > 0 {
+		if scheme := strings.Index(u, "://"); scheme > 0 && scheme+3 < at {
+			if colon := strings.Index(u[scheme+3:at], ":"); colon >= 0 {
+				return u[:scheme+3+colon+1] + "***" + u[at:]
+			}
+		}
+	}
+	return u
+}
+
+// api calls the config-api with the demo token and decodes "data" into out.
+func api(ctx context.Context, d demo, method, path string, body, out any) error {
+	var rdr io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rdr = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, d.APIURL+path, rdr)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(raw))
+	}
+	if out == nil {
+		return nil
+	}
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return err
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+var demoKeys = []string{"CONFIGSYNC_API_URL", "CONFIGSYNC_TOKEN", "CONFIGSYNC_NATS_URL", "CONFIGSYNC_CLIENT_ID",
+	"CONFIGSYNC_ENVIRONMENT_ID", "CONFIGSYNC_HOST_ID", "CONFIGSYNC_AGENT_ID"}
+
+func (d demo) values() []string {
+	return []string{d.APIURL, d.Token, d.NATSURL, d.ClientID, d.EnvironmentID, d.HostID, d.AgentID}
+}
+
+func writeDemo(path string, d demo) error {
+	var b strings.Builder
+	b.WriteString("# Written by `make run` (tools/devstack): the running stack and its demo objects.\n")
+	for i, v := range d.values() {
+		fmt.Fprintf(&b, "export %s=%s\n", demoKeys[i], v)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func readDemo(path string) (demo, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return demo{}, err
+	}
+	vals := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
+		if ok {
+			vals[k] = v
+		}
+	}
+	d := demo{Token: vals["CONFIGSYNC_TOKEN"], ClientID: vals["CONFIGSYNC_CLIENT_ID"], EnvironmentID: vals["CONFIGSYNC_ENVIRONMENT_ID"],
+		HostID: vals["CONFIGSYNC_HOST_ID"], AgentID: vals["CONFIGSYNC_AGENT_ID"]}
+	if d.Token == "" || d.HostID == "" || d.AgentID == "" {
+		return demo{}, errors.New("incomplete devstack.env")
+	}
+	return d, nil
+}
