@@ -1,0 +1,384 @@
+// Package agentrun is the ConfigSync agent as a library: Run starts everything the agent binary runs
+// (config sync, hot-reloaded components, heartbeats) and returns when its context ends. cmd/agent,
+// tools/devstack and the end-to-end tests all start agents through it.
+package agentrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/configsync/configsync/agent/internal/changedetect"
+	"github.com/configsync/configsync/agent/internal/command"
+	"github.com/configsync/configsync/agent/internal/configcache"
+	"github.com/configsync/configsync/agent/internal/configsync"
+	"github.com/configsync/configsync/agent/internal/healthcheck"
+	"github.com/configsync/configsync/agent/internal/inventory"
+	"github.com/configsync/configsync/agent/internal/labels"
+	"github.com/configsync/configsync/agent/internal/logcollect"
+	"github.com/configsync/configsync/agent/internal/metrics"
+	"github.com/configsync/configsync/agent/internal/scheduler"
+	"github.com/configsync/configsync/agent/internal/selflog"
+	"github.com/configsync/configsync/agent/internal/tracing"
+	"github.com/configsync/configsync/agent/internal/transport"
+	"github.com/configsync/configsync/agent/internal/watchfiles"
+	"github.com/configsync/configsync/libs/protocol"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Observation kinds, published on protocol.ObservationSubject(agentID, kind).
+const (
+	KindMetrics   = "metrics"
+	KindChanges   = "changes"
+	KindFiles     = "files"
+	KindHealth    = "health"
+	KindInventory = "inventory"
+	KindProcesses = "processes"
+	KindTraces    = "traces"
+)
+
+// Scheduler task names.
+const (
+	taskHeartbeat       = "heartbeat"
+	taskMetrics         = "metrics"
+	taskInventory       = "inventory"
+	taskProcesses       = "processes"
+	taskWatchFiles      = "watch_files"
+	taskChangeDetection = "change_detection"
+	taskHealthcheck     = "healthcheck"
+)
+
+// Built-in intervals, used until the intervals config (or a local default) says otherwise.
+const (
+	defaultMetricsInterval   = 60 * time.Second
+	defaultInventoryInterval = 10 * time.Minute
+	defaultHeartbeatInterval = 30 * time.Second
+	defaultProcessesInterval = 5 * time.Minute
+)
+
+// shutdownTimeout bounds flushing NATS on stop.
+const shutdownTimeout = 3 * time.Second
+
+// hooks let tests observe the agent from inside.
+type hooks struct {
+	observe func(kind string, v any)
+	applied func(configsync.Resolved, error)
+	ready   func(*agent) // after startup application, before the scheduler starts
+}
+
+type agent struct {
+	cfg     Config
+	log     *slog.Logger
+	level   *slog.LevelVar
+	shipper *selflog.Shipper
+
+	cache   *configcache.Cache
+	sched   *scheduler.Scheduler
+	labels  *labels.Manager
+	metrics *metrics.Task
+	changes *changedetect.Scanner
+	files   *watchfiles.Scanner
+	health  *healthcheck.Runner
+	logs    *logcollect.Renderer
+	tracing *tracing.Provider
+	tracer  trace.Tracer
+	handler *command.ConfigHandler
+	syncer  *configsync.Syncer
+	client  atomic.Pointer[transport.Client]
+
+	refetch    chan struct{}
+	heartbeats atomic.Int64
+	memLimit   atomic.Int64 // bytes applied with debug.SetMemoryLimit (0: none)
+}
+
+// Run starts the agent and blocks until ctx is done, then stops cleanly. It fails only on a bad
+// Config or an unusable data directory: a backend that is away never stops the agent.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("agentrun: %w", err)
+	}
+	a, err := newAgent(cfg)
+	if err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
+
+func newAgent(cfg Config) (*agent, error) {
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = 10 * time.Second
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if len(cfg.DiskPaths) == 0 {
+		cfg.DiskPaths = []string{"/"}
+	}
+	if cfg.AgentVersion == "" {
+		cfg.AgentVersion = Version
+	}
+	if cfg.LogOutput == nil {
+		cfg.LogOutput = os.Stderr
+	}
+	if cfg.hooks == nil {
+		cfg.hooks = &hooks{}
+	}
+	a := &agent{cfg: cfg, level: new(slog.LevelVar), refetch: make(chan struct{}, 1)}
+	lvl, err := selflog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("agentrun: log_level: %w", err)
+	}
+	a.level.Set(lvl)
+	a.log, a.shipper = selflog.New(cfg.LogOutput, cfg.LogFormat, a.level, cfg.AgentID)
+	a.log = a.log.With("agent_id", cfg.AgentID)
+
+	if a.cache, err = configcache.Open(cfg.DataDir, a.log); err != nil {
+		return nil, fmt.Errorf("agentrun: %w", err)
+	}
+	a.tracing = tracing.New(func(s tracing.Span) { a.observe(KindTraces, s) })
+	a.tracer = a.tracing.Tracer()
+	a.sched = scheduler.New(a.log)
+	a.labels = labels.NewManager(a.log)
+	a.metrics = metrics.NewTask(a.log, metrics.SystemCollectors(cfg.ProcRoot, cfg.DiskPaths), a.labels.Labels,
+		func(r metrics.Report) { a.observe(KindMetrics, r) })
+	a.changes = changedetect.NewScanner(a.log, func(r changedetect.Report) { a.observe(KindChanges, r) })
+	a.files = watchfiles.NewScanner(a.log, func(r watchfiles.Report) { a.observe(KindFiles, r) })
+	a.health = healthcheck.NewRunner(a.log, a.healthChecks(), func(r healthcheck.Report) { a.observe(KindHealth, r) })
+	host, port := natsHostPort(cfg.NATS.URL)
+	a.logs = logcollect.NewRenderer(a.log, cfg.DataDir, protocol.AgentSubjectPrefix+cfg.AgentID+".applogs", host, port)
+
+	a.handler = command.NewConfigHandler(command.Options{
+		AgentID:      cfg.AgentID,
+		Cache:        a.cache,
+		Acks:         ackPublisher{a},
+		Log:          a.log,
+		LocalDefault: func(t string) json.RawMessage { return cfg.Defaults[t] },
+		Tracer:       a.tracer,
+	})
+	a.registerCallbacks()
+	a.syncer = &configsync.Syncer{
+		Handler:      a.handler,
+		Cache:        a.cache,
+		Fetcher:      fetcher{a},
+		Local:        cfg.Defaults,
+		Log:          a.log,
+		FetchTimeout: cfg.FetchTimeout,
+		Tracer:       a.tracer,
+		OnApplied:    cfg.hooks.applied,
+	}
+
+	a.sched.Add(taskHeartbeat, defaultHeartbeatInterval, a.traced(taskHeartbeat, a.heartbeat))
+	a.sched.Add(taskMetrics, defaultMetricsInterval, a.traced(taskMetrics, a.metrics.Run))
+	a.sched.Add(taskInventory, defaultInventoryInterval, a.traced(taskInventory, a.inventory))
+	a.sched.Add(taskProcesses, defaultProcessesInterval, a.traced(taskProcesses, a.processes))
+	a.sched.Add(taskWatchFiles, defaultInventoryInterval, a.traced(taskWatchFiles, a.files.Scan))
+	a.sched.Add(taskChangeDetection, 0, a.traced(taskChangeDetection, a.changes.Scan))
+	a.sched.Add(taskHealthcheck, healthcheck.DefaultInterval, a.traced(taskHealthcheck, a.health.Run))
+	return a, nil
+}
+
+func (a *agent) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.log.Info("agent starting", "version", a.cfg.AgentVersion, "data_dir", a.cfg.DataDir)
+
+	client, err := transport.Connect(transport.Options{
+		AgentID: a.cfg.AgentID, URL: a.cfg.NATS.URL, CredsFile: a.cfg.NATS.CredsFile,
+		User: a.cfg.NATS.User, Password: a.cfg.NATS.Password, Token: a.cfg.NATS.Token,
+		Log: a.log, OnReconnect: a.requestRefetch, Extra: a.cfg.NATSOptions,
+	})
+	if err != nil {
+		// Only a malformed URL or unreadable creds file gets here; the server being down does not.
+		return fmt.Errorf("agentrun: %w", err)
+	}
+	a.client.Store(client)
+	a.shipper.SetPublisher(client.Publish)
+	if _, err := client.SubscribeCommands(func(data []byte) { a.handler.HandleMessage(ctx, data) }); err != nil {
+		client.Close(context.Background())
+		return fmt.Errorf("agentrun: %w", err)
+	}
+
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		a.sched.Wait()
+		wg.Wait()
+		sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer scancel()
+		// Drain first: commands still pending are handled (and acked) while the components exist.
+		client.Close(sctx)
+		a.shipper.SetPublisher(func(string, []byte) error { return errors.New("agent stopped") })
+		a.labels.Close()
+		_ = a.tracing.Shutdown(sctx)
+		a.log.Info("agent stopped")
+	}()
+
+	if j := a.cfg.BootJitter; j > 0 {
+		d := time.Duration(rand.Int64N(int64(j)))
+		a.log.Info("boot jitter before config fetch", "sleep", d)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+	}
+
+	fetched := a.syncer.Startup(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if a.cfg.hooks.ready != nil {
+		a.cfg.hooks.ready(a)
+	}
+	a.sched.Start(ctx)
+	wg.Go(func() { a.syncer.Background(ctx, !fetched, a.refetch) })
+	a.log.Info("agent running", "config_from_backend", fetched, "config_hash", a.cache.ConfigHash(),
+		"config_version", a.cache.ConfigVersion())
+	<-ctx.Done()
+	a.log.Info("agent stopping")
+	return nil
+}
+
+// requestRefetch asks the background syncer for a fetch (after a reconnect pushes may have been
+// missed).
+func (a *agent) requestRefetch() {
+	select {
+	case a.refetch <- struct{}{}:
+	default:
+	}
+}
+
+func (a *agent) observe(kind string, v any) {
+	if h := a.cfg.hooks.observe; h != nil {
+		h(kind, v)
+	}
+	c := a.client.Load()
+	if c == nil {
+		return
+	}
+	if err := c.Observe(kind, v); err != nil {
+		a.log.Debug("observation not published", "kind", kind, "error", err)
+	}
+}
+
+func (a *agent) traced(name string, fn scheduler.Func) scheduler.Func {
+	return func(ctx context.Context) {
+		ctx, span := a.tracer.Start(ctx, "task."+name, trace.WithAttributes(attribute.String("task", name)))
+		defer span.End()
+		fn(ctx)
+	}
+}
+
+func (a *agent) heartbeat(context.Context) {
+	hb := protocol.Heartbeat{
+		AgentID:        a.cfg.AgentID,
+		SentAt:         time.Now().UTC(),
+		AgentVersion:   a.cfg.AgentVersion,
+		ConfigHash:     a.cache.ConfigHash(),
+		ConfigVersion:  a.cache.ConfigVersion(),
+		ConfigVersions: a.cache.ConfigVersions(),
+	}
+	a.heartbeats.Add(1)
+	c := a.client.Load()
+	if c == nil {
+		return
+	}
+	if err := c.PublishHeartbeat(hb); err != nil {
+		a.log.Warn("heartbeat not published", "error", err)
+	}
+}
+
+func (a *agent) inventory(context.Context) {
+	a.observe(KindInventory, inventory.Collect(a.cfg.ProcRoot, a.cfg.AgentVersion, a.labels.Labels()))
+}
+
+func (a *agent) processes(context.Context) {
+	p, err := inventory.CollectProcesses(a.cfg.ProcRoot, 10)
+	if err != nil {
+		a.log.Warn("process list unavailable", "error", err)
+		return
+	}
+	a.observe(KindProcesses, p)
+}
+
+func (a *agent) healthChecks() []healthcheck.Check {
+	return []healthcheck.Check{
+		{Name: "nats", Func: func(context.Context) error {
+			if c := a.client.Load(); c == nil || !c.Connected() {
+				return errors.New("not connected to NATS")
+			}
+			return nil
+		}},
+		{Name: "data_dir", Func: func(context.Context) error {
+			f, err := os.CreateTemp(a.cfg.DataDir, ".health-*")
+			if err != nil {
+				return fmt.Errorf("data directory not writable: %w", err)
+			}
+			name := f.Name()
+			f.Close()
+			return os.Remove(name)
+		}},
+		{Name: "collectors", Func: func(context.Context) error {
+			if n := a.metrics.LastFailures(); n > 0 {
+				return fmt.Errorf("%d collectors failed in the last metrics run", n)
+			}
+			return nil
+		}},
+		{Name: "config_cache", Func: func(context.Context) error {
+			if _, err := os.Stat(a.cache.Path()); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return nil
+		}},
+	}
+}
+
+// ackPublisher and fetcher bind the transport lazily: the handler exists before the connection.
+type ackPublisher struct{ a *agent }
+
+func (p ackPublisher) PublishAck(ack protocol.Ack) error {
+	c := p.a.client.Load()
+	if c == nil {
+		return errors.New("not connected")
+	}
+	return c.PublishAck(ack)
+}
+
+type fetcher struct{ a *agent }
+
+func (f fetcher) Fetch(ctx context.Context) (*protocol.FetchReply, error) {
+	c := f.a.client.Load()
+	if c == nil {
+		return nil, errors.New("not connected")
+	}
+	return c.Fetch(ctx)
+}
+
+func natsHostPort(raw string) (string, string) {
+	// The first server of a comma-separated list.
+	for i := range raw {
+		if raw[i] == ',' {
+			raw = raw[:i]
+			break
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "127.0.0.1", "4222"
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return u.Host, "4222"
+	}
+	return host, port
+}

@@ -1,0 +1,266 @@
+package configsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/configsync/configsync/agent/internal/command"
+	"github.com/configsync/configsync/agent/internal/configcache"
+	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Fetcher performs the startup pull.
+type Fetcher interface {
+	Fetch(ctx context.Context) (*protocol.FetchReply, error)
+}
+
+// StartupOrder is the order configs are applied in at startup: the four the scheduler's first runs
+// depend on (spec: labels, intervals, collectors, change_detection), then the rest.
+var StartupOrder = func() []string {
+	first := []string{agentconfig.Labels, agentconfig.Intervals, agentconfig.Collectors, agentconfig.ChangeDetection}
+	order := slices.Clone(first)
+	for _, t := range agentconfig.TypeNames() {
+		if !slices.Contains(first, t) {
+			order = append(order, t)
+		}
+	}
+	return order
+}()
+
+// Syncer applies fetched configs through the ConfigHandler's callbacks.
+type Syncer struct {
+	Handler      *command.ConfigHandler
+	Cache        *configcache.Cache
+	Fetcher      Fetcher
+	Local        map[string]json.RawMessage
+	Log          *slog.Logger
+	FetchTimeout time.Duration
+	Tracer       trace.Tracer
+
+	// OnApplied, if set, is told of every config applied (tests and diagnostics).
+	OnApplied func(Resolved, error)
+	// RetryDelay overrides the background fetch backoff (tests).
+	RetryDelay func(attempt int) time.Duration
+}
+
+func (s *Syncer) tracer() trace.Tracer {
+	if s.Tracer == nil {
+		return noop.NewTracerProvider().Tracer("")
+	}
+	return s.Tracer
+}
+
+// Startup fetches (bounded by FetchTimeout), populates the cache from a successful reply and applies
+// every config type in StartupOrder through the fallback chain. It reports whether the fetch
+// succeeded; on failure the agent runs from its cache and local defaults.
+func (s *Syncer) Startup(ctx context.Context) bool {
+	reply, err := s.fetch(ctx)
+	if err != nil {
+		s.Log.Warn("config fetch failed; using the disk cache and local defaults", "error", err)
+	}
+	s.Handler.Lock()
+	defer s.Handler.Unlock()
+	fresh := map[string]int64{}
+	if reply != nil {
+		fresh = s.populate(reply)
+	}
+	r := Resolver{Cache: s.Cache, Local: s.Local}
+	for _, t := range StartupOrder {
+		res := r.Resolve(t, reply)
+		ackVersion, isFresh := fresh[t]
+		if res.Source == SourceNATS && !isFresh {
+			// A newer push arrived before the reply: keep what the cache holds.
+			if e, ok := s.Cache.Get(t); ok && !e.Redacted {
+				res = Resolved{ConfigType: t, Data: e.Data, Version: e.Version, Source: SourceCache}
+			}
+		}
+		err := s.apply(ctx, res, ackVersion, isFresh)
+		if err != nil {
+			s.Log.Warn("config apply failed at startup", "config_type", t, "source", string(res.Source), "error", err)
+		} else {
+			s.Log.Debug("config applied at startup", "config_type", t, "source", string(res.Source), "version", res.Version)
+		}
+	}
+	return reply != nil
+}
+
+func (s *Syncer) fetch(ctx context.Context) (*protocol.FetchReply, error) {
+	timeout := s.FetchTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, span := s.tracer().Start(ctx, "config.fetch")
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return s.Fetcher.Fetch(ctx)
+}
+
+// apply invokes the type's callback; configs that came fresh from NATS are acknowledged at their
+// version (a deletion at the deletion's version).
+func (s *Syncer) apply(ctx context.Context, res Resolved, ackVersion int64, ack bool) error {
+	ctx, span := s.tracer().Start(ctx, "config.apply", trace.WithAttributes(
+		attribute.String("config_type", res.ConfigType), attribute.Int64("version", res.Version),
+		attribute.String("origin", string(res.Source))))
+	defer span.End()
+	err := s.Handler.Invoke(ctx, res.ConfigType, res.Data, res.Version)
+	if ack {
+		s.Handler.Ack(ctx, res.ConfigType, ackVersion, err)
+	}
+	if s.OnApplied != nil {
+		s.OnApplied(res, err)
+	}
+	return err
+}
+
+// populate writes a fetch reply into the cache: every config received is stored (secret fields
+// redacted), every type the reply lists as deleted or does not mention at all is removed (the cache
+// mirrors the backend, so the reported hash can match the expected one), and types the backend could
+// not deliver keep their cached entry. It returns the types the reply changed in the cache, with the
+// version to acknowledge.
+func (s *Syncer) populate(reply *protocol.FetchReply) map[string]int64 {
+	var changes []configcache.Change
+	var cleanup []configcache.Change
+	before := s.Cache.ConfigVersions()
+	for t, data := range reply.Configs {
+		if !agentconfig.Known(t) {
+			s.Log.Warn("fetched config of an unknown type ignored", "config_type", t)
+			continue
+		}
+		if isNull(data) {
+			changes = append(changes, configcache.Change{ConfigType: t, Version: reply.Versions[t], Delete: true})
+			continue
+		}
+		if err := agentconfig.Validate(t, data); err != nil {
+			s.Log.Warn("fetched config rejected", "config_type", t, "error", err)
+			continue
+		}
+		changes = append(changes, configcache.Change{ConfigType: t, Data: data, Version: reply.Versions[t],
+			SecretFields: reply.SecretFields[t]})
+	}
+	for t, v := range reply.Versions {
+		if _, ok := reply.Configs[t]; !ok && agentconfig.Known(t) {
+			changes = append(changes, configcache.Change{ConfigType: t, Version: v, Delete: true})
+		}
+	}
+	for t, v := range before {
+		_, inConfigs := reply.Configs[t]
+		_, inVersions := reply.Versions[t]
+		_, failed := reply.TypeErrors[t]
+		if !inConfigs && !inVersions && !failed {
+			cleanup = append(cleanup, configcache.Change{ConfigType: t, Version: v, Delete: true})
+		}
+	}
+	for t, e := range reply.TypeErrors {
+		s.Log.Warn("backend could not deliver config type", "config_type", t, "code", e.Code, "error", e.Message)
+	}
+	fromReply := len(changes)
+	errs, err := s.Cache.Apply(append(changes, cleanup...)...)
+	if err != nil {
+		s.Log.Warn("fetched configs cached in memory only", "error", err)
+	}
+	fresh := map[string]int64{}
+	for i, c := range append(changes, cleanup...) {
+		var stale *configcache.StaleError
+		switch {
+		case errs[i] == nil && i < fromReply:
+			fresh[c.ConfigType] = c.Version
+		case errs[i] == nil:
+			s.Log.Info("cached config the backend no longer has removed", "config_type", c.ConfigType)
+		case errors.As(errs[i], &stale):
+			s.Log.Info("fetched config older than cached one ignored", "config_type", c.ConfigType,
+				"version", c.Version, "cached_version", stale.Current)
+		default:
+			s.Log.Warn("fetched config not cached", "config_type", c.ConfigType, "error", errs[i])
+		}
+	}
+	return fresh
+}
+
+// Resync applies a later fetch: only types whose cached version changed are re-applied (and acked).
+func (s *Syncer) Resync(ctx context.Context, reply *protocol.FetchReply) {
+	s.Handler.Lock()
+	defer s.Handler.Unlock()
+	type state struct {
+		version  int64
+		redacted bool
+		ok       bool
+	}
+	before := map[string]state{}
+	for _, t := range StartupOrder {
+		e, ok := s.Cache.Get(t)
+		before[t] = state{e.Version, e.Redacted, ok}
+	}
+	fresh := s.populate(reply)
+	r := Resolver{Cache: s.Cache, Local: s.Local}
+	for _, t := range StartupOrder {
+		ackVersion, isFresh := fresh[t]
+		if !isFresh {
+			continue
+		}
+		e, ok := s.Cache.Get(t)
+		// Unchanged unless the version moved, the type appeared or went, or the cached entry was only
+		// known redacted (the live config, with its secrets, was never applied).
+		if b := before[t]; b.ok == ok && b.version == e.Version && !b.redacted {
+			continue
+		}
+		res := r.Resolve(t, reply)
+		if err := s.apply(ctx, res, ackVersion, true); err != nil {
+			s.Log.Warn("config apply failed after re-fetch", "config_type", t, "error", err)
+		}
+	}
+}
+
+// Background re-fetches until a fetch succeeds (when the startup fetch failed) and again each time
+// trigger fires (a reconnect), retrying with backoff. It returns when ctx is done.
+func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan struct{}) {
+	for {
+		if needFetch {
+			for attempt := 0; ; attempt++ {
+				reply, err := s.fetch(ctx)
+				if err == nil {
+					s.Log.Info("config fetch succeeded", "attempt", attempt+1)
+					s.Resync(ctx, reply)
+					break
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				d := retryDelay(attempt)
+				if s.RetryDelay != nil {
+					d = s.RetryDelay(attempt)
+				}
+				s.Log.Info("config fetch failed; retrying", "error", err, "retry_in", d)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-trigger:
+			needFetch = true
+		}
+	}
+}
+
+// retryDelay grows from 1 s to 60 s with jitter.
+func retryDelay(attempt int) time.Duration {
+	d := time.Minute
+	if attempt < 6 {
+		d = time.Second << attempt
+	}
+	return d/2 + rand.N(d/2+1)
+}

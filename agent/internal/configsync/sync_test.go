@@ -1,0 +1,230 @@
+package configsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/configsync/configsync/agent/internal/command"
+	"github.com/configsync/configsync/agent/internal/configcache"
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func openCache(t *testing.T, dir string) *configcache.Cache {
+	t.Helper()
+	c, err := configcache.Open(dir, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const pgCollectors = `[{"type":"postgres","name":"db","host":"h","password":"pw"}]`
+
+func TestResolverChain(t *testing.T) {
+	dir := t.TempDir()
+	c := openCache(t, dir)
+	must(t, c.Put("collectors", json.RawMessage(pgCollectors), 5, []string{"/0/password"}))
+	must(t, c.Put("labels", json.RawMessage(`{"static":{"from":"cache"}}`), 2, nil))
+	// Restart: the collectors entry is now only known redacted.
+	c = openCache(t, dir)
+	local := map[string]json.RawMessage{
+		"collectors": json.RawMessage(`[{"type":"tcp","name":"local","address":"l:1"}]`),
+		"labels":     json.RawMessage(`{"static":{"from":"local"}}`),
+	}
+	r := Resolver{Cache: c, Local: local}
+
+	// Backend unreachable: cache, but not the redacted collectors.
+	got := r.Resolve("labels", nil)
+	if got.Source != SourceCache || got.Version != 2 {
+		t.Fatalf("labels = %+v", got)
+	}
+	got = r.Resolve("collectors", nil)
+	if got.Source != SourceLocal || string(got.Data) != string(local["collectors"]) {
+		t.Fatalf("redacted collectors not skipped: %+v", got)
+	}
+	got = r.Resolve("tracing", nil)
+	if got.Source != SourceLocal || got.Data != nil {
+		t.Fatalf("tracing = %+v", got)
+	}
+
+	// Backend answered: NATS wins.
+	reply := &protocol.FetchReply{
+		Configs:  map[string]json.RawMessage{"collectors": json.RawMessage(pgCollectors)},
+		Versions: map[string]int64{"collectors": 6},
+	}
+	if got = r.Resolve("collectors", reply); got.Source != SourceNATS || got.Version != 6 {
+		t.Fatalf("collectors = %+v", got)
+	}
+	// A type the backend does not have is not taken from the cache.
+	if got = r.Resolve("labels", reply); got.Source != SourceLocal {
+		t.Fatalf("labels with reply = %+v", got)
+	}
+	// A type the backend could not deliver falls back to the cache.
+	reply.TypeErrors = map[string]protocol.Error{"labels": {Code: protocol.CodeCredentialFailed}}
+	if got = r.Resolve("labels", reply); got.Source != SourceCache {
+		t.Fatalf("labels with type error = %+v", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type fakeFetcher struct {
+	fails atomic.Int32 // fail this many more times
+	reply *protocol.FetchReply
+	calls atomic.Int32
+}
+
+func (f *fakeFetcher) Fetch(context.Context) (*protocol.FetchReply, error) {
+	f.calls.Add(1)
+	if f.fails.Add(-1) >= 0 {
+		return nil, errors.New("nats: no responders available for request")
+	}
+	return f.reply, nil
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	applied []string
+	data    map[string]string
+	acks    []protocol.Ack
+}
+
+func (r *recorder) PublishAck(a protocol.Ack) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acks = append(r.acks, a)
+	return nil
+}
+
+func newSyncer(t *testing.T, c *configcache.Cache, f Fetcher, local map[string]json.RawMessage) (*Syncer, *recorder) {
+	rec := &recorder{data: map[string]string{}}
+	h := command.NewConfigHandler(command.Options{AgentID: "a1", Cache: c, Acks: rec, Log: quiet(),
+		LocalDefault: func(t string) json.RawMessage { return local[t] }})
+	for _, typ := range StartupOrder {
+		h.RegisterCallback(typ, func(_ context.Context, typ string, data json.RawMessage, _ int64) error {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			rec.applied = append(rec.applied, typ)
+			rec.data[typ] = string(data)
+			return nil
+		})
+	}
+	return &Syncer{Handler: h, Cache: c, Fetcher: f, Local: local, Log: quiet(), FetchTimeout: time.Second}, rec
+}
+
+func TestStartupFromBackend(t *testing.T) {
+	c := openCache(t, t.TempDir())
+	must(t, c.Put("healthcheck", json.RawMessage(`{"interval_seconds":9}`), 1, nil)) // gone from the backend
+	f := &fakeFetcher{reply: &protocol.FetchReply{
+		Configs: map[string]json.RawMessage{
+			"collectors": json.RawMessage(pgCollectors),
+			"intervals":  json.RawMessage(`{"metrics":"10s"}`),
+		},
+		Versions:     map[string]int64{"collectors": 4, "intervals": 3, "tracing": 8},
+		SecretFields: map[string][]string{"collectors": {"/0/password"}},
+	}}
+	s, rec := newSyncer(t, c, f, nil)
+	if !s.Startup(context.Background()) {
+		t.Fatal("startup fetch reported failure")
+	}
+	// Order: the four the scheduler needs first.
+	want := []string{"labels", "intervals", "collectors", "change_detection"}
+	for i, typ := range want {
+		if rec.applied[i] != typ {
+			t.Fatalf("startup order %v", rec.applied)
+		}
+	}
+	if len(rec.applied) != 10 {
+		t.Fatalf("applied %d types", len(rec.applied))
+	}
+	if rec.data["collectors"] != pgCollectors {
+		t.Fatalf("collectors applied %s", rec.data["collectors"])
+	}
+	if got := c.ConfigVersions(); len(got) != 2 || got["collectors"] != 4 || got["intervals"] != 3 {
+		t.Fatalf("cache after populate = %v", got)
+	}
+	if c.Version("tracing") != 8 {
+		t.Fatal("deletion version not remembered")
+	}
+	if len(rec.acks) != 3 { // collectors, intervals, tracing (deleted); not the cleaned-up healthcheck
+		t.Fatalf("acks %+v", rec.acks)
+	}
+	for _, a := range rec.acks {
+		if a.Version != f.reply.Versions[a.ConfigType] || a.Status != protocol.AckApplied {
+			t.Fatalf("ack %+v", a)
+		}
+	}
+}
+
+func TestStartupBackendUnreachableUsesCacheThenRecovers(t *testing.T) {
+	dir := t.TempDir()
+	c := openCache(t, dir)
+	must(t, c.Put("labels", json.RawMessage(`{"static":{"from":"cache"}}`), 2, nil))
+	must(t, c.Put("collectors", json.RawMessage(pgCollectors), 5, []string{"/0/password"}))
+	c = openCache(t, dir) // restart
+	local := map[string]json.RawMessage{"collectors": json.RawMessage(`[]`)}
+	f := &fakeFetcher{reply: &protocol.FetchReply{
+		Configs:  map[string]json.RawMessage{"labels": json.RawMessage(`{"static":{"from":"nats"}}`), "collectors": json.RawMessage(pgCollectors)},
+		Versions: map[string]int64{"labels": 3, "collectors": 5},
+	}}
+	f.fails.Store(3)
+	s, rec := newSyncer(t, c, f, local)
+	if s.Startup(context.Background()) {
+		t.Fatal("fetch should have failed")
+	}
+	if rec.data["labels"] != `{"static":{"from":"cache"}}` {
+		t.Fatalf("labels from %s", rec.data["labels"])
+	}
+	if rec.data["collectors"] != `[]` {
+		t.Fatalf("redacted collectors applied: %s", rec.data["collectors"])
+	}
+	s.RetryDelay = func(int) time.Duration { return time.Millisecond }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { s.Background(ctx, true, nil); close(done) }()
+	// The background fetch retries until it succeeds, then re-applies what changed.
+	for {
+		rec.mu.Lock()
+		l := rec.data["labels"]
+		col := rec.data["collectors"]
+		rec.mu.Unlock()
+		if l == `{"static":{"from":"nats"}}` && col == pgCollectors {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if f.calls.Load() != 4 {
+		t.Fatalf("fetch calls = %d", f.calls.Load())
+	}
+}
+
+func TestStartupKeepsNewerPush(t *testing.T) {
+	c := openCache(t, t.TempDir())
+	must(t, c.Put("labels", json.RawMessage(`{"static":{"v":"pushed"}}`), 9, nil))
+	f := &fakeFetcher{reply: &protocol.FetchReply{
+		Configs:  map[string]json.RawMessage{"labels": json.RawMessage(`{"static":{"v":"old"}}`)},
+		Versions: map[string]int64{"labels": 7},
+	}}
+	s, rec := newSyncer(t, c, f, nil)
+	s.Startup(context.Background())
+	if rec.data["labels"] != `{"static":{"v":"pushed"}}` {
+		t.Fatalf("older fetch won: %s", rec.data["labels"])
+	}
+}

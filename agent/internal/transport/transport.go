@@ -1,0 +1,186 @@
+// Package transport is the agent's NATS connection: it connects with the agent's own credentials and
+// inbox prefix, reconnects forever with backoff and jitter, and carries the agent's messages (config
+// fetch, acks, heartbeats, observations, self logs, commands).
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/nats-io/nats.go"
+)
+
+// Options describe how to reach NATS.
+type Options struct {
+	AgentID   string
+	URL       string
+	CredsFile string
+	User      string
+	Password  string
+	Token     string
+	Log       *slog.Logger
+	// OnReconnect runs after every reconnect (the agent re-fetches its configs: pushes sent while it
+	// was away are gone).
+	OnReconnect func()
+	Extra       []nats.Option
+}
+
+// Reconnect backoff bounds.
+const (
+	reconnectBase = 250 * time.Millisecond
+	reconnectMax  = 30 * time.Second
+)
+
+// ReconnectDelay is the wait before reconnect attempt n: exponential from 250 ms up to 30 s, with full
+// jitter in [d/2, d) so a fleet that lost the server does not come back in lockstep.
+func ReconnectDelay(attempts int) time.Duration {
+	d := reconnectMax
+	if attempts < 8 {
+		d = min(reconnectMax, reconnectBase<<max(attempts, 0))
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// Client wraps the connection.
+type Client struct {
+	nc      *nats.Conn
+	agentID string
+	log     *slog.Logger
+}
+
+// Connect dials NATS. It does not fail when the server is down: the connection keeps retrying in the
+// background (the agent must run without its backend), and subscriptions made meanwhile are sent once
+// it connects.
+func Connect(o Options) (*Client, error) {
+	if !protocol.ValidAgentID(o.AgentID) {
+		return nil, fmt.Errorf("transport: invalid agent id %q", o.AgentID)
+	}
+	log := o.Log
+	opts := []nats.Option{
+		nats.Name("configsync-agent/" + o.AgentID),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.CustomReconnectDelay(ReconnectDelay),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(o.AgentID)),
+		nats.PingInterval(20 * time.Second),
+		nats.MaxPingsOutstanding(3),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
+			if o.OnReconnect != nil {
+				o.OnReconnect()
+			}
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { log.Debug("nats connection closed") }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Warn("nats async error", "subject", subject, "error", err)
+		}),
+	}
+	switch {
+	case o.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
+	case o.User != "":
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	case o.Token != "":
+		opts = append(opts, nats.Token(o.Token))
+	}
+	opts = append(opts, o.Extra...)
+	nc, err := nats.Connect(o.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("transport: connect: %w", err)
+	}
+	return &Client{nc: nc, agentID: o.AgentID, log: log}, nil
+}
+
+// Conn exposes the underlying connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// Connected reports whether the connection is up.
+func (c *Client) Connected() bool { return c.nc.IsConnected() }
+
+// Fetch asks the backend for every config of this agent.
+func (c *Client) Fetch(ctx context.Context) (*protocol.FetchReply, error) {
+	req, _ := json.Marshal(protocol.FetchRequest{AgentID: c.agentID})
+	msg, err := c.nc.RequestWithContext(ctx, protocol.FetchSubject(c.agentID), req)
+	if err != nil {
+		return nil, fmt.Errorf("config fetch: %w", err)
+	}
+	var reply protocol.FetchReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return nil, fmt.Errorf("config fetch: decode reply: %w", err)
+	}
+	if reply.Error != nil {
+		return nil, fmt.Errorf("config fetch: backend error: %w", reply.Error)
+	}
+	return &reply, nil
+}
+
+func (c *Client) publishJSON(subject string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", subject, err)
+	}
+	return c.nc.Publish(subject, data)
+}
+
+// PublishAck sends an apply acknowledgement.
+func (c *Client) PublishAck(a protocol.Ack) error {
+	return c.publishJSON(protocol.AckSubject(c.agentID), a)
+}
+
+// PublishHeartbeat sends a heartbeat.
+func (c *Client) PublishHeartbeat(hb protocol.Heartbeat) error {
+	return c.publishJSON(protocol.HeartbeatSubject(c.agentID), hb)
+}
+
+// Observe publishes an observation of the given kind (metrics, changes, files, health, ...).
+func (c *Client) Observe(kind string, v any) error {
+	return c.publishJSON(protocol.ObservationSubject(c.agentID, kind), v)
+}
+
+// Publish sends raw bytes (the self-log shipper).
+func (c *Client) Publish(subject string, data []byte) error { return c.nc.Publish(subject, data) }
+
+// SubscribeCommands delivers every message on the agent's command subject to fn, one at a time.
+// nats.go re-subscribes after reconnects by itself.
+func (c *Client) SubscribeCommands(fn func(data []byte)) (*nats.Subscription, error) {
+	sub, err := c.nc.Subscribe(protocol.CommandSubject(c.agentID), func(m *nats.Msg) { fn(m.Data) })
+	if err != nil {
+		return nil, fmt.Errorf("subscribe commands: %w", err)
+	}
+	// A burst of pushes must not be dropped as a slow consumer while a callback runs.
+	_ = sub.SetPendingLimits(10_000, 64<<20)
+	return sub, nil
+}
+
+// Close drains the connection (pending publishes such as the last acks are flushed), bounded by ctx.
+func (c *Client) Close(ctx context.Context) {
+	closed := make(chan struct{})
+	c.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := c.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		c.nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		c.nc.Close()
+	}
+}
