@@ -21,17 +21,19 @@ test:
 	done; \
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; echo "all modules passed"
 
-## generate: regenerate sqlc code (committed; `git diff` stays empty)
+## generate: regenerate sqlc code (committed; `git diff` stays empty); sqlc is pinned in tools/devtools/go.mod
 generate:
-	cd tools/sqlc && GOWORK=off $(GO) tool sqlc generate -f ../../sqlc.yaml
+	cd tools/devtools && GOWORK=off $(GO) tool sqlc generate -f ../../sqlc.yaml
 
 ## generate-check: fail when generated code is not what `make generate` produces
 generate-check: generate
 	git diff --exit-code -- '*/sqlcdb/*'
 
-## lint: gofmt, go vet in every module, govulncheck
+## lint: gofmt, go vet in every module, govulncheck (pinned in tools/devtools; needs vuln.go.dev or VULNDB=file:///path)
+VULNDB ?= https://vuln.go.dev
 lint: fmt-check vet
-	@for m in $(MODULES); do (cd $$m && GOWORK=$(CURDIR)/go.work $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.1.4 ./...) || exit 1; done
+	@cd tools/devtools && GOWORK=off $(GO) build -o $(CURDIR)/bin/govulncheck golang.org/x/vuln/cmd/govulncheck
+	@for m in $(MODULES); do echo "==> govulncheck $$m"; (cd $$m && $(CURDIR)/bin/govulncheck -db $(VULNDB) ./...) || exit 1; done
 
 fmt-check:
 	@out=$$(git ls-files '*.go' | grep -v '/sqlcdb/' | xargs gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
