@@ -31,8 +31,9 @@ func Load(authorityFile, systemCreds string, nc *nats.Conn) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agentidentity: %w", err)
 	}
-	if info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("agentidentity: %s is readable by others (mode %v); chmod 600 it", authorityFile, info.Mode().Perm())
+	// Group-readable is allowed: a Kubernetes Secret mounted for a non-root pod is 0440 via fsGroup.
+	if info.Mode().Perm()&0o007 != 0 {
+		return nil, fmt.Errorf("agentidentity: %s is readable by everyone (mode %v); chmod 600 or 640 it", authorityFile, info.Mode().Perm())
 	}
 	raw, err := os.ReadFile(authorityFile)
 	if err != nil {

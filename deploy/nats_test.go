@@ -1,0 +1,195 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/configsync/configsync/deploy/internal/natsbundle"
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// natsNode parses nats/nats-server.conf as node serverName would, with the auth include natsauthgen
+// writes (rendered for resolverDir, sharing the authority in authorityDir).
+func natsNode(t *testing.T, authorityDir, serverName string) *server.Options {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "auth"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	seeds, err := os.ReadFile(filepath.Join(authorityDir, natsbundle.AuthorityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "auth", natsbundle.AuthorityFile), seeds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := natsbundle.Write(natsbundle.Options{Out: filepath.Join(dir, "auth"), ResolverDir: filepath.Join(dir, "jwt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AuthorityCreated {
+		t.Fatal("natsbundle created a new authority although authority.json existed")
+	}
+	conf := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(conf, []byte(natsConfText(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SERVER_NAME", serverName)
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("nats-server.conf does not parse: %v", err)
+	}
+	opts.StoreDir = filepath.Join(dir, "jetstream")
+	return opts
+}
+
+func TestNATSConfig(t *testing.T) {
+	authority := t.TempDir()
+	if _, err := natsbundle.Write(natsbundle.Options{Out: authority, ResolverDir: "/data/jwt"}); err != nil {
+		t.Fatal(err)
+	}
+	opts := natsNode(t, authority, "nats-0")
+	if opts.ServerName != "nats-0" {
+		t.Errorf("server_name = %q, want it from $SERVER_NAME", opts.ServerName)
+	}
+	if !opts.JetStream {
+		t.Error("JetStream is not enabled")
+	}
+	if opts.Cluster.Name == "" || opts.Cluster.Port == 0 || len(opts.Routes) != 3 {
+		t.Errorf("cluster %q port %d with %d routes, want a named cluster with 3 routes", opts.Cluster.Name, opts.Cluster.Port, len(opts.Routes))
+	}
+	if len(opts.TrustedOperators) != 1 || opts.SystemAccount == "" {
+		t.Errorf("operator mode: %d trusted operators, system account %q", len(opts.TrustedOperators), opts.SystemAccount)
+	}
+	if _, ok := opts.AccountResolver.(*server.DirAccResolver); !ok {
+		t.Errorf("account resolver is %T, want the full (directory) resolver", opts.AccountResolver)
+	}
+	// The server accepts the whole configuration (validation happens in NewServer, nothing binds).
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("nats-server rejects the configuration: %v", err)
+	}
+	s.Shutdown()
+}
+
+// TestNATSClusterWithGeneratedAuth runs the configuration as a real 3-node JetStream cluster in this
+// process (ports and routes moved to loopback, everything else as deployed): a service user creates an
+// R3 stream, an agent user reaches its own subjects and nothing else.
+func TestNATSClusterWithGeneratedAuth(t *testing.T) {
+	authority := t.TempDir()
+	if _, err := natsbundle.Write(natsbundle.Options{Out: authority, ResolverDir: "/data/jwt", Agents: []string{"agent-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	// JetStream clustering needs every node's routes configured up front: reserve three ports.
+	var routes []*url.URL
+	var clusterPorts []int
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		clusterPorts = append(clusterPorts, port)
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
+	}
+	var servers []*server.Server
+	for i, name := range []string{"nats-0", "nats-1", "nats-2"} {
+		opts := natsNode(t, authority, name)
+		opts.Host, opts.Port, opts.HTTPPort, opts.PidFile = "127.0.0.1", -1, 0, ""
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", clusterPorts[i]
+		opts.Routes = routes
+		opts.NoSigs, opts.NoLog = true, true
+		s, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Start()
+		t.Cleanup(s.Shutdown)
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("%s not ready", name)
+		}
+		servers = append(servers, s)
+	}
+
+	svc, err := nats.Connect(servers[1].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds("delivery"))))
+	if err != nil {
+		t.Fatalf("service user cannot connect: %v", err)
+	}
+	defer svc.Close()
+	js, err := jetstream.New(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The JetStream meta group needs a leader first; retry until ctx ends.
+	var stream jetstream.Stream
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		stream, err = js.CreateOrUpdateStream(attempt, jetstream.StreamConfig{Name: "DEPLOY_CHECK", Subjects: []string{"deploycheck.>"}, Replicas: 3})
+		cancelAttempt()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("service user cannot create an R3 stream: %v", err)
+	}
+	if _, err := js.Publish(ctx, "deploycheck.x", []byte("1")); err != nil {
+		t.Fatalf("publish to the R3 stream: %v", err)
+	}
+	if info, err := stream.Info(ctx); err != nil || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("stream info %v: want a leader and 2 replicas", err)
+	}
+
+	violations := make(chan error, 4)
+	agent, err := nats.Connect(servers[2].ClientURL(),
+		nats.UserCredentials(filepath.Join(authority, natsbundle.AgentCreds("agent-a"))),
+		nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatalf("agent user cannot connect: %v", err)
+	}
+	defer agent.Close()
+	own, err := svc.SubscribeSync(protocol.HeartbeatSubject("agent-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := own.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("the agent's heartbeat on its own subject did not arrive: %v", err)
+	}
+	if _, err := agent.SubscribeSync(protocol.CommandSubject("agent-b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-violations:
+		if !errors.Is(err, nats.ErrPermissionViolation) && !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Errorf("subscribing to another agent's commands: %v, want a permissions violation", err)
+		}
+	case <-ctx.Done():
+		t.Error("subscribing to another agent's commands was not refused")
+	}
+}
