@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -49,7 +50,8 @@ type harness struct {
 }
 
 // TestMain gives the credential service a throwaway local keyring. It is set once, here, because
-// the tests run in parallel (t.Setenv forbids that).
+// the tests run in parallel (t.Setenv forbids that). It also fails the package if a goroutine outlives
+// the tests.
 func TestMain(m *testing.M) {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -57,7 +59,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("CREDENTIAL_CIPHER", "local")
 	os.Setenv("CONFIGSYNC_KEYRING", "v1:"+base64.StdEncoding.EncodeToString(key))
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // harnessOption changes what newHarness starts.

@@ -83,12 +83,13 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 
 	tenantSvc := tenants.NewService(store, guard)
 	hostSvc := hosts.NewService(store, tenantSvc, guard, identity)
+	configSvc := configs.NewService(store, tenantSvc, hostSvc, resolver, guard)
 	svc := httpapi.Services{
 		Tokens:      tokens.NewService(store, guard),
 		Tenants:     tenantSvc,
 		Hosts:       hostSvc,
-		Configs:     configs.NewService(store, tenantSvc, hostSvc, resolver, guard),
-		Credentials: credentials.NewService(creds, tenantSvc, guard),
+		Configs:     configSvc,
+		Credentials: credentials.NewService(creds, configSvc, tenantSvc, guard),
 		Drift:       drift.NewDetector(tenantSvc, store, resolver, creds, cfg.OnlineWindow),
 	}
 	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow})}, nil

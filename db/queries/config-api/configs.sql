@@ -89,3 +89,55 @@ WHERE scope = 'environment' AND environment_id = @environment_id AND config_type
 SELECT id, version, action, old_data, new_data, actor, created_at
 FROM config_revisions
 WHERE scope = 'host' AND host_id = @host_id AND config_type = @config_type AND version = @version;
+
+-- name: ListCredentialEnvironmentConfigs :many
+-- The environments of a client whose live config of config_type references a credential (a collector
+-- with "credential_id": credential_id). Read before locking; the caller re-reads each row under lock.
+SELECT ec.environment_id
+FROM environment_configs ec
+JOIN environments e ON e.id = ec.environment_id
+WHERE e.client_id = @client_id
+  AND ec.config_type = @config_type
+  AND ec.deleted_at IS NULL
+  AND ec.config_data @> jsonb_build_array(jsonb_build_object('credential_id', @credential_id::text))
+ORDER BY ec.environment_id;
+
+-- name: ListCredentialHostConfigs :many
+-- The active hosts of a client whose live override of config_type references a credential.
+SELECT hc.host_id
+FROM host_configs hc
+JOIN hosts h ON h.id = hc.host_id
+WHERE h.client_id = @client_id
+  AND h.revoked_at IS NULL
+  AND hc.config_type = @config_type
+  AND hc.deleted_at IS NULL
+  AND hc.config_data @> jsonb_build_array(jsonb_build_object('credential_id', @credential_id::text))
+ORDER BY hc.host_id;
+
+-- name: LockHosts :many
+-- Locks several hosts of one client, in id order (the order every multi-row lock takes).
+SELECT id, client_id, environment_id, agent_id, revoked_at
+FROM hosts
+WHERE id = ANY(@ids::uuid[]) AND client_id = @client_id
+ORDER BY id
+FOR NO KEY UPDATE;
+
+-- name: LockEnvironments :many
+-- Locks several environments of one client, in id order.
+SELECT id, client_id
+FROM environments
+WHERE id = ANY(@ids::uuid[]) AND client_id = @client_id
+ORDER BY id
+FOR NO KEY UPDATE;
+
+-- name: ListEnvironmentConfigsOfType :many
+-- The rows (tombstones included) of one type of several environments.
+SELECT id, environment_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at
+FROM environment_configs
+WHERE environment_id = ANY(@environment_ids::uuid[]) AND config_type = @config_type;
+
+-- name: ListHostConfigsOfType :many
+-- The rows (tombstones included) of one type of several hosts.
+SELECT id, host_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at
+FROM host_configs
+WHERE host_id = ANY(@host_ids::uuid[]) AND config_type = @config_type;

@@ -139,6 +139,12 @@ type Repository interface {
 	// AffectedHosts returns up to limit active hosts of an environment (by hostname) with their
 	// override of configType, and how many active hosts it has in all.
 	AffectedHosts(ctx context.Context, environmentID uuid.UUID, configType string, limit int) ([]AffectedHost, int, error)
+	// Reannounce stores again, in one transaction, the live configs refs selects (environment defaults
+	// and overrides of active hosts): it locks their targets without deadlocking against Update, re-reads
+	// each row under the locks and stores fn's Write for it as Update does (a new version from
+	// config_version_seq, a config_revisions entry by actor, a ConfigChanged outbox event). fn returns
+	// false to leave a row alone. It returns the rows written.
+	Reannounce(ctx context.Context, refs CredentialRefs, actor string, fn func(Current) (Write, bool)) ([]Record, error)
 }
 
 // Resolver computes effective configs (the resolver service).

@@ -1,12 +1,15 @@
 // Package credentials lets operators manage a client's credentials (secrets referenced by collector
 // configs through credential_id). The secret material goes straight to the credential service over
-// NATS; config-api never stores, logs or returns it, and answers with metadata only.
+// NATS; config-api never stores, logs or returns it, and answers with metadata only. When a secret is
+// replaced or a credential deleted, the configs that reference it are re-announced so agents get the
+// change.
 package credentials
 
 import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -23,6 +26,21 @@ const (
 	MaxValueBytes = 16 << 10
 )
 
+// reannounceTimeout bounds the re-announce that follows a rotation or a deletion. It is not cancelled
+// with the request: once the credential has changed, a caller that goes away must not leave agents on
+// the old secret.
+const reannounceTimeout = 30 * time.Second
+
+// CodeAgentsNotUpdated is the error code of a rotation or deletion that the credential service made but
+// whose re-announce failed; retrying the same request is safe and finishes it.
+const CodeAgentsNotUpdated = "agents_not_updated"
+
+// Reasons recorded in the actor of re-announced configs.
+const (
+	reasonRotation = "credential rotation"
+	reasonDeletion = "credential deletion"
+)
+
 // Backend is the credential service.
 type Backend interface {
 	Create(ctx context.Context, req protocol.CredentialCreateRequest) (protocol.CredentialMeta, error)
@@ -30,6 +48,13 @@ type Backend interface {
 	Delete(ctx context.Context, ref protocol.CredentialRef) error
 	Get(ctx context.Context, ref protocol.CredentialRef) (protocol.CredentialMeta, error)
 	List(ctx context.Context, req protocol.CredentialListRequest) ([]protocol.CredentialMeta, error)
+}
+
+// Announcer re-announces the configs of a client that reference a credential (new versions, same data),
+// so agents, which ignore pushes that are not newer than what they hold, receive what the credential
+// now injects (configs.Service). It returns how many configs it re-announced.
+type Announcer interface {
+	ReannounceCredential(ctx context.Context, p tenancy.Principal, clientID, credentialID uuid.UUID, reason string) (int, error)
 }
 
 // Tenants finds clients and environments the caller can see (auditing cross-tenant attempts).
@@ -40,14 +65,15 @@ type Tenants interface {
 
 // Service is the credential use cases.
 type Service struct {
-	backend Backend
-	tenants Tenants
-	guard   *tenancy.Guard
+	backend   Backend
+	announcer Announcer
+	tenants   Tenants
+	guard     *tenancy.Guard
 }
 
 // NewService returns a Service.
-func NewService(backend Backend, tenants Tenants, guard *tenancy.Guard) *Service {
-	return &Service{backend: backend, tenants: tenants, guard: guard}
+func NewService(backend Backend, announcer Announcer, tenants Tenants, guard *tenancy.Guard) *Service {
+	return &Service{backend: backend, announcer: announcer, tenants: tenants, guard: guard}
 }
 
 // CreateInput is a new credential. Secret maps field names (e.g. "password") to values.
@@ -84,7 +110,7 @@ func (s *Service) Create(ctx context.Context, p tenancy.Principal, clientID uuid
 	if err != nil {
 		return protocol.CredentialMeta{}, fmt.Errorf("credentials: create: %w", err)
 	}
-	s.audit(ctx, p, tenancy.ActionCredentialCreate, clientID, meta)
+	s.audit(ctx, p, tenancy.ActionCredentialCreate, clientID, meta, nil)
 	return meta, nil
 }
 
@@ -115,20 +141,34 @@ func (s *Service) Get(ctx context.Context, p tenancy.Principal, clientID, id uui
 	return meta, nil
 }
 
-// Delete deletes a credential. Configs that still reference it fail to deliver (all-or-nothing).
+// Delete deletes a credential, then re-announces the client's configs that reference it, so their
+// collectors stop being delivered with the old secret (the credential service fails them from then on,
+// all-or-nothing). A credential that is already gone is a NotFound, but its references are still
+// re-announced: that makes retrying a delete whose re-announce failed safe.
 func (s *Service) Delete(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID) error {
 	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
 		return err
 	}
-	if err := s.backend.Delete(ctx, ref(clientID, id)); err != nil {
-		return s.miss(ctx, p, id, fmt.Errorf("credentials: delete: %w", err))
+	err := s.backend.Delete(ctx, ref(clientID, id))
+	if err != nil && !fault.Is(err, fault.NotFound) {
+		return fmt.Errorf("credentials: delete: %w", err)
 	}
-	s.audit(ctx, p, tenancy.ActionCredentialDelete, clientID, protocol.CredentialMeta{ID: id.String()})
-	return nil
+	n, announceErr := s.reannounce(ctx, p, clientID, id, reasonDeletion)
+	if err != nil {
+		err = s.miss(ctx, p, id, fmt.Errorf("credentials: delete: %w", err))
+	} else {
+		s.audit(ctx, p, tenancy.ActionCredentialDelete, clientID, protocol.CredentialMeta{ID: id.String()}, announced(n, announceErr))
+	}
+	if announceErr != nil {
+		return notUpdated("the credential is deleted but agents were not yet updated; retry the DELETE", announceErr)
+	}
+	return err
 }
 
-// Rotate replaces a credential's secret; with no secret it re-encrypts the stored one under the
-// newest key.
+// Rotate replaces a credential's secret and re-announces the client's configs that reference it, so
+// agents receive the new secret. With no secret it re-encrypts the stored one under the newest key;
+// agents would receive the same plaintext, so nothing is re-announced. Rotating again with the same
+// secret re-encrypts it and re-announces, which is how a rotation whose re-announce failed is retried.
 func (s *Service) Rotate(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID, secret map[string]string) (protocol.CredentialMeta, error) {
 	if err := validSecret(secret, false); err != nil {
 		return protocol.CredentialMeta{}, err
@@ -140,8 +180,41 @@ func (s *Service) Rotate(ctx context.Context, p tenancy.Principal, clientID, id 
 	if err != nil {
 		return protocol.CredentialMeta{}, s.miss(ctx, p, id, fmt.Errorf("credentials: rotate: %w", err))
 	}
-	s.audit(ctx, p, tenancy.ActionCredentialRotate, clientID, meta)
+	if len(secret) == 0 {
+		s.audit(ctx, p, tenancy.ActionCredentialRotate, clientID, meta, nil)
+		return meta, nil
+	}
+	n, err := s.reannounce(ctx, p, clientID, id, reasonRotation)
+	s.audit(ctx, p, tenancy.ActionCredentialRotate, clientID, meta, announced(n, err))
+	if err != nil {
+		return protocol.CredentialMeta{}, notUpdated("the secret was rotated but agents were not yet updated; retry the rotation with the same secret", err)
+	}
 	return meta, nil
+}
+
+// reannounce re-announces the configs referencing credential id once the credential service has
+// changed it, detached from the request's cancellation and bounded by reannounceTimeout.
+func (s *Service) reannounce(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID, reason string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reannounceTimeout)
+	defer cancel()
+	n, err := s.announcer.ReannounceCredential(ctx, p, clientID, id, reason)
+	if err != nil {
+		return 0, fmt.Errorf("credentials: re-announce: %w", err)
+	}
+	return n, nil
+}
+
+// notUpdated is the failure of a re-announce after the credential service made its change.
+func notUpdated(message string, err error) error {
+	return &fault.Error{Kind: fault.Unavailable, Code: CodeAgentsNotUpdated, Message: message, Err: err}
+}
+
+// announced is the audit detail of a re-announce.
+func announced(n int, err error) map[string]any {
+	if err != nil {
+		return map[string]any{"agents_updated": false}
+	}
+	return map[string]any{"agents_updated": true, "reannounced_configs": n}
 }
 
 // miss turns the credential service's not-found into an audited miss (the credential may belong to
@@ -153,9 +226,12 @@ func (s *Service) miss(ctx context.Context, p tenancy.Principal, id uuid.UUID, e
 	return err
 }
 
-func (s *Service) audit(ctx context.Context, p tenancy.Principal, action string, clientID uuid.UUID, meta protocol.CredentialMeta) {
+func (s *Service) audit(ctx context.Context, p tenancy.Principal, action string, clientID uuid.UUID, meta protocol.CredentialMeta, extra map[string]any) {
 	id, _ := uuid.Parse(meta.ID)
 	detail := map[string]any{}
+	for k, v := range extra {
+		detail[k] = v
+	}
 	if meta.Name != "" {
 		detail["name"] = meta.Name
 	}

@@ -30,39 +30,46 @@ func (s *Store) Update(ctx context.Context, filter uuid.NullUUID, ref configs.Re
 		if err != nil {
 			return err
 		}
-		rec, err := upsert(ctx, q, cur.Target, ref.ConfigType, w.Data, actor)
-		if err != nil {
-			return err
-		}
-		var old []byte
-		if cur.Row.Live() {
-			old = cur.Row.Data
-		}
-		rev := sqlcdb.InsertRevisionParams{
-			Scope:         ref.Scope,
-			ClientID:      cur.Target.ClientID,
-			EnvironmentID: cur.Target.EnvironmentID,
-			ConfigType:    ref.ConfigType,
-			Version:       rec.Version,
-			Action:        w.Action,
-			OldData:       old,
-			NewData:       w.Data,
-			Actor:         actor,
-		}
-		if ref.Scope == protocol.ScopeHost {
-			rev.HostID = uuid.NullUUID{UUID: cur.Target.HostID, Valid: true}
-		}
-		if err := q.InsertRevision(ctx, rev); err != nil {
-			return fmt.Errorf("postgres: insert revision: %w", err)
-		}
-		ev := configs.ChangeEvent(cur.Target, rec, actor, time.Now())
-		if _, err := outbox.Insert(ctx, tx, protocol.ConfigChangedSubject, ev); err != nil {
-			return fmt.Errorf("postgres: insert outbox event: %w", err)
-		}
-		out = rec
-		return nil
+		out, err = write(ctx, tx, q, cur, ref.ConfigType, w, actor)
+		return err
 	})
 	return out, err
+}
+
+// write stores w as the config of configType on cur's target, which the caller has locked: the row
+// with version = nextval('config_version_seq'), a config_revisions entry by actor (old data: cur.Row's
+// when live) and a ConfigChanged outbox row. Every config write goes through here.
+func write(ctx context.Context, tx pgx.Tx, q *sqlcdb.Queries, cur configs.Current, configType string, w configs.Write, actor string) (configs.Record, error) {
+	rec, err := upsert(ctx, q, cur.Target, configType, w.Data, actor)
+	if err != nil {
+		return configs.Record{}, err
+	}
+	var old []byte
+	if cur.Row.Live() {
+		old = cur.Row.Data
+	}
+	rev := sqlcdb.InsertRevisionParams{
+		Scope:         cur.Target.Scope,
+		ClientID:      cur.Target.ClientID,
+		EnvironmentID: cur.Target.EnvironmentID,
+		ConfigType:    configType,
+		Version:       rec.Version,
+		Action:        w.Action,
+		OldData:       old,
+		NewData:       w.Data,
+		Actor:         actor,
+	}
+	if cur.Target.Scope == protocol.ScopeHost {
+		rev.HostID = uuid.NullUUID{UUID: cur.Target.HostID, Valid: true}
+	}
+	if err := q.InsertRevision(ctx, rev); err != nil {
+		return configs.Record{}, fmt.Errorf("postgres: insert revision: %w", err)
+	}
+	ev := configs.ChangeEvent(cur.Target, rec, actor, time.Now())
+	if _, err := outbox.Insert(ctx, tx, protocol.ConfigChangedSubject, ev); err != nil {
+		return configs.Record{}, fmt.Errorf("postgres: insert outbox event: %w", err)
+	}
+	return rec, nil
 }
 
 // lockCurrent locks ref's target and reads the rows a write decides on.
@@ -77,12 +84,7 @@ func lockCurrent(ctx context.Context, q *sqlcdb.Queries, filter uuid.NullUUID, r
 		if err != nil {
 			return cur, fmt.Errorf("postgres: lock environment: %w", err)
 		}
-		cur.Target = configs.Target{Scope: ref.Scope, ClientID: env.ClientID, EnvironmentID: env.ID}
-		row, err := envRecord(q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: env.ID, ConfigType: ref.ConfigType}))
-		if err != nil {
-			return cur, err
-		}
-		cur.Row = row
+		return readCurrent(ctx, q, configs.Target{Scope: ref.Scope, ClientID: env.ClientID, EnvironmentID: env.ID}, ref.ConfigType)
 	case protocol.ScopeHost:
 		h, err := q.LockHost(ctx, sqlcdb.LockHostParams{ID: ref.ID, ClientFilter: filter})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -94,22 +96,37 @@ func lockCurrent(ctx context.Context, q *sqlcdb.Queries, filter uuid.NullUUID, r
 		if err := q.LockEnvironmentShared(ctx, h.EnvironmentID); err != nil {
 			return cur, fmt.Errorf("postgres: lock environment: %w", err)
 		}
-		cur.Target = configs.Target{
-			Scope:         ref.Scope,
-			ClientID:      h.ClientID,
-			EnvironmentID: h.EnvironmentID,
-			HostID:        h.ID,
-			AgentID:       h.AgentID,
-			Revoked:       h.RevokedAt != nil,
-		}
-		if cur.Env, err = envRecord(q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: h.EnvironmentID, ConfigType: ref.ConfigType})); err != nil {
-			return cur, err
-		}
-		if cur.Row, err = hostRecord(q.GetHostConfig(ctx, sqlcdb.GetHostConfigParams{HostID: h.ID, ConfigType: ref.ConfigType})); err != nil {
-			return cur, err
-		}
+		return readCurrent(ctx, q, hostTarget(h.ID, h.ClientID, h.EnvironmentID, h.AgentID, h.RevokedAt), ref.ConfigType)
 	default:
 		return cur, fmt.Errorf("postgres: unknown scope %q", ref.Scope)
+	}
+}
+
+func hostTarget(id, clientID, environmentID uuid.UUID, agentID string, revokedAt *time.Time) configs.Target {
+	return configs.Target{
+		Scope:         protocol.ScopeHost,
+		ClientID:      clientID,
+		EnvironmentID: environmentID,
+		HostID:        id,
+		AgentID:       agentID,
+		Revoked:       revokedAt != nil,
+	}
+}
+
+// readCurrent reads the rows of configType a write on t (locked by the caller) decides on.
+func readCurrent(ctx context.Context, q *sqlcdb.Queries, t configs.Target, configType string) (configs.Current, error) {
+	cur := configs.Current{Target: t}
+	env, err := envRecord(q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: t.EnvironmentID, ConfigType: configType}))
+	if err != nil {
+		return cur, err
+	}
+	if t.Scope == protocol.ScopeEnvironment {
+		cur.Row = env
+		return cur, nil
+	}
+	cur.Env = env
+	if cur.Row, err = hostRecord(q.GetHostConfig(ctx, sqlcdb.GetHostConfigParams{HostID: t.HostID, ConfigType: configType})); err != nil {
+		return cur, err
 	}
 	return cur, nil
 }

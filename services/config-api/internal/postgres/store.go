@@ -48,7 +48,14 @@ const (
 	uniqueViolation     = "23505"
 	foreignKeyViolation = "23503"
 	checkViolation      = "23514"
+	deadlockDetected    = "40P01"
 )
+
+// retryable reports whether err is PostgreSQL aborting a transaction that can simply run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == deadlockDetected
+}
 
 // classify turns "no rows" and constraint violations into faults; what names them is the caller's
 // message, never the SQL error (which stays in the cause, for logs).

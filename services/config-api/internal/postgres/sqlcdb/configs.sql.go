@@ -179,6 +179,84 @@ func (q *Queries) InsertRevision(ctx context.Context, arg InsertRevisionParams) 
 	return err
 }
 
+const listCredentialEnvironmentConfigs = `-- name: ListCredentialEnvironmentConfigs :many
+SELECT ec.environment_id
+FROM environment_configs ec
+JOIN environments e ON e.id = ec.environment_id
+WHERE e.client_id = $1
+  AND ec.config_type = $2
+  AND ec.deleted_at IS NULL
+  AND ec.config_data @> jsonb_build_array(jsonb_build_object('credential_id', $3::text))
+ORDER BY ec.environment_id
+`
+
+type ListCredentialEnvironmentConfigsParams struct {
+	ClientID     uuid.UUID
+	ConfigType   string
+	CredentialID string
+}
+
+// The environments of a client whose live config of config_type references a credential (a collector
+// with "credential_id": credential_id). Read before locking; the caller re-reads each row under lock.
+func (q *Queries) ListCredentialEnvironmentConfigs(ctx context.Context, arg ListCredentialEnvironmentConfigsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listCredentialEnvironmentConfigs, arg.ClientID, arg.ConfigType, arg.CredentialID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var environment_id uuid.UUID
+		if err := rows.Scan(&environment_id); err != nil {
+			return nil, err
+		}
+		items = append(items, environment_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listCredentialHostConfigs = `-- name: ListCredentialHostConfigs :many
+SELECT hc.host_id
+FROM host_configs hc
+JOIN hosts h ON h.id = hc.host_id
+WHERE h.client_id = $1
+  AND h.revoked_at IS NULL
+  AND hc.config_type = $2
+  AND hc.deleted_at IS NULL
+  AND hc.config_data @> jsonb_build_array(jsonb_build_object('credential_id', $3::text))
+ORDER BY hc.host_id
+`
+
+type ListCredentialHostConfigsParams struct {
+	ClientID     uuid.UUID
+	ConfigType   string
+	CredentialID string
+}
+
+// The active hosts of a client whose live override of config_type references a credential.
+func (q *Queries) ListCredentialHostConfigs(ctx context.Context, arg ListCredentialHostConfigsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listCredentialHostConfigs, arg.ClientID, arg.ConfigType, arg.CredentialID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var host_id uuid.UUID
+		if err := rows.Scan(&host_id); err != nil {
+			return nil, err
+		}
+		items = append(items, host_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listEnvironmentConfigs = `-- name: ListEnvironmentConfigs :many
 SELECT id, environment_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at
 FROM environment_configs
@@ -188,6 +266,48 @@ ORDER BY config_type
 
 func (q *Queries) ListEnvironmentConfigs(ctx context.Context, environmentID uuid.UUID) ([]EnvironmentConfig, error) {
 	rows, err := q.db.Query(ctx, listEnvironmentConfigs, environmentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EnvironmentConfig
+	for rows.Next() {
+		var i EnvironmentConfig
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.ConfigData,
+			&i.Version,
+			&i.DeletedAt,
+			&i.UpdatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listEnvironmentConfigsOfType = `-- name: ListEnvironmentConfigsOfType :many
+SELECT id, environment_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at
+FROM environment_configs
+WHERE environment_id = ANY($1::uuid[]) AND config_type = $2
+`
+
+type ListEnvironmentConfigsOfTypeParams struct {
+	EnvironmentIds []uuid.UUID
+	ConfigType     string
+}
+
+// The rows (tombstones included) of one type of several environments.
+func (q *Queries) ListEnvironmentConfigsOfType(ctx context.Context, arg ListEnvironmentConfigsOfTypeParams) ([]EnvironmentConfig, error) {
+	rows, err := q.db.Query(ctx, listEnvironmentConfigsOfType, arg.EnvironmentIds, arg.ConfigType)
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +377,48 @@ func (q *Queries) ListEnvironmentRevisions(ctx context.Context, arg ListEnvironm
 			&i.NewData,
 			&i.Actor,
 			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listHostConfigsOfType = `-- name: ListHostConfigsOfType :many
+SELECT id, host_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at
+FROM host_configs
+WHERE host_id = ANY($1::uuid[]) AND config_type = $2
+`
+
+type ListHostConfigsOfTypeParams struct {
+	HostIds    []uuid.UUID
+	ConfigType string
+}
+
+// The rows (tombstones included) of one type of several hosts.
+func (q *Queries) ListHostConfigsOfType(ctx context.Context, arg ListHostConfigsOfTypeParams) ([]HostConfig, error) {
+	rows, err := q.db.Query(ctx, listHostConfigsOfType, arg.HostIds, arg.ConfigType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HostConfig
+	for rows.Next() {
+		var i HostConfig
+		if err := rows.Scan(
+			&i.ID,
+			&i.HostID,
+			&i.ConfigType,
+			&i.ConfigData,
+			&i.Version,
+			&i.DeletedAt,
+			&i.UpdatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -358,6 +520,45 @@ func (q *Queries) LockEnvironmentShared(ctx context.Context, id uuid.UUID) error
 	return err
 }
 
+const lockEnvironments = `-- name: LockEnvironments :many
+SELECT id, client_id
+FROM environments
+WHERE id = ANY($1::uuid[]) AND client_id = $2
+ORDER BY id
+FOR NO KEY UPDATE
+`
+
+type LockEnvironmentsParams struct {
+	Ids      []uuid.UUID
+	ClientID uuid.UUID
+}
+
+type LockEnvironmentsRow struct {
+	ID       uuid.UUID
+	ClientID uuid.UUID
+}
+
+// Locks several environments of one client, in id order.
+func (q *Queries) LockEnvironments(ctx context.Context, arg LockEnvironmentsParams) ([]LockEnvironmentsRow, error) {
+	rows, err := q.db.Query(ctx, lockEnvironments, arg.Ids, arg.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockEnvironmentsRow
+	for rows.Next() {
+		var i LockEnvironmentsRow
+		if err := rows.Scan(&i.ID, &i.ClientID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockHost = `-- name: LockHost :one
 SELECT id, client_id, environment_id, agent_id, revoked_at
 FROM hosts
@@ -390,6 +591,54 @@ func (q *Queries) LockHost(ctx context.Context, arg LockHostParams) (LockHostRow
 		&i.RevokedAt,
 	)
 	return i, err
+}
+
+const lockHosts = `-- name: LockHosts :many
+SELECT id, client_id, environment_id, agent_id, revoked_at
+FROM hosts
+WHERE id = ANY($1::uuid[]) AND client_id = $2
+ORDER BY id
+FOR NO KEY UPDATE
+`
+
+type LockHostsParams struct {
+	Ids      []uuid.UUID
+	ClientID uuid.UUID
+}
+
+type LockHostsRow struct {
+	ID            uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	AgentID       string
+	RevokedAt     *time.Time
+}
+
+// Locks several hosts of one client, in id order (the order every multi-row lock takes).
+func (q *Queries) LockHosts(ctx context.Context, arg LockHostsParams) ([]LockHostsRow, error) {
+	rows, err := q.db.Query(ctx, lockHosts, arg.Ids, arg.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockHostsRow
+	for rows.Next() {
+		var i LockHostsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.AgentID,
+			&i.RevokedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const upsertEnvironmentConfig = `-- name: UpsertEnvironmentConfig :one
