@@ -2,8 +2,9 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
-# Every module of the workspace (go.work `use` lines).
-MODULES := $(shell sed -n 's/^\t\.\/\(.*\)$$/\1/p' go.work)
+# Every module of the workspace (go.work `use` lines) that holds Go code.
+MODULES := $(shell for m in $$(sed -n 's/^\t\.\/\(.*\)$$/\1/p' go.work); do \
+	[ -n "$$(find $$m -name '*.go' -print -quit)" ] && echo $$m; done)
 BINARIES := config-api resolver credential delivery ack-ingest
 TEST_TIMEOUT ?= 10m
 
