@@ -1,0 +1,423 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"gopkg.in/yaml.v3"
+
+	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/natsauth/natsserver"
+	"github.com/configsync/configsync/libs/testinfra"
+)
+
+// onlineWindow is CONFIGSYNC_ONLINE_WINDOW for config-api and delivery: ten agent heartbeats.
+const onlineWindow = 10 * time.Second
+
+// stackOptions shape a stack.
+type stackOptions struct {
+	// replicas is how many processes of every service run (1 or 2).
+	replicas int
+	// agents are the hostnames of the agents to register and start.
+	agents []string
+}
+
+// service is one replica of a backend service.
+type service struct {
+	kind     string // config-api, resolver, ...
+	name     string // kind-N, also its NATS connection name
+	httpAddr string
+	proc     *process
+}
+
+// agent is one agent process and its host.
+type agent struct {
+	hostname string
+	hostID   string
+	agentID  string
+	dataDir  string
+	proc     *process
+}
+
+// cachePath is the agent's config cache file.
+func (a *agent) cachePath() string { return filepath.Join(a.dataDir, "config.cache.json") }
+
+// stack is the system under test: PostgreSQL, NATS, the services as processes and the agents.
+type stack struct {
+	t      *testing.T
+	dir    string
+	logDir string
+	bins   string
+
+	auth      *natsauth.Authority
+	nats      *testinfra.NATSServer
+	natsMu    sync.Mutex
+	natsErr   error // from configuring operator mode on a (re)start
+	dbURL     string
+	db        *pgxpool.Pool
+	svcCreds  string
+	sysCreds  string
+	authority string
+	keyring   string
+
+	services map[string][]*service
+	procs    []*process // every process, for liveness checks and log dumps
+
+	token    string
+	clientID string
+	envID    string
+	agents   map[string]*agent
+	obs      *observer
+}
+
+// startStack starts everything and returns once every service is ready, the client, environment and
+// hosts exist and every agent process runs (not necessarily online yet).
+func startStack(t *testing.T, opts stackOptions) *stack {
+	t.Helper()
+	bins := binaries(t)
+	dir := t.TempDir()
+	s := &stack{t: t, dir: dir, logDir: filepath.Join(dir, "logs"), bins: bins,
+		services: map[string][]*service{}, agents: map[string]*agent{}}
+	if keep := os.Getenv("E2E_LOG_DIR"); keep != "" {
+		// Logs outlive the test there (t.TempDir is removed at cleanup).
+		s.logDir = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(s.logDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	s.dbURL = testinfra.PostgresURL(t)
+	pool, err := pgxpool.New(context.Background(), s.dbURL)
+	if err != nil {
+		t.Fatalf("e2e: pool on the test database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	s.db = pool
+
+	s.startNATS()
+	s.writeSecrets()
+	// Watching starts before any service, so the observer sees their first pull requests.
+	s.obs = newObserver(t, s)
+	// Registered before any process, so it runs after all of them were stopped (cleanups run LIFO)
+	// and shows their last words too.
+	t.Cleanup(s.dumpLogsOnFailure)
+
+	for _, kind := range serviceNames {
+		for i := 1; i <= opts.replicas; i++ {
+			s.startService(kind, i)
+		}
+	}
+	for _, kind := range serviceNames {
+		for _, svc := range s.services[kind] {
+			s.waitReady(svc)
+		}
+	}
+	s.bootstrap()
+	for _, h := range opts.agents {
+		s.addAgent(h)
+	}
+	return s
+}
+
+func (s *stack) startNATS() {
+	t := s.t
+	auth, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatalf("e2e: NATS authority: %v", err)
+	}
+	s.auth = auth
+	resolverDir := filepath.Join(s.dir, "nats-accounts")
+	s.nats = testinfra.NATS(t, testinfra.WithServerOptions(func(o *server.Options) {
+		o.ServerName = "configsync-e2e"
+		if err := natsserver.Configure(o, auth, resolverDir); err != nil {
+			s.natsMu.Lock()
+			s.natsErr = err
+			s.natsMu.Unlock()
+		}
+	}))
+	s.checkNATSConfig()
+	t.Logf("NATS (operator mode, JetStream in %s) at %s", s.nats.StoreDir(), s.nats.URL())
+}
+
+func (s *stack) checkNATSConfig() {
+	s.natsMu.Lock()
+	defer s.natsMu.Unlock()
+	if s.natsErr != nil {
+		s.t.Fatalf("e2e: configure NATS operator mode: %v", s.natsErr)
+	}
+}
+
+// restartNATS brings NATS back on the same port and store after stopNATS.
+func (s *stack) restartNATS() {
+	s.nats.Restart(s.t)
+	s.checkNATSConfig()
+}
+
+// writeSecrets writes the files the services read: service and system NATS users, the NATS authority
+// seeds (config-api issues agent users with them) and the local keyring the credential replicas share.
+func (s *stack) writeSecrets() {
+	t := s.t
+	svc, err := s.auth.ServiceCreds("configsync-services")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := s.auth.SystemCreds("configsync-config-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds, err := json.Marshal(s.auth.Seeds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	secrets := filepath.Join(s.dir, "secrets")
+	if err := os.MkdirAll(secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s.svcCreds = filepath.Join(secrets, "services.creds")
+	s.sysCreds = filepath.Join(secrets, "system.creds")
+	s.authority = filepath.Join(secrets, "nats-authority.json")
+	s.keyring = filepath.Join(secrets, "keyring")
+	for path, data := range map[string][]byte{
+		s.svcCreds:  svc.File,
+		s.sysCreds:  sys.File,
+		s.authority: seeds,
+		s.keyring:   []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n"),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// serviceEnv is the environment of one replica: shared infrastructure plus short timeouts so that
+// redeliveries after a crash happen within the test's deadlines.
+func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
+	env := append(baseEnv(),
+		"LOG_FORMAT=json",
+		"LOG_LEVEL=info",
+		"DATABASE_URL="+s.dbURL,
+		"DATABASE_MAX_CONNS=4",
+		"NATS_URL="+s.nats.URL(),
+		"NATS_CREDS="+s.svcCreds,
+		"NATS_NAME="+name,
+		"HTTP_ADDR="+httpAddr,
+		"HTTP_SHUTDOWN_TIMEOUT=3s",
+		"CONFIGSYNC_ONLINE_WINDOW="+onlineWindow.String(),
+	)
+	switch kind {
+	case "config-api":
+		env = append(env,
+			"NATS_AUTHORITY_FILE="+s.authority,
+			"NATS_SYSTEM_CREDS="+s.sysCreds,
+			"CONFIGAPI_REQUEST_TIMEOUT=3s",
+			"OUTBOX_POLL_INTERVAL=500ms",
+			"OUTBOX_MAX_BACKOFF=2s",
+		)
+	case "credential":
+		env = append(env,
+			"CREDENTIAL_CIPHER=local",
+			"CONFIGSYNC_KEYRING_FILE="+s.keyring,
+		)
+	case "delivery":
+		env = append(env,
+			"CONFIGSYNC_UPSTREAM_TIMEOUT=2s",
+			"CONFIGSYNC_FETCH_TIMEOUT=5s",
+			"CONFIGSYNC_PUSH_ACK_WAIT=3s",
+			"CONFIGSYNC_PUSH_RETRY_DELAY=250ms",
+		)
+	case "ack-ingest":
+		env = append(env,
+			"CONFIGSYNC_INGEST_ACK_WAIT=3s",
+			"CONFIGSYNC_INGEST_RETRY_DELAY=250ms",
+			"CONFIGSYNC_INGEST_MAX_RETRY_DELAY=2s",
+		)
+	}
+	return env
+}
+
+func (s *stack) startService(kind string, index int) *service {
+	name := kind + "-" + strconv.Itoa(index)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(s.t))
+	p := newProcess(s.t, s.logDir, name, filepath.Join(s.bins, kind), nil, s.serviceEnv(kind, name, addr))
+	svc := &service{kind: kind, name: name, httpAddr: addr, proc: p}
+	s.services[kind] = append(s.services[kind], svc)
+	s.procs = append(s.procs, p)
+	p.start(s.t)
+	return svc
+}
+
+// waitReady polls the replica's /readyz until it answers 200.
+func (s *stack) waitReady(svc *service) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	eventually(s.t, readyTimeout, svc.name+" /readyz 200", s.alive, func() (string, bool) {
+		resp, err := client.Get("http://" + svc.httpAddr + "/readyz")
+		if err != nil {
+			return err.Error(), false
+		}
+		defer resp.Body.Close()
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		return fmt.Sprintf("HTTP %d %s", resp.StatusCode, strings.TrimSpace(body.String())), resp.StatusCode == http.StatusOK
+	})
+}
+
+// alive fails when any process exited without the test stopping it.
+func (s *stack) alive() error {
+	for _, p := range s.procs {
+		if msg, dead := p.died(); dead {
+			return fmt.Errorf("%s; its log:\n%s", msg, p.logTail(40))
+		}
+	}
+	return nil
+}
+
+// eventually is the package's eventually with this stack's liveness check.
+func (s *stack) eventually(timeout time.Duration, what string, check func() (string, bool)) {
+	s.t.Helper()
+	eventually(s.t, timeout, what, s.alive, check)
+}
+
+func (s *stack) dumpLogsOnFailure() {
+	for _, p := range s.procs {
+		// Only binaries built with E2E_RACE=1 report races; they print this and go on (exit code 66).
+		if strings.Contains(p.logText(), "WARNING: DATA RACE") {
+			s.t.Errorf("%s reported a data race (see its log below)", p.name)
+		}
+	}
+	if !s.t.Failed() {
+		return
+	}
+	for _, p := range s.procs {
+		s.t.Logf("---- log of %s (%s) ----\n%s", p.name, p.logPath, p.logTail(150))
+	}
+}
+
+// replica returns replica i (1-based) of kind.
+func (s *stack) replica(kind string, i int) *service {
+	s.t.Helper()
+	list := s.services[kind]
+	if i < 1 || i > len(list) {
+		s.t.Fatalf("e2e: no replica %d of %s", i, kind)
+	}
+	return list[i-1]
+}
+
+// bootstrap mints the admin token with `config-api bootstrap-token` and creates the client and the
+// environment through the API.
+func (s *stack) bootstrap() {
+	t := s.t
+	cmd := exec.Command(filepath.Join(s.bins, "config-api"), "bootstrap-token", "-name", "e2e-admin")
+	cmd.Env = append(baseEnv(), "DATABASE_URL="+s.dbURL, "LOG_FORMAT=json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("e2e: config-api bootstrap-token: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	s.token = strings.TrimSpace(stdout.String())
+	if s.token == "" || strings.ContainsAny(s.token, " \n") {
+		t.Fatalf("e2e: config-api bootstrap-token printed %q, want one token", stdout.String())
+	}
+	var client, env struct {
+		ID string `json:"id"`
+	}
+	s.api(1).mustDo(t, http.MethodPost, "/api/v1/clients", map[string]any{"name": "e2e-" + t.Name()}, &client)
+	s.api(1).mustDo(t, http.MethodPost, "/api/v1/clients/"+client.ID+"/environments", map[string]any{"name": "production"}, &env)
+	s.clientID, s.envID = client.ID, env.ID
+}
+
+// addAgent registers a host through the API and starts its agent with a short heartbeat interval. The
+// agent's NATS user comes from the registration (nats_credentials) or, when config-api does not issue
+// one, from the test's own NATS authority.
+func (s *stack) addAgent(hostname string) *agent {
+	t := s.t
+	var host struct {
+		ID              string `json:"id"`
+		AgentID         string `json:"agent_id"`
+		NATSCredentials string `json:"nats_credentials"`
+	}
+	s.api(1).mustDo(t, http.MethodPost, "/api/v1/environments/"+s.envID+"/hosts", map[string]any{"hostname": hostname}, &host)
+	if host.ID == "" || host.AgentID == "" {
+		t.Fatalf("e2e: host registration answered without id or agent_id: %+v", host)
+	}
+	creds := []byte(host.NATSCredentials)
+	if len(creds) == 0 {
+		t.Logf("config-api returned no nats_credentials for %s; issuing the agent's NATS user in the test", hostname)
+		c, err := s.auth.Issuer().IssueAgent(host.AgentID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds = c.File
+	}
+	home := filepath.Join(s.dir, "agents", hostname)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	credsPath := filepath.Join(home, "agent.creds")
+	if err := os.WriteFile(credsPath, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{hostname: hostname, hostID: host.ID, agentID: host.AgentID, dataDir: filepath.Join(home, "data")}
+	cfg := map[string]any{
+		"agent_id":      host.AgentID,
+		"nats":          map[string]any{"url": s.nats.URL(), "creds_file": credsPath},
+		"data_dir":      a.dataDir,
+		"boot_jitter":   "500ms",
+		"fetch_timeout": "2s",
+		"log_level":     "info",
+		"log_format":    "json",
+		"proc_root":     "/proc",
+		"defaults": map[string]any{
+			// Heartbeats every second keep hosts online (window 10s) and drift checks quick; the rest is
+			// slowed down so the agents stay quiet.
+			"intervals": map[string]any{"heartbeat": "1s", "metrics": "1h", "inventory": "1h", "processes": "1h"},
+		},
+	}
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(home, "agent.yaml")
+	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.proc = newProcess(t, s.logDir, "agent-"+hostname, filepath.Join(s.bins, "agent"), []string{"-config", cfgPath}, baseEnv())
+	s.procs = append(s.procs, a.proc)
+	s.agents[hostname] = a
+	s.obs.watchAgentInbox(a.agentID)
+	a.proc.start(t)
+	return a
+}
+
+// agentList returns the agents sorted by hostname.
+func (s *stack) agentList() []*agent {
+	names := make([]string, 0, len(s.agents))
+	for n := range s.agents {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]*agent, len(names))
+	for i, n := range names {
+		out[i] = s.agents[n]
+	}
+	return out
+}
