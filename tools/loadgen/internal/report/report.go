@@ -1,0 +1,312 @@
+// Package report renders a loadgen run: a Markdown table of each target (measured vs. target, pass or
+// miss) followed by the details, or the whole result as JSON for machines.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/configsync/configsync/tools/loadgen/internal/latency"
+	"github.com/configsync/configsync/tools/loadgen/internal/procstat"
+	"github.com/configsync/configsync/tools/loadgen/internal/scenario"
+)
+
+// Check is one row of the targets table.
+type Check struct {
+	Scenario string `json:"scenario"`
+	Metric   string `json:"metric"`
+	Measured string `json:"measured"`
+	Target   string `json:"target"`
+	// Verdict is "pass", "MISS" or "" (reported only, or not measured).
+	Verdict string `json:"verdict"`
+}
+
+// Targets of issue 8.
+const (
+	HerdP99Target       = 100 * time.Millisecond
+	HeartbeatRateTarget = 10000.0
+)
+
+// PushTarget is the push completion target at n agents: 5 s up to 10,000 agents, 30 s up to 50,000.
+func PushTarget(n int) (time.Duration, string) {
+	if n <= 10000 {
+		return 5 * time.Second, "≤ 5 s (the 10k target)"
+	}
+	return 30 * time.Second, "≤ 30 s (the 50k target)"
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "MISS"
+}
+
+// Checks evaluates a result against the targets.
+func Checks(r *scenario.Result) []Check {
+	var out []Check
+	if p := r.Push; p != nil {
+		target, label := PushTarget(r.Agents)
+		c := Check{Scenario: "push", Metric: fmt.Sprintf("env-wide push to %d online agents: PUT returned → every ack persisted (worst of %d)", r.Agents, len(p.Runs)),
+			Target: label}
+		if p.Complete && len(p.Runs) > 0 {
+			c.Measured = dur(p.Worst)
+			c.Verdict = verdict(p.Worst <= target)
+		} else {
+			c.Measured = "incomplete"
+			c.Verdict = "MISS"
+		}
+		out = append(out, c)
+	}
+	if h := r.Herd; h != nil {
+		out = append(out,
+			Check{Scenario: "herd", Metric: fmt.Sprintf("%d agents fetching within a %s jitter window: failures", h.Agents, h.Window),
+				Measured: fmt.Sprintf("%d", h.Failed), Target: "0", Verdict: verdict(h.Failed == 0)},
+			Check{Scenario: "herd", Metric: "fetch latency p99 (p50 / p95)",
+				Measured: fmt.Sprintf("%s (%s / %s)", dur(h.Latency.P99), dur(h.Latency.P50), dur(h.Latency.P95)),
+				Target:   "p99 ≤ " + dur(HerdP99Target), Verdict: verdict(h.Latency.Count > 0 && h.Latency.P99 <= HerdP99Target)})
+	}
+	if h := r.Heartbeat; h != nil {
+		out = append(out, heartbeatCheck(r.Agents, h))
+	}
+	if p := r.Push; p != nil && len(p.Runs) > 0 {
+		c := Check{Scenario: "push", Metric: "decrypts per fleet push (credential inject requests × distinct credentials)",
+			Target: fmt.Sprintf("= %d distinct credentials", p.Credentials)}
+		worst := int64(-1)
+		for _, run := range p.Runs {
+			worst = max(worst, run.Decrypts)
+		}
+		if worst < 0 {
+			c.Measured = "not observable (credential $SRV.STATS unavailable)"
+		} else {
+			injects := int64(0)
+			for _, run := range p.Runs {
+				injects = max(injects, run.Injects)
+			}
+			c.Measured = fmt.Sprintf("%d (%d inject request(s) × %d)", worst, injects, p.Credentials)
+			c.Verdict = verdict(worst == int64(p.Credentials))
+		}
+		out = append(out, c)
+	}
+	mem := Check{Scenario: "all", Metric: fmt.Sprintf("services' peak RSS at %d agents (VmHWM)", r.Agents), Target: "reported"}
+	if len(r.Memory) == 0 {
+		mem.Measured = "not measured (no service pid: use -service-pids)"
+	} else {
+		var parts []string
+		for _, m := range r.Memory {
+			parts = append(parts, fmt.Sprintf("%s %s (pid %d, now %s)", m.Name, mib(m.HWM), m.PID, mib(m.RSS)))
+		}
+		mem.Measured = strings.Join(parts, "; ")
+	}
+	out = append(out, mem)
+	return out
+}
+
+// Document is the JSON output.
+type Document struct {
+	Machine string           `json:"machine"`
+	Checks  []Check          `json:"checks"`
+	Result  *scenario.Result `json:"result"`
+}
+
+// MinCapacityInterval is the shortest per-agent heartbeat interval at which the heartbeat scenario
+// measures ingest capacity. The heartbeat stream keeps one message per agent, so when each agent beats
+// faster than ack-ingest's batch cycle (a few tens of ms), newer heartbeats replace older ones before
+// they are read even while ack-ingest keeps up: then neither count says what the backend could take
+// from distinct agents. With longer intervals a replaced heartbeat means ack-ingest fell behind, and
+// the written count is its capacity.
+const MinCapacityInterval = 250 * time.Millisecond
+
+func heartbeatCheck(agents int, h *scenario.HeartbeatResult) Check {
+	c := Check{Scenario: "heartbeat", Metric: fmt.Sprintf("heartbeat ingest sustained for %s (offered %s/s)", h.Duration, num(h.OfferedRate)),
+		Target: "≥ 10,000/s persisted"}
+	rate, how := h.LandedRate, "landed in hosts"
+	if h.Processed > 0 {
+		// The stricter count: heartbeats ack-ingest actually took and wrote.
+		rate, how = min(h.ProcessedRate, h.LandedRate), "written by ack-ingest"
+	}
+	c.Measured = num(rate) + "/s " + how
+	c.Verdict = verdict(rate >= HeartbeatRateTarget)
+	switch {
+	case h.OfferedRate > 0 && time.Duration(float64(agents)/h.OfferedRate*float64(time.Second)) < MinCapacityInterval:
+		c.Verdict = ""
+		c.Measured = fmt.Sprintf("%s/s landed, %s/s written (no verdict: %.0f heartbeats/s per agent are coalesced by design; use ≥ %s agents)",
+			num(h.LandedRate), num(h.ProcessedRate), h.OfferedRate/float64(agents), num(h.OfferedRate*MinCapacityInterval.Seconds()))
+	case rate < HeartbeatRateTarget && h.OfferedRate < HeartbeatRateTarget:
+		// Cannot tell: the fleet offered less than the target.
+		c.Verdict, c.Measured = "", c.Measured+" (offered less than the target: raise -heartbeat-rate)"
+	}
+	return c
+}
+
+// JSON writes the result and its checks as one JSON document.
+func JSON(w io.Writer, r *scenario.Result, machine string) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(Document{Machine: machine, Checks: Checks(r), Result: r})
+}
+
+// DefaultMachine describes this machine: OS, architecture, CPUs and memory.
+func DefaultMachine() string {
+	d := fmt.Sprintf("%s/%s, %d cores", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	if m, err := procstat.MemTotal(); err == nil {
+		d += fmt.Sprintf(", %.0f GiB", float64(m)/(1<<30))
+	}
+	return d
+}
+
+// Text writes the human report: the targets table, then the details of each scenario.
+func Text(w io.Writer, r *scenario.Result, machine string) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("")
+	p("ConfigSync fleet benchmark: %s agents over %d NATS connections (%s command subscriptions)", num(float64(r.Agents)), r.Conns, r.Subscriptions)
+	p("%s; machine: %s (load average %.1f at start, %.1f at end); persisted state read from %s",
+		r.Date.Format("2006-01-02 15:04 UTC"), machine, r.LoadAverage[0], r.LoadAverage[1], r.Observer)
+	p("")
+	p("| scenario | metric | measured | target | verdict |")
+	p("|---|---|---|---|---|")
+	for _, c := range Checks(r) {
+		v := c.Verdict
+		if v == "" {
+			v = "—"
+		}
+		p("| %s | %s | %s | %s | %s |", c.Scenario, c.Metric, c.Measured, c.Target, v)
+	}
+	p("")
+	reg := r.Registration
+	analyzed := ""
+	if r.Analyzed {
+		analyzed = "; then ANALYZE hosts"
+	}
+	p("Setup: %d hosts registered through POST /environments/{id}/hosts in %s (%s/s, %d concurrent, %d retries)%s.",
+		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Concurrency, reg.Retries, analyzed)
+	if h := r.Herd; h != nil {
+		p("")
+		p("Herd: %d ok / %d failed in %s (%s fetches/s); latency %s; online %s after boot.", h.OK, h.Failed, dur(h.Elapsed), num(h.PerSecond), summary(h.Latency), dur(h.OnlineAfter))
+		if len(h.Errors) > 0 {
+			p("  fetch errors: %s", kv(h.Errors))
+		}
+		p("  CPU: %s", cpuLine(h.CPU, h.OK, "fetch"))
+		if h.Injects >= 0 {
+			p("  credential inject requests caused by the herd: %d (each decrypts %d credentials: fetches are injected one by one)", h.Injects, h.Credentials)
+		}
+		if h.LateInjects > 0 {
+			p("  of which %d after the herd ended (fetches served late, mostly to agents that had timed out); the backend was quiet %s after boot", h.LateInjects, dur(h.QuietAfter))
+		}
+	}
+	if pr := r.Push; pr != nil {
+		p("")
+		p("Push (%s, %d credentials; %s):", pr.ConfigType, pr.Credentials, pr.Method)
+		p("| run | version | PUT | → all acks persisted | acks/s | applied | failed | PUT sent → agent received | PUT returned → ack persisted | injects | decrypts |")
+		p("|---|---|---|---|---|---|---|---|---|---|---|")
+		for i, run := range pr.Runs {
+			p("| %d | %d | %s | %s | %s | %d | %d | %s | %s | %s | %s |", i+1, run.Version, dur(run.PutLatency), dur(run.AllPersisted),
+				num(run.AcksPerSecond), run.Applied, run.Failed, summary(run.Received), summary(run.Persisted), opt(run.Injects), opt(run.Decrypts))
+		}
+		for i, run := range pr.Runs {
+			p("  run %d CPU: %s", i+1, cpuLine(run.CPU, int64(run.Applied+run.Failed), "agent"))
+		}
+	}
+	if h := r.Heartbeat; h != nil {
+		p("")
+		p("Heartbeat: %s heartbeats sent in %s (%s/s offered, target rate %s/s); %s landed within %s (%s/s), last one %s after sending stopped.",
+			num(float64(h.Sent)), dur(h.Duration), num(h.OfferedRate), num(h.TargetRate), num(float64(h.Landed)), dur(h.Elapsed), num(h.LandedRate), dur(h.Lag))
+		if h.Stored > 0 {
+			p("  JetStream: %s stored, %s processed by ack-ingest (%s/s).", num(float64(h.Stored)), num(float64(h.Processed)), num(h.ProcessedRate))
+		}
+		p("  CPU: %s", cpuLine(h.CPU, h.Sent, "heartbeat sent"))
+	}
+	f := r.Fleet
+	p("")
+	p("Fleet: %d commands (%d applied, %d stale, %d rejected, %d malformed, %d for other agents), %d acks sent (%d errors), %d heartbeats sent (%d errors), %d slow-consumer events, %d dropped.",
+		f.Commands, f.Applied, f.Stale, f.Rejected, f.Malformed, f.Foreign, f.AcksSent, f.AckErrors, f.HeartbeatsSent, f.HeartbeatErrors, f.SlowConsumer, f.DroppedMessages)
+	if r.LoadgenMemory != nil {
+		p("loadgen itself: peak RSS %s.", mib(r.LoadgenMemory.HWM))
+	}
+	for _, n := range r.Notes {
+		p("Note: %s", n)
+	}
+}
+
+// cpuLine renders the CPU of a phase per group, and per operation when ops > 0.
+func cpuLine(cpu scenario.CPU, ops int64, op string) string {
+	if len(cpu) == 0 {
+		return "n/a"
+	}
+	names := make([]string, 0, len(cpu))
+	for n := range cpu {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %s", n, dur(cpu[n]))
+		if ops > 0 {
+			parts[i] += fmt.Sprintf(" (%s per %s)", dur(cpu[n]/time.Duration(ops)), op)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func summary(s latency.Summary) string {
+	if s.Count == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("p50 %s / p95 %s / p99 %s / max %s", dur(s.P50), dur(s.P95), dur(s.P99), dur(s.Max))
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+}
+
+func num(f float64) string {
+	n := int64(f + 0.5)
+	s := fmt.Sprintf("%d", n)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func opt(n int64) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%d", n)
+}
+
+func kv(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

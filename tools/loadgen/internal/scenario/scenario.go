@@ -1,0 +1,759 @@
+// Package scenario runs loadgen's fleet scenarios against a real ConfigSync stack: it registers the
+// simulated hosts through the API, boots the fleet (the thundering herd of startup fetches), pushes
+// environment-wide config changes and waits for every ack to be persisted, and sustains a heartbeat
+// rate while watching heartbeats land. Every number comes from what the backend persisted (observe)
+// or exposes (backendstats), never from the fleet's own view of having sent something.
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/tools/loadgen/internal/backendstats"
+	"github.com/configsync/configsync/tools/loadgen/internal/configapi"
+	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
+	"github.com/configsync/configsync/tools/loadgen/internal/latency"
+	"github.com/configsync/configsync/tools/loadgen/internal/observe"
+	"github.com/configsync/configsync/tools/loadgen/internal/procstat"
+)
+
+// Scenario names.
+const (
+	Push      = "push"
+	Herd      = "herd"
+	Heartbeat = "heartbeat"
+)
+
+// Options configure a run.
+type Options struct {
+	Agents        int
+	Conns         int
+	Subscriptions fleet.SubscriptionMode
+	// Scenarios to run (Push, Herd, Heartbeat).
+	Scenarios map[string]bool
+	// Jitter is the boot window of the herd (agents fetch at a random point within it).
+	Jitter       time.Duration
+	FetchTimeout time.Duration
+	// HeartbeatInterval is each agent's background heartbeat period (keeps the fleet online).
+	HeartbeatInterval time.Duration
+	// HeartbeatRate (per second) and Duration shape the heartbeat scenario.
+	HeartbeatRate float64
+	Duration      time.Duration
+	// Timeout bounds every wait (all online, all acks persisted, all heartbeats landed).
+	Timeout time.Duration
+	// Pushes is how many environment-wide pushes the push scenario makes, one after the other.
+	Pushes int
+	// Credentials is how many distinct credentials the pushed collectors reference.
+	Credentials int
+	// RegisterConcurrency bounds concurrent host registrations.
+	RegisterConcurrency int
+	// RunID names the tenant, environment and agents of this run.
+	RunID string
+	// Analyze refreshes the hosts table's planner statistics after registration, when the observer
+	// can (postgres): the steady state of a fleet that grew over time rather than one registered a
+	// second ago.
+	Analyze bool
+}
+
+// Backend is the stack under test.
+type Backend struct {
+	API      *configapi.Client
+	Observer observe.Observer
+	// NATSURL and CredsFile are what the fleet connects with.
+	NATSURL   string
+	CredsFile string
+	// Control is a connection for reading service stats; JS its JetStream context.
+	Control *nats.Conn
+	JS      jetstream.JetStream
+	// Processes lists the service processes whose memory is reported (may be nil).
+	Processes []int
+	// Alive reports whether the stack is still up (nil: assume it is).
+	Alive func() bool
+	// CPUGroups lists, by name, the processes whose CPU time each phase reports (for example the
+	// services and the PostgreSQL backends of their database); looked up again at every snapshot.
+	CPUGroups func() map[string][]int
+}
+
+// CPU is the CPU time groups of processes used during one phase, by group name ("loadgen" is this
+// process: the simulated fleet).
+type CPU map[string]time.Duration
+
+// cpuSnapshot is per-process CPU time by group.
+type cpuSnapshot map[string]map[int]time.Duration
+
+func (r *Runner) cpuSnapshot() cpuSnapshot {
+	groups := map[string][]int{"loadgen": {os.Getpid()}}
+	if r.backend.CPUGroups != nil {
+		for name, pids := range r.backend.CPUGroups() {
+			groups[name] = pids
+		}
+	}
+	snap := cpuSnapshot{}
+	for name, pids := range groups {
+		snap[name] = map[int]time.Duration{}
+		for _, pid := range pids {
+			if d, err := procstat.CPU(pid); err == nil {
+				snap[name][pid] = d
+			}
+		}
+	}
+	return snap
+}
+
+// cpuSince is the CPU used since before, per group: per-process deltas, so processes that started
+// during the phase count from their start and those that ended are left out.
+func (r *Runner) cpuSince(before cpuSnapshot) CPU {
+	out := CPU{}
+	for name, now := range r.cpuSnapshot() {
+		var sum time.Duration
+		for pid, d := range now {
+			sum += d - before[name][pid]
+		}
+		out[name] = sum
+	}
+	return out
+}
+
+// Result is everything a run measured.
+type Result struct {
+	Date          time.Time              `json:"date"`
+	Agents        int                    `json:"agents"`
+	Conns         int                    `json:"conns"`
+	Subscriptions fleet.SubscriptionMode `json:"subscriptions"`
+	Observer      string                 `json:"observer"`
+	Registration  configapi.Registration `json:"registration"`
+	// Analyzed: the hosts table's statistics were refreshed after registration.
+	Analyzed      bool             `json:"analyzed"`
+	EnvironmentID string           `json:"environment_id"`
+	Herd          *HerdResult      `json:"herd,omitempty"`
+	Push          *PushResult      `json:"push,omitempty"`
+	Heartbeat     *HeartbeatResult `json:"heartbeat,omitempty"`
+	Fleet         fleet.Stats      `json:"fleet"`
+	// Memory of the service processes at the end of the run (VmHWM is the peak over the whole run).
+	Memory []procstat.Memory `json:"memory,omitempty"`
+	// LoadgenMemory is loadgen's own (the simulated fleet shares the machine).
+	LoadgenMemory *procstat.Memory `json:"loadgen_memory,omitempty"`
+	// LoadAverage is the machine's 1-minute load average at the start and at the end of the run.
+	LoadAverage [2]float64 `json:"load_average"`
+	// Notes are non-fatal problems met along the way.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Runner runs the scenarios.
+type Runner struct {
+	opts     Options
+	backend  Backend
+	progress io.Writer
+
+	clientID, envID string
+	credIDs         []string
+	credInstances   int // credential service replicas that answered the first stats request
+	fleet           *fleet.Fleet
+	res             *Result
+}
+
+// New returns a Runner writing progress lines to progress.
+func New(opts Options, backend Backend, progress io.Writer) *Runner {
+	if opts.Pushes < 1 {
+		opts.Pushes = 1
+	}
+	if opts.Credentials < 1 {
+		opts.Credentials = 1
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	if opts.RunID == "" {
+		opts.RunID = fmt.Sprintf("%s-%d", time.Now().UTC().Format("20060102t150405"), os.Getpid())
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	return &Runner{opts: opts, backend: backend, progress: progress}
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func (r *Runner) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.res.Notes = append(r.res.Notes, msg)
+	r.logf("note: %s", msg)
+}
+
+// Run sets up the tenant and the fleet, runs the selected scenarios in the order herd, push,
+// heartbeat, and returns what it measured. A partial Result comes back with an error.
+func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	r.res = &Result{Date: time.Now().UTC(), Agents: r.opts.Agents, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
+		Observer: r.backend.Observer.Name()}
+	r.res.LoadAverage[0], _ = procstat.LoadAverage()
+	defer r.finish()
+	ids, err := r.setup(ctx)
+	if err != nil {
+		return r.res, err
+	}
+	f, err := fleet.New(fleet.Config{
+		URL: r.backend.NATSURL, CredsFile: r.backend.CredsFile, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
+		FetchTimeout: r.opts.FetchTimeout, HeartbeatInterval: r.opts.HeartbeatInterval,
+	}, ids)
+	if err != nil {
+		return r.res, err
+	}
+	r.fleet = f
+	defer f.Close()
+	if err := f.Subscribe(); err != nil {
+		return r.res, err
+	}
+	if err := r.boot(ctx); err != nil {
+		return r.res, err
+	}
+	if r.opts.Scenarios[Push] {
+		if err := r.push(ctx); err != nil {
+			return r.res, fmt.Errorf("push scenario: %w", err)
+		}
+	}
+	if r.opts.Scenarios[Heartbeat] {
+		if err := r.heartbeat(ctx); err != nil {
+			return r.res, fmt.Errorf("heartbeat scenario: %w", err)
+		}
+	}
+	return r.res, nil
+}
+
+func (r *Runner) finish() {
+	r.res.LoadAverage[1], _ = procstat.LoadAverage()
+	if r.fleet != nil {
+		r.res.Fleet = r.fleet.Stats()
+	}
+	for _, pid := range r.backend.Processes {
+		m, err := procstat.Read(pid)
+		if err != nil {
+			r.note("memory of pid %d: %v", pid, err)
+			continue
+		}
+		r.res.Memory = append(r.res.Memory, m)
+	}
+	if m, err := procstat.Read(os.Getpid()); err == nil {
+		r.res.LoadgenMemory = &m
+	}
+}
+
+// setup creates the tenant, the credentials and the first configs, and registers one host per agent.
+func (r *Runner) setup(ctx context.Context) ([]string, error) {
+	api := r.backend.API
+	var err error
+	if r.clientID, err = api.CreateClient(ctx, "loadgen-"+r.opts.RunID); err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	if r.envID, err = api.CreateEnvironment(ctx, r.clientID, fmt.Sprintf("bench-%d", r.opts.Agents)); err != nil {
+		return nil, fmt.Errorf("create environment: %w", err)
+	}
+	r.res.EnvironmentID = r.envID
+	for i := range r.opts.Credentials {
+		id, err := api.CreateCredential(ctx, r.clientID, r.envID, fmt.Sprintf("loadgen-db-%d", i),
+			map[string]string{"username": "monitor", "password": fmt.Sprintf("loadgen-password-%d", i)})
+		if err != nil {
+			return nil, fmt.Errorf("create credential: %w", err)
+		}
+		r.credIDs = append(r.credIDs, id)
+	}
+	initial := map[string]any{
+		"intervals":  map[string]string{"metrics": "30s", "inventory": "1h", "heartbeat": "30s", "processes": "1m"},
+		"labels":     map[string]any{"static": map[string]string{"bench": "loadgen", "run": r.opts.RunID}},
+		"collectors": r.collectors(0),
+	}
+	for _, typ := range []string{"intervals", "labels", "collectors"} {
+		if _, err := api.PutEnvironmentConfig(ctx, r.envID, typ, initial[typ]); err != nil {
+			return nil, fmt.Errorf("initial %s config: %w", typ, err)
+		}
+	}
+
+	ids := make([]string, r.opts.Agents)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lg-%s-%06d", r.opts.RunID, i)
+	}
+	r.logf("registering %d hosts in environment %s (%d concurrent POSTs)", len(ids), r.envID, r.opts.RegisterConcurrency)
+	start, last := time.Now(), time.Now()
+	reg, err := api.RegisterHosts(ctx, r.envID, ids, r.opts.RegisterConcurrency, func(done int) {
+		if time.Since(last) >= 2*time.Second {
+			last = time.Now()
+			el := time.Since(start)
+			r.logf("  register: %d/%d hosts (%.0f/s)", done, len(ids), float64(done)/el.Seconds())
+		}
+	})
+	r.res.Registration = reg
+	if err != nil {
+		return nil, err
+	}
+	r.logf("registered %d hosts in %s (%.0f/s, %d retries)", reg.Hosts, reg.Elapsed.Round(time.Millisecond), reg.PerSecond, reg.Retries)
+	if a, ok := r.backend.Observer.(interface{ Analyze(context.Context) error }); ok && r.opts.Analyze {
+		if err := a.Analyze(ctx); err != nil {
+			r.note("%v", err)
+		} else {
+			r.res.Analyzed = true
+			r.logf("ANALYZE hosts: fresh planner statistics, as autovacuum would give a fleet that grew over time")
+		}
+	}
+	return ids, nil
+}
+
+// collectors is the pushed collectors list: one mysql collector per credential (each a distinct
+// credential_id) and one http collector without secrets; round changes the intervals so every push
+// carries new content.
+func (r *Runner) collectors(round int) []map[string]any {
+	out := []map[string]any{{"type": "http", "name": "self", "url": "http://127.0.0.1:8080/healthz", "interval": fmt.Sprintf("%ds", 10+round)}}
+	for i, id := range r.credIDs {
+		out = append(out, map[string]any{"type": "mysql", "name": fmt.Sprintf("db-%d", i), "host": fmt.Sprintf("10.0.0.%d", i+1),
+			"port": 3306, "interval": fmt.Sprintf("%ds", 30+round), "credential_id": id})
+	}
+	return out
+}
+
+// injects reads the credential service's inject counter (-1 when unavailable).
+func (r *Runner) injects(ctx context.Context) int64 {
+	if r.backend.Control == nil {
+		return -1
+	}
+	c, err := backendstats.CredentialInjects(ctx, r.backend.Control, r.credInstances)
+	if err != nil {
+		r.note("credential stats: %v", err)
+		return -1
+	}
+	if r.credInstances == 0 {
+		r.credInstances = c.Instances
+	}
+	return c.Requests
+}
+
+// quiesceInjects waits until the credential service's inject counter has not moved for about a
+// second (three reads in a row), so that what a later phase counts is that phase's own work. It
+// returns the settled counter, or -1 when the counter cannot be read.
+func (r *Runner) quiesceInjects(ctx context.Context) int64 {
+	last, same := r.injects(ctx), 0
+	if last < 0 {
+		return -1
+	}
+	deadline := time.Now().Add(r.opts.Timeout)
+	lastLog := time.Now()
+	for same < 3 {
+		if time.Now().After(deadline) {
+			r.note("the credential inject counter was still moving after %s; counts below include that work", r.opts.Timeout)
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+		n := r.injects(ctx)
+		if n < 0 {
+			return -1
+		}
+		if n == last {
+			same++
+		} else {
+			same = 0
+			if time.Since(lastLog) >= 2*time.Second {
+				lastLog = time.Now()
+				r.logf("  waiting for the backend to go quiet: credential inject requests still moving (%d)", n)
+			}
+		}
+		last = n
+	}
+	return last
+}
+
+// waitFor polls check every interval until it reports done, printing its status every 2 s.
+func (r *Runner) waitFor(ctx context.Context, what string, interval time.Duration, check func(context.Context) (done bool, status string, err error)) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	start, lastLog := time.Now(), time.Now()
+	var status string
+	for {
+		pollStart := time.Now()
+		done, st, err := check(ctx)
+		if err != nil && ctx.Err() == nil {
+			return time.Time{}, fmt.Errorf("%s: %w", what, err)
+		}
+		if st != "" {
+			status = st
+		}
+		if done {
+			return time.Now(), nil
+		}
+		if r.backend.Alive != nil && !r.backend.Alive() {
+			return time.Time{}, fmt.Errorf("%s: the stack under test exited (%s)", what, status)
+		}
+		if time.Since(lastLog) >= 2*time.Second {
+			lastLog = time.Now()
+			r.logf("  %s: %s (%.1f s)", what, status, time.Since(start).Seconds())
+		}
+		// Never poll faster than the poll itself takes: the observer must not become the load.
+		wait := max(interval, 2*time.Since(pollStart))
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%s: gave up after %s: %s", what, r.opts.Timeout, status)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// pollInterval is how often to poll the observer.
+func (r *Runner) pollInterval() time.Duration {
+	if r.backend.Observer.Name() == "postgres" {
+		return 100 * time.Millisecond
+	}
+	return time.Second
+}
+
+func (r *Runner) stackAlive() error {
+	if r.backend.Alive != nil && !r.backend.Alive() {
+		return errors.New("the stack under test exited")
+	}
+	return nil
+}
+
+// HerdResult is the boot of the fleet: every agent fetching within the jitter window.
+type HerdResult struct {
+	Agents      int              `json:"agents"`
+	Window      time.Duration    `json:"window_ns"`
+	Elapsed     time.Duration    `json:"elapsed_ns"`
+	OK          int64            `json:"ok"`
+	Failed      int64            `json:"failed"`
+	Errors      map[string]int64 `json:"errors,omitempty"`
+	TypeErrors  int64            `json:"type_errors"`
+	Latency     latency.Summary  `json:"latency"`
+	PerSecond   float64          `json:"per_second"`
+	Injects     int64            `json:"inject_requests"`
+	Credentials int              `json:"credentials_per_inject"`
+	// OnlineAfter is how long after the boot began every host was seen online.
+	OnlineAfter time.Duration `json:"online_after_ns"`
+	// CPU used from the boot until every agent had fetched (first heartbeats included).
+	CPU CPU `json:"cpu_ns"`
+	// LateInjects are inject requests made after the herd ended (fetches served late); QuietAfter is
+	// when, from the boot, the credential service stopped receiving them.
+	LateInjects int64         `json:"late_inject_requests"`
+	QuietAfter  time.Duration `json:"quiet_after_ns"`
+
+	beforeInjects, endInjects int64
+}
+
+// boot starts the fleet (the herd when selected) and waits until the backend sees every host online.
+func (r *Runner) boot(ctx context.Context) error {
+	herd := r.opts.Scenarios[Herd]
+	before := int64(-1)
+	if herd {
+		before = r.injects(ctx)
+		r.logf("herd: %d agents fetch within a %s jitter window", r.opts.Agents, r.opts.Jitter)
+	} else {
+		r.logf("boot: %d agents send a first heartbeat (no startup fetch: herd not selected)", r.opts.Agents)
+	}
+	cpu0 := r.cpuSnapshot()
+	start := time.Now()
+	booted := r.fleet.Start(fleet.StartOptions{Fetch: herd, Jitter: r.opts.Jitter})
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-booted:
+			break wait
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if err := r.stackAlive(); err != nil {
+				return err
+			}
+			s := r.fleet.Stats()
+			if herd {
+				r.logf("  herd: %d fetched, %d failed (%.1f s)", s.FetchOK, s.FetchFailed, time.Since(start).Seconds())
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	cpu := r.cpuSince(cpu0)
+	if herd {
+		s := r.fleet.Stats()
+		h := &HerdResult{Agents: r.opts.Agents, Window: r.opts.Jitter, Elapsed: elapsed, OK: s.FetchOK, Failed: s.FetchFailed,
+			Errors: s.FetchErrors, TypeErrors: s.FetchTypeErrors, Latency: s.FetchLatency, Injects: -1, Credentials: len(r.credIDs), CPU: cpu}
+		if elapsed > 0 {
+			h.PerSecond = float64(s.FetchOK) / elapsed.Seconds()
+		}
+		h.endInjects = r.injects(ctx)
+		h.beforeInjects = before
+		r.res.Herd = h
+		r.logf("herd: %d ok, %d failed in %s; fetch p50 %s p95 %s p99 %s", h.OK, h.Failed, elapsed.Round(time.Millisecond),
+			h.Latency.P50.Round(time.Microsecond), h.Latency.P95.Round(time.Microsecond), h.Latency.P99.Round(time.Microsecond))
+		if h.TypeErrors > 0 {
+			r.note("%d fetches withheld a type (type_errors)", h.TypeErrors)
+		}
+	}
+	if err := r.fleet.Flush(30 * time.Second); err != nil {
+		return fmt.Errorf("flush boot heartbeats: %w", err)
+	}
+	// Delivery pushes only to hosts whose heartbeat ack-ingest has persisted within the online window.
+	since := start.Add(-time.Second)
+	doneAt, err := r.waitFor(ctx, "waiting for every host online", r.pollInterval(), func(ctx context.Context) (bool, string, error) {
+		n, err := r.backend.Observer.Online(ctx, r.envID, since)
+		return n >= r.opts.Agents, fmt.Sprintf("%d/%d hosts online", n, r.opts.Agents), err
+	})
+	if err != nil {
+		return err
+	}
+	r.logf("all %d hosts online %.1f s after boot", r.opts.Agents, doneAt.Sub(start).Seconds())
+	if h := r.res.Herd; h != nil {
+		h.OnlineAfter = doneAt.Sub(start)
+		// Fetches still queued in the backend are served after the herd (to agents that may long have
+		// given up): wait for them, and count them apart.
+		settled := r.quiesceInjects(ctx)
+		if h.beforeInjects >= 0 && settled >= 0 && h.endInjects >= 0 {
+			h.Injects = settled - h.beforeInjects
+			h.LateInjects = settled - h.endInjects
+			h.QuietAfter = time.Since(start)
+		}
+		if h.LateInjects > 0 {
+			r.note("herd: the backend served %d more fetches (credential inject requests) after the herd ended, %.1f s after boot it was quiet: requests queued in delivery are answered even when the agent has already timed out",
+				h.LateInjects, h.QuietAfter.Seconds())
+		}
+	}
+	return nil
+}
+
+// PushRun is one environment-wide push.
+type PushRun struct {
+	Version int64 `json:"version"`
+	// PutLatency is the PUT's round trip.
+	PutLatency time.Duration `json:"put_latency_ns"`
+	// AllPersisted is from the PUT's answer to the last ack persisted (postgres: the newest
+	// updated_at; config-api: the end of the first poll that saw every ack, an upper bound).
+	AllPersisted time.Duration `json:"all_persisted_ns"`
+	Applied      int           `json:"applied"`
+	Failed       int           `json:"failed"`
+	// Received: PUT sent -> command received, per agent. Persisted: PUT answered -> ack persisted,
+	// per host (postgres only).
+	Received  latency.Summary `json:"received"`
+	Persisted latency.Summary `json:"persisted"`
+	// Injects is how many credential inject requests the push caused; each decrypts every distinct
+	// credential of its collectors once.
+	Injects  int64 `json:"inject_requests"`
+	Decrypts int64 `json:"decrypts"`
+	// AcksPerSecond is Applied / AllPersisted.
+	AcksPerSecond float64 `json:"acks_per_second"`
+	// CPU used from the PUT until every ack was persisted (background heartbeats included).
+	CPU CPU `json:"cpu_ns"`
+}
+
+// PushResult is the push scenario.
+type PushResult struct {
+	ConfigType  string    `json:"config_type"`
+	Credentials int       `json:"credentials"`
+	Runs        []PushRun `json:"runs"`
+	// Worst is the slowest run's AllPersisted; Complete whether every run reached every agent.
+	Worst    time.Duration `json:"worst_ns"`
+	Complete bool          `json:"complete"`
+	Method   string        `json:"method"`
+}
+
+func (r *Runner) push(ctx context.Context) error {
+	res := &PushResult{ConfigType: "collectors", Credentials: len(r.credIDs), Complete: true,
+		Method: "PUT returned -> " + map[string]string{"postgres": "max(host_config_apply_status.updated_at)", "config-api": "first host-list poll showing every ack"}[r.backend.Observer.Name()]}
+	r.res.Push = res
+	for round := 1; round <= r.opts.Pushes; round++ {
+		run, err := r.pushOnce(ctx, round)
+		res.Runs = append(res.Runs, run)
+		if err != nil {
+			res.Complete = false
+			return err
+		}
+		res.Worst = max(res.Worst, run.AllPersisted)
+	}
+	return nil
+}
+
+func (r *Runner) pushOnce(ctx context.Context, round int) (PushRun, error) {
+	var run PushRun
+	before := r.quiesceInjects(ctx)
+	cpu0 := r.cpuSnapshot()
+	r.logf("push %d/%d: PUT collectors (%d credentials) to %d online agents", round, r.opts.Pushes, len(r.credIDs), r.opts.Agents)
+	sent := time.Now()
+	version, err := r.backend.API.PutEnvironmentConfig(ctx, r.envID, "collectors", r.collectors(round))
+	if err != nil {
+		return run, err
+	}
+	returned := time.Now()
+	run.Version, run.PutLatency = version, returned.Sub(sent)
+
+	var last observe.AckProgress
+	doneAt, err := r.waitFor(ctx, fmt.Sprintf("push %d acks", round), r.pollInterval(), func(ctx context.Context) (bool, string, error) {
+		p, err := r.backend.Observer.Acks(ctx, r.envID, "collectors", version)
+		if err != nil {
+			return false, "", err
+		}
+		last = p
+		return p.Applied+p.Failed >= r.opts.Agents, fmt.Sprintf("%d/%d acks persisted", p.Applied+p.Failed, r.opts.Agents), nil
+	})
+	run.Applied, run.Failed = last.Applied, last.Failed
+	run.CPU = r.cpuSince(cpu0)
+	if err != nil {
+		return run, err
+	}
+	end := doneAt
+	if !last.Last.IsZero() {
+		end = last.Last
+	}
+	run.AllPersisted = max(0, end.Sub(returned))
+	if run.AllPersisted > 0 {
+		run.AcksPerSecond = float64(run.Applied) / run.AllPersisted.Seconds()
+	}
+	var recv []time.Duration
+	for _, t := range r.fleet.Receipts("collectors", version) {
+		recv = append(recv, t.Sub(sent))
+	}
+	run.Received = latency.Summarize(recv)
+	times, err := r.backend.Observer.AckTimes(ctx, r.envID, "collectors", version)
+	if err != nil {
+		r.note("ack times: %v", err)
+	}
+	var persisted []time.Duration
+	for _, t := range times {
+		persisted = append(persisted, max(0, t.Sub(returned)))
+	}
+	run.Persisted = latency.Summarize(persisted)
+	run.Injects, run.Decrypts = -1, -1
+	if after := r.injects(ctx); before >= 0 && after >= 0 {
+		run.Injects = after - before
+		run.Decrypts = run.Injects * int64(len(r.credIDs))
+	}
+	if run.Failed > 0 {
+		r.note("push %d: %d agents acknowledged failed", round, run.Failed)
+	}
+	r.logf("push %d/%d: version %d, PUT %s, all %d acks persisted %s after the PUT returned; %d inject request(s)",
+		round, r.opts.Pushes, version, run.PutLatency.Round(time.Millisecond), run.Applied+run.Failed,
+		run.AllPersisted.Round(time.Millisecond), run.Injects)
+	return run, nil
+}
+
+// HeartbeatResult is the heartbeat scenario.
+type HeartbeatResult struct {
+	TargetRate float64       `json:"target_rate"`
+	Duration   time.Duration `json:"duration_ns"`
+	// Sent counts every heartbeat sent during the burst (background ones included).
+	Sent        int64   `json:"sent"`
+	OfferedRate float64 `json:"offered_per_second"`
+	// Landed is the growth of the heartbeat sequence numbers in the hosts table from the burst's start
+	// until the last sent heartbeat landed; LandedRate divides it by that time.
+	Landed     int64         `json:"landed"`
+	LandedRate float64       `json:"landed_per_second"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	// Lag is from the end of sending until the last heartbeat landed.
+	Lag time.Duration `json:"lag_ns"`
+	// Processed counts heartbeats ack-ingest took off its JetStream consumer and acknowledged (written,
+	// or superseded within a batch); Stored those the stream accepted. Stored - Processed were replaced
+	// in the stream by a newer heartbeat of the same agent before delivery (it keeps one per agent).
+	Processed     int64   `json:"processed"`
+	ProcessedRate float64 `json:"processed_per_second"`
+	Stored        int64   `json:"stored"`
+	// CPU used from the first heartbeat of the burst until the last one landed.
+	CPU CPU `json:"cpu_ns"`
+}
+
+func (r *Runner) heartbeat(ctx context.Context) error {
+	obs := r.backend.Observer
+	var cons0 *backendstats.ConsumerProgress
+	if r.backend.JS != nil {
+		if c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable); err != nil {
+			r.note("heartbeat consumer: %v", err)
+		} else {
+			cons0 = &c
+		}
+	}
+	sent0 := r.fleet.Stats().HeartbeatsSent
+	base, err := obs.HeartbeatSeqSum(ctx, r.envID)
+	if err != nil {
+		return err
+	}
+	r.logf("heartbeat: %.0f/s for %s over %d agents", r.opts.HeartbeatRate, r.opts.Duration, r.opts.Agents)
+	cpu0 := r.cpuSnapshot()
+	start := time.Now()
+	burstDone := make(chan fleet.BurstResult, 1)
+	go func() { burstDone <- r.fleet.SendHeartbeats(ctx, r.opts.HeartbeatRate, r.opts.Duration) }()
+	tick := time.NewTicker(2 * time.Second)
+	var burst fleet.BurstResult
+wait:
+	for {
+		select {
+		case burst = <-burstDone:
+			break wait
+		case <-tick.C:
+			if sum, err := obs.HeartbeatSeqSum(ctx, r.envID); err == nil {
+				el := time.Since(start).Seconds()
+				r.logf("  heartbeat: %d sent, %d landed (%.0f/s landed)", r.fleet.Stats().HeartbeatsSent-sent0, sum-base, float64(sum-base)/el)
+			}
+		}
+	}
+	tick.Stop()
+	sentEnd := time.Now()
+	if err := r.fleet.Flush(30 * time.Second); err != nil {
+		return fmt.Errorf("flush heartbeats: %w", err)
+	}
+	var target int64
+	for _, seq := range burst.Final {
+		target += seq
+	}
+	h := &HeartbeatResult{TargetRate: r.opts.HeartbeatRate, Duration: r.opts.Duration, Sent: r.fleet.Stats().HeartbeatsSent - sent0}
+	h.OfferedRate = float64(h.Sent) / sentEnd.Sub(start).Seconds()
+	r.res.Heartbeat = h
+	doneAt, err := r.waitFor(ctx, "heartbeats landing", r.pollInterval()/2, func(ctx context.Context) (bool, string, error) {
+		sum, err := obs.HeartbeatSeqSum(ctx, r.envID)
+		h.Landed = sum - base
+		return sum >= target, fmt.Sprintf("%d of %d landed", sum-base, target-base), err
+	})
+	if err != nil {
+		return err
+	}
+	h.CPU = r.cpuSince(cpu0)
+	h.Elapsed = doneAt.Sub(start)
+	h.Lag = doneAt.Sub(sentEnd)
+	h.Landed = target - base
+	h.LandedRate = float64(h.Landed) / h.Elapsed.Seconds()
+	if cons0 != nil {
+		// ack-ingest acknowledges after writing; give the last acks a moment to register.
+		time.Sleep(200 * time.Millisecond)
+		if c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable); err == nil {
+			h.Processed = int64(c.AckFloor - cons0.AckFloor)
+			h.Stored = int64(c.StreamLastSeq - cons0.StreamLastSeq)
+			h.ProcessedRate = float64(h.Processed) / h.Elapsed.Seconds()
+		}
+	}
+	r.logf("heartbeat: sent %d (%.0f/s offered); %d landed in %s (%.0f/s), lag %s after sending stopped; ack-ingest processed %d (%.0f/s)",
+		h.Sent, h.OfferedRate, h.Landed, h.Elapsed.Round(time.Millisecond), h.LandedRate, h.Lag.Round(time.Millisecond), h.Processed, h.ProcessedRate)
+	if h.Stored > 0 && h.Processed < h.Stored*95/100 {
+		r.note("heartbeat: the stream kept %d heartbeats but ack-ingest processed %d: the rest were replaced by a newer heartbeat of the same agent before ack-ingest read them (MaxMsgsPerSubject 1)", h.Stored, h.Processed)
+	}
+	return nil
+}
+
+// ParseScenarios parses a comma-separated scenario list.
+func ParseScenarios(list string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		switch s {
+		case "":
+		case Push, Herd, Heartbeat:
+			out[s] = true
+		default:
+			return nil, fmt.Errorf("unknown scenario %q (push, herd, heartbeat)", s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no scenario selected")
+	}
+	return out, nil
+}

@@ -1,0 +1,137 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/configsync/configsync/tools/loadgen/internal/configapi"
+	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
+	"github.com/configsync/configsync/tools/loadgen/internal/localstack"
+	"github.com/configsync/configsync/tools/loadgen/internal/observe"
+	"github.com/configsync/configsync/tools/loadgen/internal/procstat"
+)
+
+// TestScenariosAgainstDevstack runs every scenario with 50 agents against the real services: devstack
+// built and started as a child process on a throwaway database of the PostgreSQL on 127.0.0.1:5432
+// (CONFIGSYNC_TEST_ADMIN_DATABASE_URL overrides it). It checks what was persisted and counted, never
+// how fast: speed is what `make bench` is for.
+func TestScenariosAgainstDevstack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admin := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	var progress bytes.Buffer
+	stack, err := localstack.Start(ctx, localstack.Options{AdminDatabaseURL: admin, Progress: &progress})
+	if err != nil {
+		t.Fatalf("start devstack: %v\n%s", err, progress.String())
+	}
+	defer func() {
+		if err := stack.Stop(); err != nil {
+			t.Errorf("stop devstack: %v", err)
+		}
+	}()
+	if stack.DatabaseURL == "" {
+		t.Fatalf("no throwaway database on %s (PostgreSQL must run there for this test):\n%s", admin, progress.String())
+	}
+
+	api := configapi.New(stack.APIURL, stack.Token, 8)
+	if err := api.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := observe.NewPostgres(ctx, stack.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	nc, err := nats.Connect(stack.NATSURL, nats.UserCredentials(stack.CredsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(stack.DatabaseURL)
+	dbName := strings.TrimPrefix(u.Path, "/")
+	backend := Backend{
+		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, Control: nc, JS: js,
+		Processes: []int{stack.PID}, Alive: stack.Alive,
+		CPUGroups: func() map[string][]int {
+			return map[string][]int{"services": {stack.PID}, "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
+		},
+	}
+	const agents = 50
+	var log bytes.Buffer
+	runner := New(Options{
+		Agents: agents, Conns: 3, Subscriptions: fleet.Wildcard,
+		Scenarios: map[string]bool{Push: true, Herd: true, Heartbeat: true},
+		Jitter:    500 * time.Millisecond, FetchTimeout: 10 * time.Second, HeartbeatInterval: 10 * time.Second,
+		HeartbeatRate: 200, Duration: time.Second, Timeout: time.Minute, Pushes: 2, Credentials: 2,
+		RegisterConcurrency: 8,
+	}, backend, &log)
+	res, err := runner.Run(ctx)
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s\ndevstack log:\n%s", err, log.String(), stack.LogTail(40))
+	}
+
+	if res.Registration.Hosts != agents {
+		t.Errorf("registered %d hosts", res.Registration.Hosts)
+	}
+	h := res.Herd
+	if h == nil || h.OK != agents || h.Failed != 0 || h.TypeErrors != 0 || h.Latency.Count != agents {
+		t.Fatalf("herd = %+v", h)
+	}
+	if h.Injects != agents {
+		t.Errorf("herd inject requests = %d, want one per fetch (%d)", h.Injects, agents)
+	}
+	p := res.Push
+	if p == nil || !p.Complete || len(p.Runs) != 2 {
+		t.Fatalf("push = %+v", p)
+	}
+	for i, run := range p.Runs {
+		if run.Applied != agents || run.Failed != 0 || run.Received.Count != agents || run.Persisted.Count != agents {
+			t.Errorf("push %d = %+v", i+1, run)
+		}
+		// One environment-wide push injects the environment's collectors once: each distinct
+		// credential is decrypted once, whatever the number of agents.
+		if run.Injects != 1 || run.Decrypts != 2 {
+			t.Errorf("push %d: %d inject requests, %d decrypts; want 1 and 2", i+1, run.Injects, run.Decrypts)
+		}
+	}
+	if p.Runs[1].Version <= p.Runs[0].Version {
+		t.Errorf("versions %d then %d", p.Runs[0].Version, p.Runs[1].Version)
+	}
+	hb := res.Heartbeat
+	if hb == nil || hb.Sent == 0 || hb.Landed == 0 || hb.Processed == 0 {
+		t.Fatalf("heartbeat = %+v", hb)
+	}
+	f := res.Fleet
+	if f.Commands != 2*agents || f.Applied != 2*agents || f.AcksSent != 2*agents || f.Foreign != 0 || f.Malformed != 0 {
+		t.Errorf("fleet = %+v", f)
+	}
+	if len(res.Memory) != 1 || res.Memory[0].HWM == 0 {
+		t.Errorf("memory = %+v", res.Memory)
+	}
+	if res.Herd.CPU["services"] <= 0 {
+		t.Errorf("no services CPU accounted: %+v", res.Herd.CPU)
+	}
+	// The hosts report what the agents hold: the pushed collectors version.
+	seen := 0
+	if err := api.AllHosts(ctx, res.EnvironmentID, func(hst configapi.Host) {
+		if hst.Online && hst.ConfigVersions["collectors"] == p.Runs[1].Version && hst.ApplyStatus["collectors"].Version == p.Runs[1].Version {
+			seen++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != agents {
+		t.Errorf("%d of %d hosts report the last pushed collectors version", seen, agents)
+	}
+}

@@ -1,0 +1,252 @@
+// Command loadgen is ConfigSync's fleet simulator: N agents in one process speaking the real protocol
+// over a few multiplexed NATS connections, registered through the API and run through the benchmark
+// scenarios (environment-wide push, thundering herd of startup fetches, sustained heartbeats) against
+// the real services. It prints throughput, latency percentiles, errors and the services' peak RSS
+// against the targets, as a table or as JSON (-json).
+//
+// By default it builds tools/devstack and runs it as a private child process (temporary data directory,
+// free ports, a throwaway database); -api/-token/-nats/-creds (or -devstack-env) target a running
+// stack instead. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/configsync/configsync/tools/loadgen/internal/configapi"
+	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
+	"github.com/configsync/configsync/tools/loadgen/internal/localstack"
+	"github.com/configsync/configsync/tools/loadgen/internal/observe"
+	"github.com/configsync/configsync/tools/loadgen/internal/procstat"
+	"github.com/configsync/configsync/tools/loadgen/internal/report"
+	"github.com/configsync/configsync/tools/loadgen/internal/scenario"
+)
+
+func main() {
+	code, err := run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+type flags struct {
+	agents, conns, pushes, credentials, registerConcurrency int
+	subscriptions, scenarios                                string
+	jitter, fetchTimeout, heartbeatInterval                 time.Duration
+	duration, timeout                                       time.Duration
+	heartbeatRate                                           float64
+	jsonOut, strict, keep, analyze                          bool
+	machine                                                 string
+
+	api, token, natsURL, creds, database, devstackEnv, servicePIDs string
+	devstackBin, pgAdmin, logLevel                                 string
+}
+
+func parseFlags() flags {
+	var f flags
+	flag.IntVar(&f.agents, "agents", 1000, "number of simulated agents (hosts registered through the API)")
+	flag.IntVar(&f.conns, "conns", 8, "NATS connections the agents are multiplexed over")
+	flag.StringVar(&f.subscriptions, "subscriptions", string(fleet.Wildcard), "how agents receive commands: wildcard (one configsync.cmd.* queue subscription per connection) or per-agent (one subscription per agent)")
+	flag.StringVar(&f.scenarios, "scenarios", "push,herd,heartbeat", "scenarios to run: push, herd, heartbeat (comma separated)")
+	flag.DurationVar(&f.jitter, "jitter", 5*time.Second, "herd: the boot window agents fetch within")
+	flag.DurationVar(&f.fetchTimeout, "fetch-timeout", 10*time.Second, "herd: one fetch's timeout (a timeout is a failure)")
+	flag.DurationVar(&f.heartbeatInterval, "heartbeat-interval", 30*time.Second, "each agent's background heartbeat period (keeps hosts online; 0 disables)")
+	flag.Float64Var(&f.heartbeatRate, "heartbeat-rate", 15000, "heartbeat scenario: heartbeats per second offered, fleet-wide")
+	flag.DurationVar(&f.duration, "duration", 10*time.Second, "heartbeat scenario: how long the rate is sustained")
+	flag.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on each wait (hosts online, acks persisted, heartbeats landed)")
+	flag.IntVar(&f.pushes, "pushes", 3, "push scenario: environment-wide pushes, one after the other")
+	flag.IntVar(&f.credentials, "credentials", 3, "push scenario: distinct credentials the pushed collectors reference")
+	flag.IntVar(&f.registerConcurrency, "register-concurrency", 32, "concurrent host registrations (POST /environments/{id}/hosts)")
+	flag.BoolVar(&f.analyze, "analyze", true, "run ANALYZE on the hosts table after registration (needs the database; false shows the cold-statistics behaviour of a just-registered fleet)")
+	flag.BoolVar(&f.jsonOut, "json", false, "print the result as JSON on stdout (progress stays on stderr)")
+	flag.BoolVar(&f.strict, "strict", false, "exit 2 when a target is missed")
+	flag.StringVar(&f.machine, "machine", "", "machine description for the report header (default: OS/arch and CPU count)")
+
+	flag.StringVar(&f.api, "api", "", "config-api base URL of a running stack (e.g. http://127.0.0.1:8080); empty starts a private devstack")
+	flag.StringVar(&f.token, "token", "", "admin API token of the running stack")
+	flag.StringVar(&f.natsURL, "nats", "", "NATS URL of the running stack")
+	flag.StringVar(&f.creds, "creds", "", "NATS credentials file with the services' permissions (devstack: <data>/services.creds)")
+	flag.StringVar(&f.database, "database", "", "PostgreSQL URL of the running stack: exact persist times and cheap polling (else the API's host list is polled)")
+	flag.StringVar(&f.devstackEnv, "devstack-env", "", "read -api, -token, -nats (and -creds beside it) from a running devstack's devstack.env")
+	flag.StringVar(&f.servicePIDs, "service-pids", "", "comma-separated pids of the service processes whose RSS to report (running stack)")
+	flag.StringVar(&f.devstackBin, "devstack-bin", "", "prebuilt tools/devstack binary (default: go build it)")
+	flag.StringVar(&f.pgAdmin, "pg-admin", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL maintenance database where the private devstack's throwaway database is created (ignored when DATABASE_URL is set)")
+	flag.StringVar(&f.logLevel, "log-level", "warn", "private devstack: the services' log level")
+	flag.BoolVar(&f.keep, "keep", false, "private devstack: keep its data directory, log and database")
+	flag.Parse()
+	return f
+}
+
+func run() (int, error) {
+	f := parseFlags()
+	scenarios, err := scenario.ParseScenarios(f.scenarios)
+	if err != nil {
+		return 0, err
+	}
+	if f.agents < 1 {
+		return 0, errors.New("-agents must be at least 1")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	progress := os.Stderr
+
+	if f.devstackEnv != "" {
+		vals, err := localstack.ReadEnvFile(f.devstackEnv)
+		if err != nil {
+			return 0, fmt.Errorf("-devstack-env: %w", err)
+		}
+		f.api = firstNonEmpty(f.api, vals["CONFIGSYNC_API_URL"])
+		f.token = firstNonEmpty(f.token, vals["CONFIGSYNC_TOKEN"])
+		f.natsURL = firstNonEmpty(f.natsURL, vals["CONFIGSYNC_NATS_URL"])
+		f.creds = firstNonEmpty(f.creds, filepath.Join(filepath.Dir(f.devstackEnv), "services.creds"))
+	}
+	backend := scenario.Backend{}
+	var pids []int
+	if f.api == "" {
+		stack, err := localstack.Start(ctx, localstack.Options{Binary: f.devstackBin, AdminDatabaseURL: f.pgAdmin, LogLevel: f.logLevel,
+			KeepData: f.keep, Progress: progress})
+		if err != nil {
+			return 0, err
+		}
+		defer func() {
+			fmt.Fprintln(progress, "stopping devstack ...")
+			if err := stack.Stop(); err != nil {
+				fmt.Fprintln(progress, "loadgen: stop devstack:", err)
+			}
+			if f.keep {
+				fmt.Fprintf(progress, "kept %s (log %s)\n", stack.Dir, stack.LogPath())
+			}
+		}()
+		f.api, f.token, f.natsURL, f.creds = stack.APIURL, stack.Token, stack.NATSURL, stack.CredsFile
+		f.database = firstNonEmpty(f.database, stack.DatabaseURL)
+		pids = []int{stack.PID}
+		backend.Alive = stack.Alive
+	} else {
+		if f.token == "" || f.natsURL == "" {
+			return 0, errors.New("-api needs -token and -nats (or -devstack-env)")
+		}
+		for _, p := range strings.Split(f.servicePIDs, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			pid, err := strconv.Atoi(p)
+			if err != nil {
+				return 0, fmt.Errorf("-service-pids: %q is not a pid", p)
+			}
+			pids = append(pids, pid)
+		}
+	}
+	backend.Processes = pids
+	dbName := databaseName(f.database)
+	backend.CPUGroups = func() map[string][]int {
+		g := map[string][]int{}
+		if len(pids) > 0 {
+			g["services"] = pids
+		}
+		if dbName != "" {
+			// PostgreSQL backends carry their database's name in their process title.
+			if b := procstat.PIDsWithCmdline(" " + dbName + " "); len(b) > 0 {
+				g["postgres"] = b
+			}
+		}
+		return g
+	}
+	backend.NATSURL, backend.CredsFile = f.natsURL, f.creds
+
+	api := configapi.New(f.api, f.token, max(f.registerConcurrency, 4))
+	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = api.Ready(readyCtx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	backend.API = api
+	if f.database != "" {
+		obs, err := observe.NewPostgres(ctx, f.database)
+		if err != nil {
+			return 0, err
+		}
+		defer obs.Close()
+		backend.Observer = obs
+	} else {
+		backend.Observer = observe.NewAPI(api)
+	}
+
+	ncOpts := []nats.Option{nats.Name("configsync-loadgen-control")}
+	if f.creds != "" {
+		ncOpts = append(ncOpts, nats.UserCredentials(f.creds))
+	}
+	nc, err := nats.Connect(f.natsURL, ncOpts...)
+	if err != nil {
+		return 0, fmt.Errorf("connect to NATS %s: %w", f.natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	backend.Control, backend.JS = nc, js
+
+	runner := scenario.New(scenario.Options{
+		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios,
+		Jitter: f.jitter, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
+		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes,
+		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze,
+	}, backend, progress)
+	res, runErr := runner.Run(ctx)
+
+	machine := firstNonEmpty(f.machine, report.DefaultMachine())
+	if f.jsonOut {
+		if err := report.JSON(os.Stdout, res, machine); err != nil {
+			return 0, err
+		}
+	} else {
+		report.Text(os.Stdout, res, machine)
+	}
+	if runErr != nil {
+		return 1, runErr
+	}
+	if f.strict {
+		for _, c := range report.Checks(res) {
+			if c.Verdict == "MISS" {
+				return 2, fmt.Errorf("target missed: %s %s", c.Scenario, c.Metric)
+			}
+		}
+	}
+	return 0, nil
+}
+
+// databaseName is the database of a postgres:// URL ("" when none or not a URL).
+func databaseName(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil || u.Scheme == "" {
+		return ""
+	}
+	return strings.TrimPrefix(u.Path, "/")
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
