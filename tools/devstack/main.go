@@ -31,6 +31,7 @@ type options struct {
 	natsAddr string
 	noAgent  bool
 	logLevel string
+	pprof    string
 }
 
 func run() error {
@@ -40,6 +41,7 @@ func run() error {
 	flag.StringVar(&o.natsAddr, "nats", "127.0.0.1:4322", "embedded nats-server listen address")
 	flag.BoolVar(&o.noAgent, "no-agent", false, "do not start the demo agent")
 	flag.StringVar(&o.logLevel, "log-level", "info", "log level of the services (debug, info, warn, error)")
+	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off by default")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,6 +79,11 @@ func run() error {
 	natsURL := "nats://" + o.natsAddr
 	log.Info("nats ready", zap.String("url", natsURL))
 
+	if o.pprof != "" {
+		if err := servePprof(o.pprof, log); err != nil {
+			return err
+		}
+	}
 	stack := &stack{opts: o, dataDir: dataDir, natsURL: natsURL, databaseURL: pg.URL, auth: auth, log: log}
 	if err := stack.start(ctx); err != nil {
 		return err

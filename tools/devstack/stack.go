@@ -115,9 +115,11 @@ func (s *stack) environment() error {
 	}
 	authorityFile := filepath.Join(s.dataDir, "nats-authority.json")
 	vars := map[string]string{
-		"LOG_LEVEL":                 s.opts.logLevel,
-		"LOG_FORMAT":                "console",
-		"DATABASE_URL":              s.databaseURL,
+		"LOG_LEVEL":    s.opts.logLevel,
+		"LOG_FORMAT":   "console",
+		"DATABASE_URL": s.databaseURL,
+		// Five services share this process and its one pool.
+		"DATABASE_MAX_CONNS":        "30",
 		"NATS_URL":                  s.natsURL,
 		"NATS_CREDS":                credsFile,
 		"HTTP_ADDR":                 s.opts.httpAddr,
