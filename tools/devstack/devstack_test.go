@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+func TestDemoFileRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "devstack.env")
+	want := demo{APIURL: "http://127.0.0.1:8080", Token: "cs_secret", NATSURL: "nats://127.0.0.1:4322",
+		ClientID: "c", EnvironmentID: "e", HostID: "h", AgentID: "a"}
+	if err := writeDemo(path, want); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("devstack.env mode %v, want 0600 (it holds the admin token)", info.Mode().Perm())
+	}
+	got, err := readDemo(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The URLs are recomputed from flags on every start; the rest must survive.
+	want.APIURL, want.NATSURL = "", ""
+	if got != want {
+		t.Fatalf("read %+v, want %+v", got, want)
+	}
+	raw, _ := os.ReadFile(path)
+	for _, key := range demoKeys {
+		if !strings.Contains(string(raw), "export "+key+"=") {
+			t.Errorf("devstack.env lacks %s:\n%s", key, raw)
+		}
+	}
+	if err := os.WriteFile(path, []byte("export CONFIGSYNC_TOKEN=x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readDemo(path); err == nil {
+		t.Fatal("an incomplete devstack.env was accepted")
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	cases := map[string]string{
+		"postgres://u:pw@db:5432/x":             "postgres://u:***@db:5432/x",
+		"postgres://postgres@127.0.0.1:5432/cs": "postgres://postgres@127.0.0.1:5432/cs",
+		"postgres:///cs?host=/run":              "postgres:///cs?host=/run",
+	}
+	for in, want := range cases {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// DATABASE_URL wins over everything else, without touching any server.
+func TestProvisionPostgresPrefersDatabaseURL(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://example.invalid/db")
+	pg, err := provisionPostgres(context.Background(), t.TempDir(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.URL != "postgres://example.invalid/db" || pg.Source != "DATABASE_URL" {
+		t.Fatalf("got %+v", pg)
+	}
+}
+
+// Without DATABASE_URL the server on 127.0.0.1:5432 (running on every machine of this kind) is used
+// and the devstack database is created on it.
+func TestProvisionPostgresUsesLocalServer(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	os.Unsetenv("DATABASE_URL")
+	pg, err := provisionPostgres(context.Background(), t.TempDir(), zap.NewNop())
+	if err != nil {
+		t.Fatalf("no PostgreSQL on 127.0.0.1:5432 (start it: pg_ctlcluster ... main start): %v", err)
+	}
+	defer pg.Stop()
+	if !strings.Contains(pg.URL, "/"+devDatabaseName+"?") {
+		t.Fatalf("url %q does not name the %s database", pg.URL, devDatabaseName)
+	}
+}
+
+func TestMissingPostgresBinariesSayWhatToInstall(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := findPostgresBinary("no-such-initdb")
+	if err == nil || !strings.Contains(err.Error(), "apt install postgresql") || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Fatalf("error %v does not explain how to provide PostgreSQL", err)
+	}
+}
