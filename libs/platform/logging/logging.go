@@ -32,13 +32,16 @@ func New(cfg Config) (*zap.Logger, error) {
 		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	case "console":
 		zc = zap.NewDevelopmentConfig()
+		// Development mode would print a stack trace for every warning (a NATS reconnect, say); keep
+		// them for errors, as production does.
+		zc.Development = false
 	default:
 		return nil, fmt.Errorf("logging: LOG_FORMAT %q: want json or console", cfg.Format)
 	}
 	zc.Level = zap.NewAtomicLevelAt(level)
 	// Sampling would silently drop repeated errors (e.g. a flapping dependency); keep every entry.
 	zc.Sampling = nil
-	log, err := zc.Build()
+	log, err := zc.Build(zap.AddStacktrace(zapcore.ErrorLevel))
 	if err != nil {
 		return nil, fmt.Errorf("logging: build: %w", err)
 	}
