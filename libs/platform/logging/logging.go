@@ -41,7 +41,7 @@ func New(cfg Config) (*zap.Logger, error) {
 	zc.Level = zap.NewAtomicLevelAt(level)
 	// Sampling would silently drop repeated errors (e.g. a flapping dependency); keep every entry.
 	zc.Sampling = nil
-	log, err := zc.Build(zap.AddStacktrace(zapcore.ErrorLevel))
+	log, err := zc.Build()
 	if err != nil {
 		return nil, fmt.Errorf("logging: build: %w", err)
 	}
