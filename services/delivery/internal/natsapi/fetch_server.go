@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type FetchServer struct {
 	log     *zap.Logger
 
 	mu       sync.Mutex
+	nc       *nats.Conn
 	svc      micro.Service
 	jobs     chan fetchJob
 	stopping chan struct{}
@@ -51,9 +53,13 @@ type FetchServer struct {
 	cancel   context.CancelFunc
 }
 
+// fetchJob is a received fetch. It holds what the workers need of the request, never the
+// micro.Request itself: that is not safe to use once the handler has returned (micro reads the outcome
+// recorded in it for $SRV.STATS), so workers reply by publishing to the reply subject themselves.
 type fetchJob struct {
-	req     micro.Request
-	arrived time.Time
+	subject, reply string
+	data           []byte
+	arrived        time.Time
 }
 
 // NewFetchServer returns a server answering with fetcher.
@@ -78,6 +84,7 @@ func (s *FetchServer) Start(nc *nats.Conn) error {
 		return errors.New("natsapi: fetch server already started")
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.nc = nc // set before the endpoint subscribes: workers reply through it
 	s.jobs = make(chan fetchJob, s.opts.Queue)
 	s.stopping = make(chan struct{})
 	for range s.opts.Workers {
@@ -139,10 +146,11 @@ func (s *FetchServer) Stop(ctx context.Context) error {
 // A full queue blocks it, so NATS buffers further requests (backpressure) rather than this process.
 // Once stopping, requests still delivered by the draining subscription are told to retry elsewhere.
 func (s *FetchServer) receive(req micro.Request) {
+	j := fetchJob{subject: req.Subject(), reply: req.Reply(), data: req.Data(), arrived: time.Now()}
 	select {
-	case s.jobs <- fetchJob{req: req, arrived: time.Now()}:
+	case s.jobs <- j:
 	case <-s.stopping:
-		s.respondError(req, protocol.Errorf(protocol.CodeUnavailable, "delivery is shutting down, retry"))
+		s.respondError(j.reply, protocol.Errorf(protocol.CodeUnavailable, "delivery is shutting down, retry"))
 	}
 }
 
@@ -169,7 +177,7 @@ func (s *FetchServer) serve(j fetchJob) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("fetch panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
-			s.respondError(j.req, protocol.Errorf(protocol.CodeInternal, "internal error"))
+			s.respondError(j.reply, protocol.Errorf(protocol.CodeInternal, "internal error"))
 		}
 	}()
 	ctx, cancel := context.WithDeadline(s.ctx, j.arrived.Add(s.opts.Timeout))
@@ -177,10 +185,10 @@ func (s *FetchServer) serve(j fetchJob) {
 	if ctx.Err() != nil {
 		return // waited too long in the queue: the agent has given up (it retries or uses its cache)
 	}
-	agentID, err := decodeFetchRequest(j.req.Subject(), j.req.Data())
+	agentID, err := decodeFetchRequest(j.subject, j.data)
 	if err != nil {
-		s.log.Info("fetch refused", zap.String("subject", j.req.Subject()), zap.Error(err))
-		s.respondError(j.req, fetchError(err))
+		s.log.Info("fetch refused", zap.String("subject", j.subject), zap.Error(err))
+		s.respondError(j.reply, fetchError(err))
 		return
 	}
 	reply, err := s.fetcher.Fetch(ctx, agentID)
@@ -191,13 +199,19 @@ func (s *FetchServer) serve(j fetchJob) {
 		} else {
 			s.log.Warn("fetch failed", zap.String("agent_id", agentID), zap.Error(err))
 		}
-		s.respondError(j.req, perr)
+		s.respondError(j.reply, perr)
 		return
 	}
-	if err := j.req.RespondJSON(reply); err != nil {
+	body, err := json.Marshal(reply)
+	if err != nil {
+		s.log.Error("fetch reply encoding failed", zap.String("agent_id", agentID), zap.Error(err))
+		s.respondError(j.reply, protocol.Errorf(protocol.CodeInternal, "internal error"))
+		return
+	}
+	if err := s.publish(&nats.Msg{Subject: j.reply, Data: body}); err != nil {
 		s.log.Warn("fetch reply failed", zap.String("agent_id", agentID), zap.Error(err))
 		if errors.Is(err, nats.ErrMaxPayload) {
-			s.respondError(j.req, protocol.Errorf(protocol.CodeInternal, "configs exceed the NATS max payload"))
+			s.respondError(j.reply, protocol.Errorf(protocol.CodeInternal, "configs exceed the NATS max payload"))
 		}
 	}
 }
@@ -218,11 +232,28 @@ func fetchError(err error) *protocol.Error {
 }
 
 // respondError answers with e both as micro error headers and as the body {"error": {...}}.
-func (s *FetchServer) respondError(req micro.Request, e *protocol.Error) {
+func (s *FetchServer) respondError(replyTo string, e *protocol.Error) {
 	body, _ := json.Marshal(struct {
 		Error *protocol.Error `json:"error"`
 	}{e})
-	if err := req.Error(e.Code, e.Message, body); err != nil {
+	msg := &nats.Msg{
+		Subject: replyTo,
+		Header: nats.Header{
+			micro.ErrorCodeHeader: {e.Code},
+			micro.ErrorHeader:     {strings.NewReplacer("\r", " ", "\n", " ").Replace(e.Message)},
+		},
+		Data: body,
+	}
+	if err := s.publish(msg); err != nil {
 		s.log.Warn("fetch error reply failed", zap.Error(err))
 	}
+}
+
+// publish sends a reply on the service's connection. A request without a reply subject gets none.
+// Replies bypass micro.Request (see fetchJob), so $SRV.STATS counts no fetch errors.
+func (s *FetchServer) publish(msg *nats.Msg) error {
+	if msg.Subject == "" {
+		return nil
+	}
+	return s.nc.PublishMsg(msg)
 }

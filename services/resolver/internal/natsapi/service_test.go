@@ -3,6 +3,7 @@ package natsapi
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,5 +187,75 @@ func TestStopWaitsForInFlight(t *testing.T) {
 		}
 	default:
 		t.Fatal("Stop returned before the in-flight reply was sent")
+	}
+}
+
+// Wrong-typed and oversized requests on both endpoints are refused with invalid_request, the error
+// stays small (at most a truncated name is quoted back), and the service keeps answering.
+func TestWrongTypedAndOversizedRequests(t *testing.T) {
+	srv := testinfra.NATS(t)
+	nc := srv.Connect(t)
+	startService(t, nc, fuzzStore{}, Options{})
+	big := strings.Repeat("P", 900<<10)
+	manyTypes := `"labels"` + strings.Repeat(`,"labels"`, 100_000)
+	manyIDs := `"x"` + strings.Repeat(`,"x"`, 200_000)
+	binary := strings.Repeat("\x00\xff", 450<<10)
+	env := `"environment_id":"` + fuzzHost.EnvironmentID + `"`
+	cases := []struct {
+		name, subject, body string
+	}{
+		{"host_id a number", protocol.ResolveSubject, `{"host_id":1}`},
+		{"agent_id an array", protocol.ResolveSubject, `{"agent_id":["agent-1"]}`},
+		{"types a string", protocol.ResolveSubject, `{"agent_id":"agent-1","types":"labels"}`},
+		{"types of numbers", protocol.ResolveSubject, `{"agent_id":"agent-1","types":[1,2]}`},
+		{"explain a string", protocol.ResolveSubject, `{"agent_id":"agent-1","explain":"yes"}`},
+		{"resolve an array", protocol.ResolveSubject, `[{"agent_id":"agent-1"}]`},
+		{"resolve a string", protocol.ResolveSubject, `"agent-1"`},
+		{"resolve null", protocol.ResolveSubject, `null`},
+		{"resolve a number", protocol.ResolveSubject, `7`},
+		{"huge agent_id", protocol.ResolveSubject, `{"agent_id":"` + big + `"}`},
+		{"huge types list", protocol.ResolveSubject, `{"agent_id":"agent-1","types":[` + manyTypes + `]}`},
+		{"huge unknown field", protocol.ResolveSubject, `{"agent_id":"agent-1","pad":"` + big + `"}`},
+		{"resolve binary", protocol.ResolveSubject, binary},
+		{"environment_id a number", protocol.ResolveBatchSubject, `{"environment_id":1,"config_type":"labels"}`},
+		{"config_type an array", protocol.ResolveBatchSubject, `{` + env + `,"config_type":["labels"]}`},
+		{"host_ids a string", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","host_ids":"x"}`},
+		{"host_ids of numbers", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","host_ids":[1]}`},
+		{"online_since a number", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","online_since":1}`},
+		{"online_since not a time", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","online_since":"yesterday"}`},
+		{"after a number", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","after":1}`},
+		{"limit a string", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","limit":"5"}`},
+		{"limit a fraction", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","limit":0.5}`},
+		{"limit out of range", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","limit":1e30}`},
+		{"batch an array", protocol.ResolveBatchSubject, `[]`},
+		{"batch null", protocol.ResolveBatchSubject, `null`},
+		{"huge config_type", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"` + big + `"}`},
+		{"huge host_ids list", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","host_ids":[` + manyIDs + `]}`},
+		{"huge unknown field", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","pad":"` + big + `"}`},
+		{"batch binary", protocol.ResolveBatchSubject, binary},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg, err := nc.Request(c.subject, []byte(c.body), requestTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := msg.Header.Get(micro.ErrorCodeHeader); got != protocol.CodeInvalidRequest {
+				t.Fatalf("code %q (%s), want %q", got, msg.Header.Get(micro.ErrorHeader), protocol.CodeInvalidRequest)
+			}
+			if len(msg.Data) > 1024 || len(msg.Header.Get(micro.ErrorHeader)) > 1024 {
+				t.Fatalf("the error echoes the payload: %.300s", msg.Data)
+			}
+		})
+	}
+	msg := request(t, nc, protocol.ResolveSubject, protocol.ResolveRequest{AgentID: "agent-1"})
+	var reply protocol.ResolveReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil || reply.Configs["healthcheck"].Version != 2 {
+		t.Fatalf("resolve after the malformed requests: %s", msg.Data)
+	}
+	msg = request(t, nc, protocol.ResolveBatchSubject, protocol.ResolveBatchRequest{EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
+	var batch protocol.ResolveBatchReply
+	if err := json.Unmarshal(msg.Data, &batch); err != nil || len(batch.Hosts) != 1 {
+		t.Fatalf("batch after the malformed requests: %s", msg.Data)
 	}
 }

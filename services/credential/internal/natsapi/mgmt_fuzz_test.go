@@ -1,0 +1,221 @@
+package natsapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/credential/internal/credential"
+	"github.com/configsync/configsync/services/credential/internal/keyring"
+)
+
+// mgmtStore is a credential.Store holding fuzzCred of fuzzClient (environment fuzzEnv); writes are kept
+// only until the next reset, so every fuzz input starts from the same state.
+type mgmtStore struct {
+	mu   sync.Mutex
+	seed credential.Record
+	rows map[string]credential.Record
+}
+
+func (s *mgmtStore) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows = map[string]credential.Record{fuzzCred: s.seed}
+}
+
+func (s *mgmtStore) Create(_ context.Context, r credential.Record) (credential.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.ClientID != fuzzClient || (r.EnvironmentID != "" && r.EnvironmentID != fuzzEnv) {
+		return credential.Record{}, fmt.Errorf("%w: client or environment", credential.ErrNotFound)
+	}
+	for _, o := range s.rows {
+		if o.Name == r.Name {
+			return credential.Record{}, fmt.Errorf("%w: name", credential.ErrConflict)
+		}
+	}
+	r.CreatedAt, r.UpdatedAt = s.seed.CreatedAt, s.seed.UpdatedAt
+	s.rows[r.ID] = r
+	return r, nil
+}
+
+func (s *mgmtStore) get(clientID, id string) (credential.Record, error) {
+	r, ok := s.rows[id]
+	if !ok || r.ClientID != clientID {
+		return credential.Record{}, fmt.Errorf("%w: credential", credential.ErrNotFound)
+	}
+	return r, nil
+}
+
+func (s *mgmtStore) Get(_ context.Context, clientID, id string) (credential.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.get(clientID, id)
+}
+
+func (s *mgmtStore) List(_ context.Context, clientID, environmentID string) ([]credential.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []credential.Record
+	for _, r := range s.rows {
+		if r.ClientID == clientID && (environmentID == "" || r.EnvironmentID == environmentID) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (s *mgmtStore) Update(_ context.Context, clientID, id string, fn func(credential.Record) (credential.Record, error)) (credential.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.get(clientID, id)
+	if err != nil {
+		return credential.Record{}, err
+	}
+	if r, err = fn(r); err != nil {
+		return credential.Record{}, err
+	}
+	s.rows[id] = r
+	return r, nil
+}
+
+func (s *mgmtStore) Delete(_ context.Context, clientID, id string) (credential.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.get(clientID, id)
+	if err != nil {
+		return credential.Record{}, err
+	}
+	delete(s.rows, id)
+	return r, nil
+}
+
+func (s *mgmtStore) SealedByIDs(context.Context, []string) (map[string]credential.Sealed, error) {
+	return nil, errors.New("not used by the management endpoints")
+}
+
+// FuzzManagementRequests feeds arbitrary bodies to create, rotate, delete, get and list: nothing panics,
+// every refusal is a client error (invalid_request, not_found or conflict) whose message holds no secret
+// value, and every success is metadata only, never a secret value of the request or of the stored
+// credential.
+func FuzzManagementRequests(f *testing.F) {
+	ref := `"client_id":"` + fuzzClient + `","id":"` + fuzzCred + `"`
+	for _, seed := range []struct {
+		endpoint uint8
+		body     string
+	}{
+		{0, `{"client_id":"` + fuzzClient + `","environment_id":"` + fuzzEnv + `","name":"db2","secret":{"password":"` + fuzzSecret + `-new","username":"u"}}`},
+		{0, `{"client_id":"` + fuzzClient + `","name":"db","secret":{"password":"` + fuzzSecret + `-dup"}}`},
+		{0, `{"client_id":"` + fuzzClient + `","name":"x","secret":{"type":"` + fuzzSecret + `-reserved"}}`},
+		{0, `{"client_id":"` + fuzzClient + `","name":"x","secret":{"password":["` + fuzzSecret + `-array"]}}`},
+		{0, `{"client_id":"` + fuzzClient + `","name":"x","secret":{"password":"` + fuzzSecret + `-trunc"`},
+		{1, `{` + ref + `,"secret":{"password":"` + fuzzSecret + `-rotated"}}`},
+		{1, `{` + ref + `}`},
+		{1, `{` + ref + `,"secret":{"":"` + fuzzSecret + `-empty-name"}}`},
+		{2, `{` + ref + `}`},
+		{3, `{` + ref + `}`},
+		{3, `{"client_id":"` + fuzzClient + `","id":"nope"}`},
+		{4, `{"client_id":"` + fuzzClient + `"}`},
+		{4, `{"client_id":"` + fuzzClient + `","environment_id":"` + fuzzEnv + `"}`},
+		{4, `{}`}, {0, `[]`}, {1, `null`}, {2, ``}, {3, `{"id":1}`}, {4, `{"client_id":"` + fuzzClient + `"} {}`},
+	} {
+		f.Add(seed.endpoint, []byte(seed.body))
+	}
+	ring, err := keyring.New(map[uint32][]byte{1: make([]byte, keyring.KeySize)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	plaintext, _ := json.Marshal(map[string]string{"password": fuzzSecret, "username": "u"})
+	cts, err := ring.Encrypt(context.Background(), []credential.EncryptItem{{Plaintext: plaintext, AAD: credential.AAD(fuzzClient, fuzzCred)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	created := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	store := &mgmtStore{seed: credential.Record{ID: fuzzCred, ClientID: fuzzClient, EnvironmentID: fuzzEnv, Name: "db",
+		Fields: []string{"password", "username"}, Ciphertext: cts[0], KeyVersion: credential.KeyVersion(cts[0]),
+		CreatedAt: created, UpdatedAt: created}}
+	s := New(credential.NewService(store, ring), credential.NewInjector(store, ring, zap.NewNop()), Options{}, zap.NewNop())
+	endpoints := []struct {
+		name string
+		work func(context.Context, []byte) (any, error)
+	}{{"create", s.create}, {"rotate", s.rotate}, {"delete", s.delete}, {"get", s.get}, {"list", s.list}}
+
+	f.Fuzz(func(t *testing.T, endpoint uint8, data []byte) {
+		store.reset()
+		e := endpoints[int(endpoint)%len(endpoints)]
+		secrets := requestSecrets(data)
+		// The handlers zero request bodies after use (they may hold secrets): hand them a copy.
+		reply, err := e.work(context.Background(), append([]byte(nil), data...))
+		if err != nil {
+			perr := s.replyError(e.name, err)
+			switch perr.Code {
+			case protocol.CodeInvalidRequest, protocol.CodeNotFound, protocol.CodeConflict:
+			default:
+				t.Fatalf("%s: error %v answered %s", e.name, err, perr.Code)
+			}
+			if strings.Contains(perr.Message, fuzzSecret) {
+				t.Fatalf("%s: error holds the stored secret: %s", e.name, perr.Message)
+			}
+			for _, v := range secrets {
+				if strings.Contains(perr.Message, v) {
+					t.Fatalf("%s: error holds a secret value of the request: %s", e.name, perr.Message)
+				}
+			}
+			return
+		}
+		body, err := json.Marshal(reply)
+		if err != nil {
+			t.Fatalf("%s: reply does not encode: %v", e.name, err)
+		}
+		if strings.Contains(string(body), fuzzSecret) {
+			t.Fatalf("%s: reply holds the stored secret: %s", e.name, body)
+		}
+		for _, v := range secrets {
+			if strings.Contains(string(body), v) {
+				t.Fatalf("%s: reply holds a secret value of the request: %s", e.name, body)
+			}
+		}
+	})
+}
+
+// requestSecrets returns the secret values of a create or rotate body that could only reach a reply
+// or an error by leaking: at least 12 bytes long and not also written elsewhere in the request (as the
+// name, an id or a field name, which replies and errors may legitimately quote).
+func requestSecrets(data []byte) []string {
+	var req struct {
+		ClientID      string            `json:"client_id"`
+		EnvironmentID string            `json:"environment_id"`
+		ID            string            `json:"id"`
+		Name          string            `json:"name"`
+		Secret        map[string]string `json:"secret"`
+	}
+	if json.Unmarshal(data, &req) != nil {
+		return nil
+	}
+	public := []string{req.ClientID, req.EnvironmentID, req.ID, req.Name}
+	for k := range req.Secret {
+		public = append(public, k)
+	}
+	var out []string
+	for _, v := range req.Secret {
+		if len(v) < 12 {
+			continue
+		}
+		quoted := false
+		for _, p := range public {
+			quoted = quoted || strings.Contains(p, v)
+		}
+		if !quoted {
+			out = append(out, v)
+		}
+	}
+	return out
+}
