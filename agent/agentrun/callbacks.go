@@ -45,7 +45,8 @@ func (a *agent) registerCallbacks() {
 		return nil
 	})
 	h.RegisterCallback(agentconfig.Collectors, func(_ context.Context, _ string, data json.RawMessage, _ int64) error {
-		return a.metrics.ReplacePluginCollectors(data)
+		// The cache was updated before this callback (spec: cache.Put, then the callback).
+		return a.metrics.ReplacePluginCollectors(data, a.cache.SecretFields(agentconfig.Collectors))
 	})
 	h.RegisterCallback(agentconfig.ChangeDetection, func(_ context.Context, _ string, data json.RawMessage, _ int64) error {
 		cfg, every, err := changedetect.Parse(data)

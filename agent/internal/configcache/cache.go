@@ -190,6 +190,17 @@ func (c *Cache) Get(configType string) (Entry, bool) {
 	return Entry{ConfigType: configType, Data: e.stored.ConfigData, Version: e.stored.Version, Redacted: true}, true
 }
 
+// SecretFields returns the pointers of the injected (in-memory only) values of a type's cached config.
+func (c *Cache) SecretFields(configType string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.entries[configType]
+	if !ok || e.live == nil {
+		return nil
+	}
+	return slices.Clone(e.stored.SecretFields)
+}
+
 // Version returns the version held for a type: the cached one, or that of its deletion in this process.
 func (c *Cache) Version(configType string) int64 {
 	c.mu.RLock()

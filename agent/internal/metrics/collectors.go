@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 
 	"github.com/configsync/configsync/libs/agentconfig"
 )
@@ -70,4 +72,36 @@ func hostPort(c agentconfig.Collector, defPort int) (string, error) {
 		return "", fmt.Errorf("port %d out of range", port)
 	}
 	return joinHostPort(c.Host, port), nil
+}
+
+// secretValues returns, per collector index, the non-empty string values at the injected pointers
+// ("/<index>/<field>"). A pointer that names nothing is an error: a secret must never go unprotected.
+func secretValues(data json.RawMessage, pointers []string) (map[int][]string, error) {
+	out := map[int][]string{}
+	if len(pointers) == 0 {
+		return out, nil
+	}
+	var list []map[string]json.RawMessage
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("collectors: %w", err)
+	}
+	for _, ptr := range pointers {
+		idx, field, ok := strings.Cut(strings.TrimPrefix(ptr, "/"), "/")
+		i, err := strconv.Atoi(idx)
+		if !ok || err != nil || i < 0 || i >= len(list) {
+			return nil, fmt.Errorf("collectors: secret field %q names no collector field", ptr)
+		}
+		field = strings.ReplaceAll(strings.ReplaceAll(field, "~1", "/"), "~0", "~")
+		raw, found := list[i][field]
+		if !found {
+			return nil, fmt.Errorf("collectors: secret field %q names no collector field", ptr)
+		}
+		var v string
+		if json.Unmarshal(raw, &v) == nil && v != "" {
+			out[i] = append(out[i], v)
+		} else if len(raw) > 0 {
+			out[i] = append(out[i], string(raw))
+		}
+	}
+	return out, nil
 }

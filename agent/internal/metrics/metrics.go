@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/configsync/configsync/libs/agentconfig"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +69,17 @@ type plugin struct {
 	timeout time.Duration // zero: the task's timeout
 	lastRun time.Time     // guarded by Task.mu
 	key     string
+	// secrets are the values injected from credentials; they are cut out of error text, which is
+	// logged and reported to the backend (a driver error may quote a user name or a host).
+	secrets []string
+}
+
+// scrub replaces every secret value in msg with the redaction marker.
+func (p *plugin) scrub(msg string) string {
+	for _, s := range p.secrets {
+		msg = strings.ReplaceAll(msg, s, agentconfig.RedactedValue)
+	}
+	return msg
 }
 
 // NewTask builds the task. labels returns the host labels attached to each report; emit receives it.
@@ -89,15 +102,20 @@ func (t *Task) Timeout() time.Duration { return time.Duration(t.timeout.Load()) 
 
 // ReplacePluginCollectors swaps the plugin collectors for the ones described by the collectors config
 // (a JSON array; null or empty removes them all). Entries with "enabled": false are skipped. Either
-// the whole list is built or, on error, the running set is kept.
-func (t *Task) ReplacePluginCollectors(data json.RawMessage) error {
+// the whole list is built or, on error, the running set is kept. secretFields are the RFC 6901 pointers
+// of the values the backend injected from credentials (the fetch reply's or command's secret_fields).
+func (t *Task) ReplacePluginCollectors(data json.RawMessage, secretFields []string) error {
 	specs, err := ParseCollectors(data)
+	if err != nil {
+		return err
+	}
+	secrets, err := secretValues(data, secretFields)
 	if err != nil {
 		return err
 	}
 	next := make([]*plugin, 0, len(specs))
 	var errs []error
-	for _, s := range specs {
+	for i, s := range specs {
 		if !s.IsEnabled() {
 			continue
 		}
@@ -106,7 +124,7 @@ func (t *Task) ReplacePluginCollectors(data json.RawMessage) error {
 			errs = append(errs, fmt.Errorf("collector %s/%s: %w", s.Type, s.Name, err))
 			continue
 		}
-		next = append(next, &plugin{Collector: c, every: s.Interval.Std(), timeout: s.Timeout.Std(), key: s.Type + "/" + s.Name})
+		next = append(next, &plugin{Collector: c, every: s.Interval.Std(), timeout: s.Timeout.Std(), key: s.Type + "/" + s.Name, secrets: secrets[i]})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -188,8 +206,12 @@ func (t *Task) Run(ctx context.Context) {
 	for i, r := range results {
 		rep.Samples = append(rep.Samples, r.samples...)
 		if r.err != nil {
-			rep.Errors = append(rep.Errors, CollectorError{Collector: due[i].Name(), Error: r.err.Error()})
-			t.log.Debug("collector failed", "collector", due[i].Name(), "error", r.err)
+			msg := r.err.Error()
+			if p, ok := due[i].(*plugin); ok {
+				msg = p.scrub(msg)
+			}
+			rep.Errors = append(rep.Errors, CollectorError{Collector: due[i].Name(), Error: msg})
+			t.log.Debug("collector failed", "collector", due[i].Name(), "error", msg)
 		}
 	}
 	t.failures.Store(int64(len(rep.Errors)))

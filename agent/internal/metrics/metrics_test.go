@@ -91,7 +91,7 @@ func TestReplacePluginCollectorsSwapsWhatIsCollected(t *testing.T) {
 		{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"test"},
 		{"type":"tcp","name":"off","address":"127.0.0.1:1","enabled":false}]`,
 		l.Addr().String(), srv.URL, srv.URL+"/teapot")
-	if err := task.ReplacePluginCollectors(json.RawMessage(cfg)); err != nil {
+	if err := task.ReplacePluginCollectors(json.RawMessage(cfg), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(task.PluginNames(), ","); got != "http/tea,http/web,postgres/pg,tcp/svc" {
@@ -109,7 +109,7 @@ func TestReplacePluginCollectorsSwapsWhatIsCollected(t *testing.T) {
 	}
 
 	// Swap again: the old plugins are gone, a failing one shows up as down with an error.
-	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"tcp","name":"closed","address":"127.0.0.1:1"}]`)); err != nil {
+	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"tcp","name":"closed","address":"127.0.0.1:1"}]`), nil); err != nil {
 		t.Fatal(err)
 	}
 	task.Run(context.Background())
@@ -122,21 +122,21 @@ func TestReplacePluginCollectorsSwapsWhatIsCollected(t *testing.T) {
 	}
 
 	// A bad list keeps the running set.
-	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"smtp","name":"x"}]`)); err == nil {
+	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"smtp","name":"x"}]`), nil); err == nil {
 		t.Fatal("unknown collector type accepted")
 	}
 	if got := strings.Join(task.PluginNames(), ","); got != "tcp/closed" {
 		t.Fatalf("plugins after failed swap %s", got)
 	}
 	// null removes all plugins.
-	if err := task.ReplacePluginCollectors(json.RawMessage(`null`)); err != nil || len(task.PluginNames()) != 0 {
+	if err := task.ReplacePluginCollectors(json.RawMessage(`null`), nil); err != nil || len(task.PluginNames()) != 0 {
 		t.Fatalf("null: %v %v", err, task.PluginNames())
 	}
 }
 
 func TestRedactedCollectorRefused(t *testing.T) {
 	task := NewTask(quiet(), nil, nil, nil)
-	err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"db","host":"h","password":"[REDACTED]"}]`))
+	err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"db","host":"h","password":"[REDACTED]"}]`), nil)
 	if err == nil || !strings.Contains(err.Error(), "redacted") {
 		t.Fatalf("err = %v", err)
 	}
@@ -172,7 +172,7 @@ func TestCollectorTimeoutHonoured(t *testing.T) {
 	rep := &reports{}
 	task := NewTask(quiet(), nil, nil, rep.add)
 	_, port, _ := net.SplitHostPort(l.Addr().String())
-	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":` + port + `}]`)); err != nil {
+	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":` + port + `}]`), nil); err != nil {
 		t.Fatal(err)
 	}
 	task.SetTimeout(50 * time.Millisecond)
@@ -185,7 +185,7 @@ func TestCollectorTimeoutHonoured(t *testing.T) {
 		t.Fatalf("errors %+v", r.Errors)
 	}
 	// A collector's own timeout wins over the task's.
-	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":` + port + `,"timeout":"20ms"}]`)); err != nil {
+	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":` + port + `,"timeout":"20ms"}]`), nil); err != nil {
 		t.Fatal(err)
 	}
 	task.SetTimeout(time.Hour)
@@ -284,5 +284,36 @@ func TestRedisAndMySQLChecksAgainstFakes(t *testing.T) {
 	s, err := mc.Collect(context.Background())
 	if err != nil || s[0].Labels["server_version"] != "8.0.36" {
 		t.Fatalf("mysql: %v %+v", err, s)
+	}
+}
+
+// Values injected from credentials never reach error text (logged and sent to the backend), even when a
+// driver quotes them — here the host, which a credential may carry.
+func TestCollectorErrorsScrubInjectedSecrets(t *testing.T) {
+	rep := &reports{}
+	task := NewTask(quiet(), nil, nil, rep.add)
+	cfg := `[{"type":"tcp","name":"plain","address":"127.0.0.1:1"},{"type":"postgres","name":"db","host":"127.0.0.1","port":1,"username":"monitor-user","password":"pw"}]`
+	if err := task.ReplacePluginCollectors(json.RawMessage(cfg), []string{"/1/host", "/1/password", "/1/username"}); err != nil {
+		t.Fatal(err)
+	}
+	task.Run(context.Background())
+	r := rep.last()
+	if len(r.Errors) != 2 {
+		t.Fatalf("errors %+v, want one per collector", r.Errors)
+	}
+	for _, e := range r.Errors {
+		switch e.Collector {
+		case "postgres/db":
+			if strings.Contains(e.Error, "127.0.0.1") || !strings.Contains(e.Error, "[REDACTED]") {
+				t.Errorf("injected host not scrubbed: %q", e.Error)
+			}
+		case "tcp/plain":
+			if !strings.Contains(e.Error, "127.0.0.1:1") {
+				t.Errorf("a value that is not a secret was scrubbed: %q", e.Error)
+			}
+		}
+	}
+	if err := task.ReplacePluginCollectors(json.RawMessage(cfg), []string{"/7/password"}); err == nil {
+		t.Fatal("a secret pointer naming no collector was accepted")
 	}
 }
