@@ -195,7 +195,7 @@ func (a *agent) run(ctx context.Context) error {
 	client, err := transport.Connect(transport.Options{
 		AgentID: a.cfg.AgentID, URL: a.cfg.NATS.URL, CredsFile: a.cfg.NATS.CredsFile,
 		User: a.cfg.NATS.User, Password: a.cfg.NATS.Password, Token: a.cfg.NATS.Token,
-		Log: a.log, OnReconnect: a.requestRefetch, Extra: a.cfg.NATSOptions,
+		Log: a.log, OnReconnect: a.reconnected, Extra: a.cfg.NATSOptions,
 	})
 	if err != nil {
 		// Only a malformed URL or unreadable creds file gets here; the server being down does not.
@@ -247,6 +247,13 @@ func (a *agent) run(ctx context.Context) error {
 	<-ctx.Done()
 	a.log.Info("agent stopping")
 	return nil
+}
+
+// reconnected runs after every NATS reconnect: acks in flight when the connection dropped are lost, so
+// the newest ones are published again, and pushes may have been missed, so a fetch is requested.
+func (a *agent) reconnected() {
+	a.requestRefetch()
+	go a.handler.RepublishAcks()
 }
 
 // requestRefetch asks the background syncer for a fetch (after a reconnect pushes may have been

@@ -52,6 +52,9 @@ type ConfigHandler struct {
 	mu        sync.Mutex
 	cbMu      sync.RWMutex
 	callbacks map[string]Callback
+	// lastAck is the newest ack per config type (guarded by mu): republished after a reconnect, since
+	// an ack in flight when the connection dropped is lost, and used to apply each version once.
+	lastAck map[string]protocol.Ack
 }
 
 // NewConfigHandler returns a handler with no callbacks.
@@ -132,6 +135,13 @@ func (h *ConfigHandler) Handle(ctx context.Context, cmd protocol.Command) (proto
 		return h.ack(ctx, cmd.ConfigType, cmd.Version, err), true
 	}
 
+	if h.alreadyApplied(cmd.ConfigType, cmd.Version, deleted) {
+		// A redelivered push (e.g. a fan-out redone after a crash, or a refetch after a reconnect):
+		// applying it again would restart components for nothing. Acknowledge it again instead.
+		log.Info("config update already applied")
+		return h.ack(ctx, cmd.ConfigType, cmd.Version, nil), true
+	}
+
 	var err error
 	if deleted {
 		err = h.opts.Cache.Remove(cmd.ConfigType, cmd.Version)
@@ -191,6 +201,39 @@ func (h *ConfigHandler) Ack(ctx context.Context, configType string, version int6
 	return h.ack(ctx, configType, version, applyErr)
 }
 
+// alreadyApplied reports whether version of configType was applied successfully and is what the cache
+// holds in full (a redacted entry after a restart still needs its secrets applied). Callers hold mu.
+func (h *ConfigHandler) alreadyApplied(configType string, version int64, deleted bool) bool {
+	last, ok := h.lastAck[configType]
+	if !ok || last.Version != version || last.Status != protocol.AckApplied {
+		return false
+	}
+	e, cached := h.opts.Cache.Get(configType)
+	if deleted {
+		return !cached
+	}
+	return cached && e.Version == version && !e.Redacted
+}
+
+// RepublishAcks publishes the newest ack of every config type again. The agent calls it after each
+// reconnect; ack-ingest's upsert makes a repeated ack harmless.
+func (h *ConfigHandler) RepublishAcks() {
+	h.mu.Lock()
+	acks := make([]protocol.Ack, 0, len(h.lastAck))
+	for _, a := range h.lastAck {
+		acks = append(acks, a)
+	}
+	h.mu.Unlock()
+	if h.opts.Acks == nil {
+		return
+	}
+	for _, a := range acks {
+		if err := h.opts.Acks.PublishAck(a); err != nil {
+			h.opts.Log.Warn("ack not republished", "config_type", a.ConfigType, "version", a.Version, "error", err)
+		}
+	}
+}
+
 func (h *ConfigHandler) ack(ctx context.Context, configType string, version int64, applyErr error) protocol.Ack {
 	a := protocol.Ack{AgentID: h.opts.AgentID, ConfigType: configType, Version: version,
 		Status: protocol.AckApplied, AppliedAt: h.opts.Now().UTC()}
@@ -199,6 +242,12 @@ func (h *ConfigHandler) ack(ctx context.Context, configType string, version int6
 		a.Error = applyErr.Error()
 		span := trace.SpanFromContext(ctx)
 		span.SetStatus(codes.Error, "apply failed")
+	}
+	if last, ok := h.lastAck[configType]; !ok || version >= last.Version {
+		if h.lastAck == nil {
+			h.lastAck = map[string]protocol.Ack{}
+		}
+		h.lastAck[configType] = a
 	}
 	if h.opts.Acks != nil {
 		if err := h.opts.Acks.PublishAck(a); err != nil {

@@ -218,3 +218,53 @@ func TestHandleMessageDecodes(t *testing.T) {
 		t.Fatalf("acks = %+v", f.acks.list)
 	}
 }
+
+// A redelivered push of the version already applied is acknowledged again but not applied twice; a
+// version whose apply failed is retried.
+func TestRedeliveredVersionAppliedOnce(t *testing.T) {
+	f := newFixture(t, nil)
+	calls, fail := 0, true
+	f.h.RegisterCallback("intervals", func(context.Context, string, json.RawMessage, int64) error {
+		calls++
+		if fail {
+			return errors.New("scheduler busy")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	if ack, _ := f.h.Handle(ctx, cmd("intervals", 4, `{"metrics":"10s"}`)); ack.Status != protocol.AckFailed {
+		t.Fatalf("first apply: %+v", ack)
+	}
+	fail = false
+	if ack, _ := f.h.Handle(ctx, cmd("intervals", 4, `{"metrics":"10s"}`)); ack.Status != protocol.AckApplied || calls != 2 {
+		t.Fatalf("a failed version was not retried: %+v after %d calls", ack, calls)
+	}
+	ack, _ := f.h.Handle(ctx, cmd("intervals", 4, `{"metrics":"10s"}`))
+	if ack.Status != protocol.AckApplied || ack.Version != 4 || calls != 2 {
+		t.Fatalf("redelivery: ack %+v, %d callback calls (want 2)", ack, calls)
+	}
+	if n := len(f.acks.list); n != 3 {
+		t.Fatalf("%d acks, want one per delivery", n)
+	}
+}
+
+// After a reconnect the newest ack of each type is published again (one in flight may have been lost).
+func TestRepublishAcks(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	f.h.Handle(ctx, cmd("intervals", 4, `{"metrics":"10s"}`))
+	f.h.Handle(ctx, cmd("intervals", 6, `{"metrics":"20s"}`))
+	f.h.Handle(ctx, cmd("healthcheck", 5, `{"interval_seconds":60}`))
+	f.acks.list = nil
+	f.h.RepublishAcks()
+	got := map[string]int64{}
+	for _, a := range f.acks.list {
+		if a.Status != protocol.AckApplied {
+			t.Fatalf("republished %+v", a)
+		}
+		got[a.ConfigType] = a.Version
+	}
+	if len(f.acks.list) != 2 || got["intervals"] != 6 || got["healthcheck"] != 5 {
+		t.Fatalf("republished %+v, want the newest ack per type", f.acks.list)
+	}
+}

@@ -172,7 +172,7 @@ func TestCollectorTimeoutHonoured(t *testing.T) {
 	rep := &reports{}
 	task := NewTask(quiet(), nil, nil, rep.add)
 	_, port, _ := net.SplitHostPort(l.Addr().String())
-	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":` + port + `}]`), nil); err != nil {
+	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":`+port+`}]`), nil); err != nil {
 		t.Fatal(err)
 	}
 	task.SetTimeout(50 * time.Millisecond)
@@ -185,7 +185,7 @@ func TestCollectorTimeoutHonoured(t *testing.T) {
 		t.Fatalf("errors %+v", r.Errors)
 	}
 	// A collector's own timeout wins over the task's.
-	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":` + port + `,"timeout":"20ms"}]`), nil); err != nil {
+	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":`+port+`,"timeout":"20ms"}]`), nil); err != nil {
 		t.Fatal(err)
 	}
 	task.SetTimeout(time.Hour)

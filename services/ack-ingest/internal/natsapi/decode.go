@@ -86,9 +86,17 @@ func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.He
 	if len(data) > maxMessageBytes {
 		return ingest.Heartbeat{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
 	}
-	var m protocol.Heartbeat
+	var m *protocol.Heartbeat
 	if err := json.Unmarshal(data, &m); err != nil {
 		return ingest.Heartbeat{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+	}
+	// JSON null, or an object without the config state every heartbeat carries (spec: config_hash is
+	// always reported), would otherwise blank the host's reported state.
+	if m == nil {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: not a JSON object", errMalformed)
+	}
+	if m.ConfigHash == "" {
+		return ingest.Heartbeat{}, fmt.Errorf("%w: config_hash is missing", errMalformed)
 	}
 	if m.AgentID != "" && m.AgentID != token {
 		return ingest.Heartbeat{}, fmt.Errorf("%w: agent_id does not match the subject", errMalformed)

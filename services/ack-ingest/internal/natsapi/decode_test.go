@@ -88,11 +88,14 @@ func TestDecodeHeartbeat(t *testing.T) {
 	}
 	bad := map[string]string{
 		"other agent":      `{"agent_id":"x","config_hash":"h"}`,
-		"negative version": `{"config_version":-1}`,
-		"bad type key":     `{"config_versions":{"Bad Key":1}}`,
-		"negative entry":   `{"config_versions":{"labels":-3}}`,
-		"nul key":          `{"config_versions":{"lab\u0000els":1}}`,
+		"negative version": `{"config_hash":"h","config_version":-1}`,
+		"bad type key":     `{"config_hash":"h","config_versions":{"Bad Key":1}}`,
+		"negative entry":   `{"config_hash":"h","config_versions":{"labels":-3}}`,
+		"nul key":          `{"config_hash":"h","config_versions":{"lab\u0000els":1}}`,
 		"not json":         `nope`,
+		"null":             `null`,
+		"no config_hash":   `{"agent_version":"1.0.0","config_version":1,"config_versions":{"labels":1}}`,
+		"only unknown":     `{"something":"else"}`,
 	}
 	for name, body := range bad {
 		if _, err := decodeHeartbeat(subject, []byte(body), stored); !errors.Is(err, errMalformed) {

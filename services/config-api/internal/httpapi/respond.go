@@ -146,6 +146,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 func decodeBytes(data []byte, dst any) error {
+	// json.Decode accepts null for a struct and leaves it zero, which would read as "no body" (e.g. a
+	// rotate without a new secret). Every request envelope is a JSON object.
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return fault.Invalidf("malformed JSON body: the request body must be a JSON object, not null")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

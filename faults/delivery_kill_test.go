@@ -1,0 +1,82 @@
+package faults_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestDeliveryKilledMidFanOut kills the delivery process (SIGKILL) while it fans an environment-wide
+// change out, and starts a new one.
+//
+// Setup: delivery runs as the real binary, because the durability claim is about a process that dies
+// holding an unacknowledged JetStream message. It pushes one host per page, and the resolver (in
+// process, with config-api, credential, ack-ingest and the relay) holds the third page query, so the
+// kill lands after exactly two of six fake agents were pushed. The resolver is released once the
+// process is dead; its answer goes nowhere.
+//
+// Proves: the event is redelivered to the new process after the ack wait and the fan-out completes
+// (every agent gets the change, every ack lands); agents pushed twice get the same command_id both
+// times, so they can tell the repeat.
+func TestDeliveryKilledMidFanOut(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	gate := newPageGate()
+	s.startResolver(gate)
+	s.startCredential(nil)
+	s.startAckIngest()
+	s.startRelay()
+	api := s.startAPI()
+
+	proc := newProcess(t, "delivery", binary(t, "delivery"), nil, []string{
+		"NATS_URL=" + s.nats.URL(), "HTTP_ADDR=" + freeAddr(t), "LOG_FORMAT=json", "LOG_LEVEL=info",
+		"CONFIGSYNC_PUSH_PAGE_SIZE=1", "CONFIGSYNC_PUSH_ACK_WAIT=2s", "CONFIGSYNC_PUSH_RETRY_DELAY=200ms",
+		"CONFIGSYNC_UPSTREAM_TIMEOUT=2s",
+	})
+	proc.start(t)
+	proc.waitLogged(t, 30*time.Second, "event consumer started")
+
+	ten := api.newTenant("delivery-kill")
+	hosts := api.registerHosts(ten.EnvID, "app", 6)
+	fakes := newFakeAgents(t, s.nc, hosts)
+	s.bringOnline(fakes, hosts)
+
+	const typ = "watch_files"
+	gate.arm(2)
+	v := api.putEnv(ten.EnvID, typ, `{"paths":["/etc","/opt"],"exclude_patterns":["*.swp"]}`)
+	var pushed []string
+	eventually(t, 20*time.Second, "two hosts pushed and the third page held", func() (bool, string) {
+		pushed = pushed[:0]
+		for _, a := range fakes {
+			if a.count(typ, v) > 0 {
+				pushed = append(pushed, a.id)
+			}
+		}
+		return gate.holding() > 0 && len(pushed) == 2, fmt.Sprintf("%d page queries held, pushed %v", gate.holding(), pushed)
+	})
+	proc.kill(t)
+	gate.open()
+	if n := proc.logged("push done"); n != 0 {
+		t.Fatalf("the killed delivery finished the fan-out (%d \"push done\"): the kill was not mid-fan-out", n)
+	}
+
+	proc.start(t)
+	waitReceived(t, 60*time.Second, fakes, typ, v)
+	s.waitApplied(30*time.Second, hosts, typ, v)
+	eventually(t, 30*time.Second, "the new delivery process to finish the fan-out", func() (bool, string) {
+		return proc.logged("push done") > 0, "no \"push done\" yet"
+	})
+	eventually(t, 20*time.Second, "delivery's event consumer to settle", func() (bool, string) {
+		return s.consumerIdle("CONFIGSYNC_EVENTS", "configsync-delivery-push")
+	})
+	t.Logf("pushed before the kill: %v", pushed)
+	for _, a := range fakes {
+		cmds := a.received(typ)
+		t.Logf("agent %s received %s versions %v", a.id, typ, versionsOf(cmds))
+		for _, c := range cmds[1:] {
+			if c.Version == cmds[0].Version && c.CommandID != cmds[0].CommandID {
+				t.Errorf("agent %s got v%d twice with different command ids %q and %q", a.id, c.Version, cmds[0].CommandID, c.CommandID)
+			}
+		}
+	}
+}
