@@ -42,6 +42,13 @@ func TestRoundTrip(t *testing.T) {
 	roundTrip(t, ResolveReply{Host: HostRef{HostID: "h", AgentID: "a", ClientID: "c", EnvironmentID: "e"},
 		Configs: map[string]EffectiveConfig{"labels": {ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{}}`),
 			Version: 3, Source: "merged", EnvironmentVersion: 1, HostVersion: 3}}})
+	roundTrip(t, ResolveAgentsRequest{AgentIDs: []string{"a", "b"}, Types: []string{"labels"}})
+	roundTrip(t, ResolveAgentsReply{
+		Configs: []EffectiveConfig{{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{}}`), Version: 3, Source: "environment", EnvironmentVersion: 3}},
+		Hosts: []AgentConfigs{{Host: HostRef{HostID: "h", AgentID: "a", ClientID: "c", EnvironmentID: "e"}, Configs: map[string]int{"labels": 0}},
+			{Host: HostRef{HostID: "h2", AgentID: "a2", ClientID: "c", EnvironmentID: "e"}, Configs: map[string]int{"labels": 0}}},
+		Missing:   []string{"b"},
+		Remaining: []string{"c"}})
 	roundTrip(t, ResolveBatchRequest{EnvironmentID: "e", ConfigType: "labels", HostIDs: []string{"h"}, OnlineSince: &now, After: "x", Limit: 10})
 	roundTrip(t, ResolveBatchReply{EnvironmentID: "e", ClientID: "c", ConfigType: "labels",
 		Environment: EffectiveConfig{ConfigType: "labels", ConfigData: json.RawMessage(`{}`), Version: 1, Source: "environment"},
@@ -51,6 +58,25 @@ func TestRoundTrip(t *testing.T) {
 	roundTrip(t, CredentialListReply{Credentials: []CredentialMeta{{ID: "i", ClientID: "c", Name: "db", Fields: []string{"password"}, KeyVersion: "local:v1", CreatedAt: now, UpdatedAt: now}}})
 	roundTrip(t, InjectRequest{Items: []InjectItem{{Key: "k", ClientID: "c", EnvironmentID: "e", Collectors: json.RawMessage(`[{"type":"mysql","name":"p","credential_id":"x"}]`)}}})
 	roundTrip(t, InjectReply{Results: []InjectResult{{Key: "k", Error: &Error{Code: CodeCredentialFailed, Message: "m"}}}})
+}
+
+// A ResolveAgentsReply expands to one ResolveReply per host; an index out of range is an error.
+func TestResolveAgentsReplyResolved(t *testing.T) {
+	cfg := EffectiveConfig{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{}}`), Version: 3}
+	host := HostRef{HostID: "h", AgentID: "a", ClientID: "c", EnvironmentID: "e"}
+	r := ResolveAgentsReply{Configs: []EffectiveConfig{cfg}, Hosts: []AgentConfigs{
+		{Host: host, Configs: map[string]int{"labels": 0}},
+		{Host: host, Configs: map[string]int{"labels": 1}},
+	}}
+	got, err := r.Resolved(0)
+	if err != nil || !reflect.DeepEqual(got, ResolveReply{Host: host, Configs: map[string]EffectiveConfig{"labels": cfg}}) {
+		t.Fatalf("Resolved(0) = %+v, %v", got, err)
+	}
+	for _, i := range []int{1, 2, -1} {
+		if _, err := r.Resolved(i); err == nil {
+			t.Errorf("Resolved(%d): no error", i)
+		}
+	}
 }
 
 // The spec's payloads must decode into the protocol types unchanged.

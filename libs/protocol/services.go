@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -39,6 +40,52 @@ type ResolveRequest struct {
 type ResolveReply struct {
 	Host    HostRef                    `json:"host"`
 	Configs map[string]EffectiveConfig `json:"configs"`
+}
+
+// MaxResolveAgents is the most agent ids one ResolveAgentsRequest may carry.
+const MaxResolveAgents = 1000
+
+// ResolveAgentsRequest asks for the effective configs of many hosts, named by agent id, in one request
+// (delivery serves concurrent fetches this way). Empty Types means all registered types.
+type ResolveAgentsRequest struct {
+	AgentIDs []string `json:"agent_ids"`
+	Types    []string `json:"types,omitempty"`
+}
+
+// ResolveAgentsReply answers a ResolveAgentsRequest. Each host names its effective configs by type as
+// indexes into Configs, so a config shared by many hosts (every host of an environment without a row of
+// its own for the type, typically) is sent once per reply rather than once per host. Hosts are in no
+// particular order; each names its agent. Missing lists the requested agent ids that have no host
+// (unknown or revoked). Remaining lists agent ids left out to keep the reply within the NATS max
+// payload: ask for them again.
+type ResolveAgentsReply struct {
+	Configs   []EffectiveConfig `json:"configs"`
+	Hosts     []AgentConfigs    `json:"hosts"`
+	Missing   []string          `json:"missing,omitempty"`
+	Remaining []string          `json:"remaining,omitempty"`
+}
+
+// AgentConfigs is one host of a ResolveAgentsReply: for each type that has a row at either level,
+// the index of its effective config in the reply's Configs.
+type AgentConfigs struct {
+	Host    HostRef        `json:"host"`
+	Configs map[string]int `json:"configs"`
+}
+
+// Resolved returns host i of the reply as a ResolveReply (its configs share the reply's data).
+func (r ResolveAgentsReply) Resolved(i int) (ResolveReply, error) {
+	if i < 0 || i >= len(r.Hosts) {
+		return ResolveReply{}, fmt.Errorf("host %d of %d", i, len(r.Hosts))
+	}
+	h := r.Hosts[i]
+	out := ResolveReply{Host: h.Host, Configs: make(map[string]EffectiveConfig, len(h.Configs))}
+	for typ, n := range h.Configs {
+		if n < 0 || n >= len(r.Configs) {
+			return ResolveReply{}, fmt.Errorf("host %s: config %s refers to entry %d of %d", h.Host.AgentID, typ, n, len(r.Configs))
+		}
+		out.Configs[typ] = r.Configs[n]
+	}
+	return out, nil
 }
 
 // ResolveBatchRequest asks for one config type across the hosts of one environment, a page at a time.

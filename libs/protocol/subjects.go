@@ -35,6 +35,8 @@ const (
 
 	ResolveSubject      = "configsync.svc.resolver.resolve"
 	ResolveBatchSubject = "configsync.svc.resolver.resolve_batch"
+	// ResolveAgentsSubject resolves many hosts by agent id in one request (delivery's batched fetches).
+	ResolveAgentsSubject = "configsync.svc.resolver.resolve_agents"
 
 	CredentialCreateSubject = "configsync.svc.credential.create"
 	CredentialRotateSubject = "configsync.svc.credential.rotate"

@@ -28,10 +28,16 @@ import (
 type Config struct {
 	// OnlineWindow: hosts whose last heartbeat is older are offline and get no push (3 heartbeats).
 	OnlineWindow time.Duration `env:"CONFIGSYNC_ONLINE_WINDOW" default:"90s"`
-	// FetchWorkers bounds concurrent fetches per instance; FetchQueue how many may wait for a worker.
-	FetchWorkers int `env:"CONFIGSYNC_FETCH_WORKERS" default:"64"`
+	// FetchWorkers bounds the fetches answered at once per instance, in batches of up to FetchBatch
+	// (FetchWorkers/FetchBatch batches at a time). FetchQueue is how many may wait; beyond that a fetch
+	// is refused at once with "unavailable" and the agent retries later.
+	FetchWorkers int `env:"CONFIGSYNC_FETCH_WORKERS" default:"256"`
 	FetchQueue   int `env:"CONFIGSYNC_FETCH_QUEUE" default:"4096"`
-	// FetchTimeout bounds a fetch from its arrival.
+	// FetchBatch is the most fetches answered together (one resolver request, one credential
+	// injection); FetchBatchWait how long a batch waits for more while others are running.
+	FetchBatch     int           `env:"CONFIGSYNC_FETCH_BATCH" default:"64"`
+	FetchBatchWait time.Duration `env:"CONFIGSYNC_FETCH_BATCH_WAIT" default:"2ms"`
+	// FetchTimeout bounds a fetch from its arrival: a fetch still queued by then is dropped.
 	FetchTimeout time.Duration `env:"CONFIGSYNC_FETCH_TIMEOUT" default:"10s"`
 	// UpstreamTimeout bounds one request to the resolver or credential service.
 	UpstreamTimeout time.Duration `env:"CONFIGSYNC_UPSTREAM_TIMEOUT" default:"5s"`
@@ -81,9 +87,11 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Se
 	return &Service{
 		nc: nc,
 		fetch: natsapi.NewFetchServer(fetcher, natsapi.FetchOptions{
-			Workers: cfg.FetchWorkers,
-			Queue:   cfg.FetchQueue,
-			Timeout: cfg.FetchTimeout,
+			Workers:   cfg.FetchWorkers,
+			Queue:     cfg.FetchQueue,
+			Timeout:   cfg.FetchTimeout,
+			Batch:     cfg.FetchBatch,
+			BatchWait: cfg.FetchBatchWait,
 		}, log),
 		events: natsapi.NewEventConsumer(js, pusher, natsapi.EventOptions{
 			Concurrency: cfg.PushConcurrency,

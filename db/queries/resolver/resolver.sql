@@ -1,23 +1,73 @@
--- name: HostByID :one
--- A host that can receive configs: revoked hosts are treated as absent.
-SELECT id, client_id, environment_id, agent_id
-FROM hosts
-WHERE id = @id AND revoked_at IS NULL;
-
--- name: HostByAgentID :one
-SELECT id, client_id, environment_id, agent_id
-FROM hosts
-WHERE agent_id = @agent_id AND revoked_at IS NULL;
-
--- name: HostLayers :many
--- Both levels of the given types for one host, tombstones included (config_data NULL).
-SELECT 'environment'::text AS level, config_type, config_data, version
-FROM environment_configs
-WHERE environment_id = @environment_id AND config_type = ANY (@config_types::text[])
+-- name: LayersByHostID :many
+-- One non-revoked host with its config rows of the given types at both levels, in one round trip. The
+-- rows come tagged by level; columns a level does not use hold zero values:
+--   'host'         one row: the host (config_type '', version 0);
+--   'override'     the host's rows of the types (host_id set; tombstones have config_data NULL);
+--   'environment'  its environment's rows of the types (environment_id set).
+-- No 'host' row means no such host. Every access is an index lookup by key, whatever the statistics.
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.id = @host_id AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
 UNION ALL
-SELECT 'host'::text AS level, config_type, config_data, version
-FROM host_configs
-WHERE host_id = @host_id AND config_type = ANY (@config_types::text[]);
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY (@config_types::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
+
+-- name: LayersByAgentID :many
+-- LayersByAgentIDs for one agent. Its parameters are scalars, so PostgreSQL soon settles on one generic
+-- plan for it instead of planning each fetch anew (an array parameter keeps it re-planning).
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.agent_id = @agent_id AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY (@config_types::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
+
+-- name: LayersByAgentIDs :many
+-- The non-revoked hosts of the given agent ids (unknown ones are left out) with their config rows of
+-- the given types at both levels, in one round trip, tagged as in LayersByHostID. The rows of an
+-- environment are sent once, however many of its hosts are asked for.
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.agent_id = ANY (@agent_ids::text[]) AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY (@config_types::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
 
 -- name: BatchEnvironment :one
 -- The environment (for its client) and its row of one type, if any (version NULL = no row).
@@ -26,16 +76,69 @@ FROM environments e
 LEFT JOIN environment_configs ec ON ec.environment_id = e.id AND ec.config_type = @config_type
 WHERE e.id = @environment_id;
 
--- name: BatchHostPage :many
--- One page of an environment's non-revoked hosts in id order, each with its override row of one type
--- (override_version NULL = no row; config_data NULL with a version = tombstone).
-SELECT h.id, h.agent_id, hc.config_data AS override_data, hc.version AS override_version
-FROM hosts h
-LEFT JOIN host_configs hc ON hc.host_id = h.id AND hc.config_type = @config_type
-WHERE h.environment_id = @environment_id
-  AND h.revoked_at IS NULL
-  AND h.id > @after::uuid
-  AND (NOT @filter_hosts::bool OR h.id = ANY (@host_ids::uuid[]))
-  AND (sqlc.narg('online_since')::timestamptz IS NULL OR h.last_heartbeat_at >= sqlc.narg('online_since')::timestamptz)
-ORDER BY h.id
-LIMIT @page_limit;
+-- name: PlanOrderedPages :exec
+-- Run in the page query's transaction, before it: no bitmap scans for the rest of the transaction.
+-- Without statistics on hosts (right after a bulk registration, until autovacuum's first ANALYZE) the
+-- planner estimates an environment at a few dozen hosts and, with bitmap scans allowed, reads every host
+-- of the environment after the cursor and sorts them, for each page: quadratic in the environment's
+-- size. Without them the only plans left are the ordered index scan of hosts_environment_idx, stopped
+-- at the limit, and a sequential scan plus sort that costs more for any table where it matters. The
+-- plan then no longer depends on statistics; with statistics the planner picks that index scan anyway.
+SELECT set_config('enable_bitmapscan', 'off', true);
+
+-- name: HostPage :many
+-- One page of an environment's non-revoked hosts in id order, read in order from hosts_environment_idx
+-- and stopped at the limit, with their rows of one type: a 'host' row per host (config columns zero),
+-- then an 'override' row per host row of the type (config_data NULL = tombstone), looked up by key for
+-- exactly the page's hosts. Each host query comes in one variant per filter, so no catch-all predicate
+-- blurs the planner's estimates.
+WITH page AS MATERIALIZED (
+    SELECT hs.id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.environment_id = @environment_id AND hs.id > @after::uuid AND hs.revoked_at IS NULL
+    ORDER BY hs.id
+    LIMIT @page_limit
+)
+SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
+FROM page
+UNION ALL
+SELECT 'override', hc.host_id, '', hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page));
+
+-- name: OnlineHostPage :many
+-- HostPage restricted to hosts whose last heartbeat is at or after online_since.
+WITH page AS MATERIALIZED (
+    SELECT hs.id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.environment_id = @environment_id AND hs.id > @after::uuid AND hs.revoked_at IS NULL
+      AND hs.last_heartbeat_at >= @online_since::timestamptz
+    ORDER BY hs.id
+    LIMIT @page_limit
+)
+SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
+FROM page
+UNION ALL
+SELECT 'override', hc.host_id, '', hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page));
+
+-- name: ListedHostPage :many
+-- HostPage restricted to the listed hosts (ids of other environments are ignored), optionally online
+-- only. The page is found through the primary key, one lookup per listed id, so its cost is bounded
+-- by the list whatever the plan.
+WITH page AS MATERIALIZED (
+    SELECT hs.id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.id = ANY (@host_ids::uuid[]) AND hs.environment_id = @environment_id AND hs.id > @after::uuid
+      AND hs.revoked_at IS NULL
+      AND (sqlc.narg('online_since')::timestamptz IS NULL OR hs.last_heartbeat_at >= sqlc.narg('online_since')::timestamptz)
+    ORDER BY hs.id
+    LIMIT @page_limit
+)
+SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
+FROM page
+UNION ALL
+SELECT 'override', hc.host_id, '', hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page));

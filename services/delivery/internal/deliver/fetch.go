@@ -3,7 +3,6 @@ package deliver
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"go.uber.org/zap"
 
@@ -11,70 +10,67 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 )
 
-// Fetcher answers an agent's startup fetch.
+// Fetcher answers agents' startup fetches.
 type Fetcher struct {
 	resolver Resolver
+	agents   AgentsResolver // nil: batches are resolved one agent at a time
 	injector Injector
 	log      *zap.Logger
 }
 
 // NewFetcher returns a Fetcher resolving through resolver and injecting credentials through injector.
+// When resolver also implements AgentsResolver, FetchBatch resolves a batch in one request.
 func NewFetcher(resolver Resolver, injector Injector, log *zap.Logger) *Fetcher {
-	return &Fetcher{resolver: resolver, injector: injector, log: log}
+	agents, _ := resolver.(AgentsResolver)
+	return &Fetcher{resolver: resolver, agents: agents, injector: injector, log: log}
 }
 
 // Fetch returns every effective config of the host of agentID. Deleted types appear in Versions only.
 // When the collectors' credentials cannot be injected, collectors are left out of Configs and Versions
 // and named in TypeErrors (never a partial collector list); the other types are still delivered.
-// Errors wrap ErrNotFound (unknown agent), ErrForbidden, ErrInvalidRequest or ErrUnavailable.
+// Errors wrap ErrNotFound (unknown agent), ErrForbidden, ErrInvalidRequest or ErrUnavailable. It is
+// FetchBatch for one agent.
 func (f *Fetcher) Fetch(ctx context.Context, agentID string) (protocol.FetchReply, error) {
-	res, err := f.resolver.Resolve(ctx, protocol.ResolveRequest{AgentID: agentID})
-	if err != nil {
-		return protocol.FetchReply{}, fmt.Errorf("resolve agent %s: %w", agentID, classifyRemote("resolver", err))
+	res := f.FetchBatch(ctx, []string{agentID})[0]
+	if res.Err != nil {
+		return protocol.FetchReply{}, res.Err
 	}
+	return *res.Reply, nil
+}
+
+// fetchReply turns a host's effective configs into its fetch reply. Collectors that reference
+// credentials are left out and returned, to be injected first; nil when there are none.
+func fetchReply(res protocol.ResolveReply) (protocol.FetchReply, *protocol.EffectiveConfig) {
 	reply := protocol.FetchReply{
 		Configs:  make(map[string]json.RawMessage, len(res.Configs)),
 		Versions: make(map[string]int64, len(res.Configs)),
 	}
+	var collectors *protocol.EffectiveConfig
 	for typ, ec := range res.Configs {
 		if isNull(ec.ConfigData) {
 			reply.Versions[typ] = ec.Version
 			continue
 		}
 		if typ == agentconfig.Collectors && needsInjection(ec.ConfigData) {
-			continue // below
+			collectors = &ec
+			continue
 		}
 		reply.Configs[typ] = ec.ConfigData
 		reply.Versions[typ] = ec.Version
 	}
+	return reply, collectors
+}
 
-	if ec, ok := res.Configs[agentconfig.Collectors]; ok && !isNull(ec.ConfigData) && needsInjection(ec.ConfigData) {
-		out, err := injectAll(ctx, f.injector, []protocol.InjectItem{{
-			Key:           "fetch",
-			ClientID:      res.Host.ClientID,
-			EnvironmentID: res.Host.EnvironmentID,
-			Collectors:    ec.ConfigData,
-		}})
-		var typeErr *protocol.Error
-		switch {
-		case err != nil:
-			f.log.Warn("fetch: credential service unavailable, collectors withheld",
-				zap.String("agent_id", agentID), zap.Error(err))
-			typeErr = protocol.Errorf(protocol.CodeUnavailable, "credential service unavailable")
-		case out["fetch"].err != nil:
-			typeErr = out["fetch"].err
-			f.log.Warn("fetch: collector credentials failed, collectors withheld",
-				zap.String("agent_id", agentID), zap.String("code", typeErr.Code), zap.String("reason", typeErr.Message))
-		default:
-			reply.Configs[agentconfig.Collectors] = out["fetch"].collectors
-			reply.Versions[agentconfig.Collectors] = ec.Version
-			if fields := out["fetch"].secretFields; len(fields) > 0 {
-				reply.SecretFields = map[string][]string{agentconfig.Collectors: fields}
-			}
-		}
-		if typeErr != nil {
-			reply.TypeErrors = map[string]protocol.Error{agentconfig.Collectors: *typeErr}
-		}
+// addCollectors adds injected collectors to a fetch reply.
+func addCollectors(reply *protocol.FetchReply, version int64, in injected) {
+	reply.Configs[agentconfig.Collectors] = in.collectors
+	reply.Versions[agentconfig.Collectors] = version
+	if len(in.secretFields) > 0 {
+		reply.SecretFields = map[string][]string{agentconfig.Collectors: in.secretFields}
 	}
-	return reply, nil
+}
+
+// withholdCollectors names collectors in a fetch reply's TypeErrors: they could not be delivered whole.
+func withholdCollectors(reply *protocol.FetchReply, e *protocol.Error) {
+	reply.TypeErrors = map[string]protocol.Error{agentconfig.Collectors: *e}
 }

@@ -17,6 +17,12 @@ type Resolver interface {
 	ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error)
 }
 
+// AgentsResolver resolves the hosts of many agents in one request (the resolver's resolve_agents). A
+// Resolver that implements it lets the Fetcher answer a batch of fetches with one request.
+type AgentsResolver interface {
+	ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error)
+}
+
 // Injector inlines credential secrets into collector lists (the credential service). Each item of a
 // request succeeds or fails on its own.
 type Injector interface {
@@ -42,6 +48,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: a service delivery depends on failed or did not answer in time; retry later.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrBatchUnsupported: the resolver has no resolve_agents endpoint (an older version); an
+	// AgentsResolver returns it so that the Fetcher resolves agents one at a time instead.
+	ErrBatchUnsupported = errors.New("batch resolve unsupported")
 )
 
 // classifyRemote maps an error from a port to one of the errors above (wrapping the original).

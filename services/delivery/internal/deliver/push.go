@@ -184,6 +184,13 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 	if err := f.prepare(ctx, page, groups, envGroup); err != nil {
 		return err
 	}
+	for _, g := range groups {
+		// "unavailable" is transient (the cipher is away), unlike a broken credential: skipping these
+		// hosts would leave them on the old config for good, so the fan-out is redone later instead.
+		if g.err != nil && g.err.Code == protocol.CodeUnavailable {
+			return fmt.Errorf("%w: inject credentials for %d hosts: %s", ErrUnavailable, len(g.agents), g.err.Message)
+		}
+	}
 
 	published, failed, skipped := 0, 0, 0
 	for _, g := range groups {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -71,7 +72,10 @@ func replyError(msg *nats.Msg) *protocol.Error {
 // ResolverClient implements deliver.Resolver over the resolver micro service.
 type ResolverClient struct{ r requester }
 
-var _ deliver.Resolver = (*ResolverClient)(nil)
+var (
+	_ deliver.Resolver       = (*ResolverClient)(nil)
+	_ deliver.AgentsResolver = (*ResolverClient)(nil)
+)
 
 // NewResolverClient returns a client whose requests time out after timeout.
 func NewResolverClient(nc *nats.Conn, timeout time.Duration) *ResolverClient {
@@ -82,6 +86,18 @@ func NewResolverClient(nc *nats.Conn, timeout time.Duration) *ResolverClient {
 func (c *ResolverClient) Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error) {
 	var reply protocol.ResolveReply
 	err := c.r.call(ctx, protocol.ResolveSubject, req, &reply)
+	return reply, err
+}
+
+// ResolveAgents implements deliver.AgentsResolver. A resolver without the resolve_agents endpoint (an
+// older version during a rolling upgrade) leaves the request without responders: that is reported as
+// deliver.ErrBatchUnsupported, so the fetcher falls back to one resolve per agent.
+func (c *ResolverClient) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
+	var reply protocol.ResolveAgentsReply
+	err := c.r.call(ctx, protocol.ResolveAgentsSubject, req, &reply)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return reply, fmt.Errorf("%w: %w", deliver.ErrBatchUnsupported, err)
+	}
 	return reply, err
 }
 

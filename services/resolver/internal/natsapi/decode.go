@@ -17,6 +17,12 @@ func decodeResolveRequest(data []byte) (protocol.ResolveRequest, error) {
 	return req, decodeStrict(data, &req)
 }
 
+// decodeResolveAgentsRequest decodes a resolve_agents request body.
+func decodeResolveAgentsRequest(data []byte) (protocol.ResolveAgentsRequest, error) {
+	var req protocol.ResolveAgentsRequest
+	return req, decodeStrict(data, &req)
+}
+
 // decodeResolveBatchRequest decodes a resolve_batch request body.
 func decodeResolveBatchRequest(data []byte) (protocol.ResolveBatchRequest, error) {
 	var req protocol.ResolveBatchRequest

@@ -3,6 +3,7 @@ package natsapi
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"go.uber.org/zap"
@@ -17,25 +18,25 @@ type fuzzStore struct{}
 var fuzzHost = resolve.Host{ID: "00000000-0000-0000-0000-000000000001", AgentID: "agent-1",
 	ClientID: "00000000-0000-0000-0000-0000000000c1", EnvironmentID: "00000000-0000-0000-0000-0000000000e1"}
 
-func (fuzzStore) HostByID(_ context.Context, id string) (resolve.Host, error) {
-	if id != fuzzHost.ID {
-		return resolve.Host{}, resolve.ErrNotFound
-	}
-	return fuzzHost, nil
-}
-
-func (fuzzStore) HostByAgentID(_ context.Context, agentID string) (resolve.Host, error) {
-	if agentID != fuzzHost.AgentID {
-		return resolve.Host{}, resolve.ErrNotFound
-	}
-	return fuzzHost, nil
-}
-
-func (fuzzStore) HostLayers(context.Context, resolve.Host, []string) (resolve.Layers, error) {
-	return resolve.Layers{
+func (fuzzStore) layers() resolve.HostLayers {
+	return resolve.HostLayers{Host: fuzzHost, Layers: resolve.Layers{
 		Environment: map[string]agentconfig.Layer{"healthcheck": {Data: []byte(`{"interval_seconds":60}`), Version: 1}},
 		Host:        map[string]agentconfig.Layer{"healthcheck": {Data: []byte(`{"timeout_seconds":5}`), Version: 2}},
-	}, nil
+	}}
+}
+
+func (s fuzzStore) LayersByHostID(_ context.Context, id string, _ []string) (resolve.HostLayers, error) {
+	if id != fuzzHost.ID {
+		return resolve.HostLayers{}, resolve.ErrNotFound
+	}
+	return s.layers(), nil
+}
+
+func (s fuzzStore) LayersByAgentIDs(_ context.Context, agentIDs, _ []string) ([]resolve.HostLayers, error) {
+	if !slices.Contains(agentIDs, fuzzHost.AgentID) {
+		return nil, nil
+	}
+	return []resolve.HostLayers{s.layers()}, nil
 }
 
 func (fuzzStore) EnvironmentLayer(_ context.Context, envID, _ string) (resolve.EnvironmentLayer, error) {

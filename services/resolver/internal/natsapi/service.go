@@ -1,8 +1,8 @@
 // Package natsapi exposes the resolver as the nats.go micro service "resolver" with the endpoints
-// configsync.svc.resolver.resolve and configsync.svc.resolver.resolve_batch. Replicas share requests
-// through the endpoints' queue group. Requests are decoded here, handed to a bounded worker pool (a micro
-// endpoint delivers one request at a time per instance) and answered with JSON or a micro error carrying
-// a stable protocol error code.
+// configsync.svc.resolver.resolve, configsync.svc.resolver.resolve_agents and
+// configsync.svc.resolver.resolve_batch. Replicas share requests through the endpoints' queue group.
+// Requests are decoded here, handed to a bounded worker pool (a micro endpoint delivers one request at a
+// time per instance) and answered with JSON or a micro error carrying a stable protocol error code.
 package natsapi
 
 import (
@@ -93,6 +93,7 @@ func (s *Service) Start(nc *nats.Conn) error {
 		handler       micro.HandlerFunc
 	}{
 		{"resolve", protocol.ResolveSubject, s.handleResolve},
+		{"resolve_agents", protocol.ResolveAgentsSubject, s.handleResolveAgents},
 		{"resolve_batch", protocol.ResolveBatchSubject, s.handleResolveBatch},
 	}
 	for _, e := range endpoints {
@@ -131,6 +132,14 @@ func (s *Service) handleResolve(req micro.Request) {
 	})
 }
 
+// handleResolveAgents shares the single-host pool: a request for many agents replaces as many
+// single-host resolves on the fetch path.
+func (s *Service) handleResolveAgents(req micro.Request) {
+	s.dispatch(s.resolvePool, req, "resolve_agents", func(ctx context.Context, data []byte) (any, error) {
+		return s.resolveAgents(ctx, data, s.maxPayload())
+	})
+}
+
 func (s *Service) handleResolveBatch(req micro.Request) {
 	s.dispatch(s.batchPool, req, "resolve_batch", func(ctx context.Context, data []byte) (any, error) {
 		return s.resolveBatch(ctx, data, s.maxPayload())
@@ -144,6 +153,19 @@ func (s *Service) resolve(ctx context.Context, data []byte) (protocol.ResolveRep
 		return protocol.ResolveReply{}, err
 	}
 	return s.resolver.Resolve(ctx, req)
+}
+
+// resolveAgents decodes and answers one resolve_agents request body, encoded within maxBytes.
+func (s *Service) resolveAgents(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
+	req, err := decodeResolveAgentsRequest(data)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := s.resolver.ResolveAgents(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return encodeAgentsReply(reply, maxBytes)
 }
 
 // resolveBatch decodes and answers one resolve_batch request body within maxBytes.
@@ -191,16 +213,19 @@ func (s *Service) dispatch(pool *workerPool, req micro.Request, endpoint string,
 	}
 }
 
-// respond sends reply as JSON.
+// respond sends reply as JSON (a json.RawMessage is sent as it is).
 func (s *Service) respond(replyTo, endpoint string, reply any) {
 	if replyTo == "" {
 		return
 	}
-	body, err := json.Marshal(reply)
-	if err != nil {
-		s.log.Error("resolver reply encoding failed", zap.String("endpoint", endpoint), zap.Error(err))
-		s.respondError(replyTo, endpoint, protocol.Errorf(protocol.CodeInternal, "internal error"))
-		return
+	body, encoded := reply.(json.RawMessage)
+	if !encoded {
+		var err error
+		if body, err = json.Marshal(reply); err != nil {
+			s.log.Error("resolver reply encoding failed", zap.String("endpoint", endpoint), zap.Error(err))
+			s.respondError(replyTo, endpoint, protocol.Errorf(protocol.CodeInternal, "internal error"))
+			return
+		}
 	}
 	if err := s.nc.Publish(replyTo, body); err != nil {
 		s.log.Error("resolver reply failed", zap.String("endpoint", endpoint), zap.Int("bytes", len(body)), zap.Error(err))

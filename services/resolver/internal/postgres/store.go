@@ -3,9 +3,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -15,74 +18,129 @@ import (
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
+// DB is what a Store needs: sqlc's queries and read-only transactions (a *pgxpool.Pool).
+type DB interface {
+	sqlcdb.DBTX
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
 // Store reads hosts and config rows for the resolver.
 type Store struct {
-	q *sqlcdb.Queries
+	db DB
+	q  *sqlcdb.Queries
 }
 
 var _ resolve.Store = (*Store)(nil)
 
 // NewStore returns a Store over db (a *pgxpool.Pool in production).
-func NewStore(db sqlcdb.DBTX) *Store {
-	return &Store{q: sqlcdb.New(db)}
+func NewStore(db DB) *Store {
+	return &Store{db: db, q: sqlcdb.New(db)}
 }
 
-// HostByID returns the non-revoked host with the given id.
-func (s *Store) HostByID(ctx context.Context, hostID string) (resolve.Host, error) {
+// layerRow is a row of LayersByHostID and LayersByAgentIDs (sqlc generates one identical type for each).
+type layerRow = struct {
+	Level         string
+	HostID        uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	AgentID       string
+	ConfigType    string
+	ConfigData    []byte
+	Version       int64
+}
+
+// pageRow is a row of the host page queries (HostPage, OnlineHostPage, ListedHostPage).
+type pageRow = struct {
+	Level      string
+	HostID     uuid.UUID
+	AgentID    string
+	ConfigData []byte
+	Version    int64
+}
+
+// rowsAs converts rows of a generated row type to the shared shape R.
+func rowsAs[R any, S ~[]E, E any](rows S, conv func(E) R) []R {
+	out := make([]R, len(rows))
+	for i, r := range rows {
+		out[i] = conv(r)
+	}
+	return out
+}
+
+// LayersByHostID returns the non-revoked host with the given id and its rows of types at both levels,
+// in one query.
+func (s *Store) LayersByHostID(ctx context.Context, hostID string, types []string) (resolve.HostLayers, error) {
 	id, err := uuid.Parse(hostID)
 	if err != nil {
-		return resolve.Host{}, fmt.Errorf("postgres: host id: %w", err)
+		return resolve.HostLayers{}, fmt.Errorf("postgres: host id: %w", err)
 	}
-	row, err := s.q.HostByID(ctx, id)
+	rows, err := s.q.LayersByHostID(ctx, sqlcdb.LayersByHostIDParams{HostID: id, ConfigTypes: types})
 	if err != nil {
-		return resolve.Host{}, hostError(err)
+		return resolve.HostLayers{}, fmt.Errorf("postgres: read host and config rows: %w", err)
 	}
-	return resolve.Host{ID: row.ID.String(), AgentID: row.AgentID, ClientID: row.ClientID.String(), EnvironmentID: row.EnvironmentID.String()}, nil
+	hosts := hostLayers(rowsAs(rows, func(r sqlcdb.LayersByHostIDRow) layerRow { return layerRow(r) }))
+	if len(hosts) == 0 {
+		return resolve.HostLayers{}, fmt.Errorf("postgres: host: %w", resolve.ErrNotFound)
+	}
+	return hosts[0], nil
 }
 
-// HostByAgentID returns the non-revoked host with the given agent id.
-func (s *Store) HostByAgentID(ctx context.Context, agentID string) (resolve.Host, error) {
-	row, err := s.q.HostByAgentID(ctx, agentID)
-	if err != nil {
-		return resolve.Host{}, hostError(err)
+// LayersByAgentIDs returns the non-revoked hosts of agentIDs (unknown ones are left out) with their
+// rows of types at both levels, in one query that reads each environment's rows once (one agent: a
+// variant of it with scalar parameters, which PostgreSQL plans once).
+func (s *Store) LayersByAgentIDs(ctx context.Context, agentIDs, types []string) ([]resolve.HostLayers, error) {
+	if len(agentIDs) == 1 {
+		rows, err := s.q.LayersByAgentID(ctx, sqlcdb.LayersByAgentIDParams{AgentID: agentIDs[0], ConfigTypes: types})
+		if err != nil {
+			return nil, fmt.Errorf("postgres: read host and config rows: %w", err)
+		}
+		return hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDRow) layerRow { return layerRow(r) })), nil
 	}
-	return resolve.Host{ID: row.ID.String(), AgentID: row.AgentID, ClientID: row.ClientID.String(), EnvironmentID: row.EnvironmentID.String()}, nil
+	rows, err := s.q.LayersByAgentIDs(ctx, sqlcdb.LayersByAgentIDsParams{AgentIds: agentIDs, ConfigTypes: types})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read hosts and config rows: %w", err)
+	}
+	return hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDsRow) layerRow { return layerRow(r) })), nil
 }
 
-func hostError(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: host: %w", resolve.ErrNotFound)
+// hostLayers assembles the level-tagged rows of a layers query into hosts. The hosts of one
+// environment share its Environment map (read only).
+func hostLayers(rows []layerRow) []resolve.HostLayers {
+	type key struct{ host, env uuid.UUID }
+	var keys []key
+	envs := map[uuid.UUID]map[string]agentconfig.Layer{}
+	overrides := map[uuid.UUID]map[string]agentconfig.Layer{}
+	add := func(m map[uuid.UUID]map[string]agentconfig.Layer, id uuid.UUID, r layerRow) {
+		if m[id] == nil {
+			m[id] = map[string]agentconfig.Layer{}
+		}
+		m[id][r.ConfigType] = agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
 	}
-	return fmt.Errorf("postgres: read host: %w", err)
-}
-
-// HostLayers returns both levels' rows of the given types for host, in one query.
-func (s *Store) HostLayers(ctx context.Context, host resolve.Host, types []string) (resolve.Layers, error) {
-	hostID, err := uuid.Parse(host.ID)
-	if err != nil {
-		return resolve.Layers{}, fmt.Errorf("postgres: host id: %w", err)
-	}
-	envID, err := uuid.Parse(host.EnvironmentID)
-	if err != nil {
-		return resolve.Layers{}, fmt.Errorf("postgres: environment id: %w", err)
-	}
-	rows, err := s.q.HostLayers(ctx, sqlcdb.HostLayersParams{EnvironmentID: envID, ConfigTypes: types, HostID: hostID})
-	if err != nil {
-		return resolve.Layers{}, fmt.Errorf("postgres: read config rows: %w", err)
-	}
-	layers := resolve.Layers{
-		Environment: make(map[string]agentconfig.Layer, len(rows)),
-		Host:        make(map[string]agentconfig.Layer, len(rows)),
-	}
-	for _, row := range rows {
-		l := agentconfig.Layer{Data: row.ConfigData, Version: row.Version}
-		if row.Level == "host" {
-			layers.Host[row.ConfigType] = l
-		} else {
-			layers.Environment[row.ConfigType] = l
+	var hosts []resolve.HostLayers
+	for _, r := range rows {
+		switch r.Level {
+		case "host":
+			keys = append(keys, key{r.HostID, r.EnvironmentID})
+			hosts = append(hosts, resolve.HostLayers{Host: resolve.Host{
+				ID: r.HostID.String(), AgentID: r.AgentID, ClientID: r.ClientID.String(), EnvironmentID: r.EnvironmentID.String(),
+			}})
+		case "override":
+			add(overrides, r.HostID, r)
+		case "environment":
+			add(envs, r.EnvironmentID, r)
 		}
 	}
-	return layers, nil
+	none := map[string]agentconfig.Layer{}
+	orNone := func(m map[string]agentconfig.Layer) map[string]agentconfig.Layer {
+		if m == nil {
+			return none
+		}
+		return m
+	}
+	for i, k := range keys {
+		hosts[i].Layers = resolve.Layers{Environment: orNone(envs[k.env]), Host: orNone(overrides[k.host])}
+	}
+	return hosts
 }
 
 // EnvironmentLayer returns the environment's client and its row of configType, in one query.
@@ -106,37 +164,92 @@ func (s *Store) EnvironmentLayer(ctx context.Context, environmentID, configType 
 	return out, nil
 }
 
-// HostPage returns one page of hosts joined with their overrides of q.ConfigType, in one query.
-func (s *Store) HostPage(ctx context.Context, q resolve.HostPageQuery) ([]resolve.PageHost, error) {
-	p := sqlcdb.BatchHostPageParams{ConfigType: q.ConfigType, OnlineSince: q.OnlineSince, PageLimit: int32(q.Limit)}
-	var err error
-	if p.EnvironmentID, err = uuid.Parse(q.EnvironmentID); err != nil {
+// HostPage returns one page of hosts with their rows of q.ConfigType, in one query: the host query
+// variant for q's filters, in a read-only transaction that keeps its plan off statistics (see
+// PlanOrderedPages in db/queries/resolver).
+func (s *Store) HostPage(ctx context.Context, q resolve.HostPageQuery) (hosts []resolve.PageHost, err error) {
+	envID, err := uuid.Parse(q.EnvironmentID)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: environment id: %w", err)
 	}
+	var after uuid.UUID
 	if q.After != "" {
-		if p.After, err = uuid.Parse(q.After); err != nil {
+		if after, err = uuid.Parse(q.After); err != nil {
 			return nil, fmt.Errorf("postgres: cursor: %w", err)
 		}
 	}
+	var hostIDs []uuid.UUID
 	if len(q.HostIDs) > 0 {
-		p.FilterHosts = true
-		p.HostIds = make([]uuid.UUID, len(q.HostIDs))
+		hostIDs = make([]uuid.UUID, len(q.HostIDs))
 		for i, id := range q.HostIDs {
-			if p.HostIds[i], err = uuid.Parse(id); err != nil {
+			if hostIDs[i], err = uuid.Parse(id); err != nil {
 				return nil, fmt.Errorf("postgres: host id: %w", err)
 			}
 		}
 	}
-	rows, err := s.q.BatchHostPage(ctx, p)
+	limit := int32(min(q.Limit, math.MaxInt32))
+
+	tx, err := s.db.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: begin host page: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(ctx)
+		}
+	}()
+	qtx := s.q.WithTx(tx)
+	if err := qtx.PlanOrderedPages(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: host page plan settings: %w", err)
+	}
+	var rows []pageRow
+	switch {
+	case hostIDs != nil:
+		var listed []sqlcdb.ListedHostPageRow
+		listed, err = qtx.ListedHostPage(ctx, sqlcdb.ListedHostPageParams{
+			HostIds: hostIDs, EnvironmentID: envID, After: after, OnlineSince: q.OnlineSince, PageLimit: limit, ConfigType: q.ConfigType,
+		})
+		rows = rowsAs(listed, func(r sqlcdb.ListedHostPageRow) pageRow { return pageRow(r) })
+	case q.OnlineSince != nil:
+		var online []sqlcdb.OnlineHostPageRow
+		online, err = qtx.OnlineHostPage(ctx, sqlcdb.OnlineHostPageParams{
+			EnvironmentID: envID, After: after, OnlineSince: *q.OnlineSince, PageLimit: limit, ConfigType: q.ConfigType,
+		})
+		rows = rowsAs(online, func(r sqlcdb.OnlineHostPageRow) pageRow { return pageRow(r) })
+	default:
+		var all []sqlcdb.HostPageRow
+		all, err = qtx.HostPage(ctx, sqlcdb.HostPageParams{EnvironmentID: envID, After: after, PageLimit: limit, ConfigType: q.ConfigType})
+		rows = rowsAs(all, func(r sqlcdb.HostPageRow) pageRow { return pageRow(r) })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read host page: %w", err)
 	}
-	hosts := make([]resolve.PageHost, len(rows))
-	for i, row := range rows {
-		hosts[i] = resolve.PageHost{HostID: row.ID.String(), AgentID: row.AgentID}
-		if row.OverrideVersion != nil {
-			hosts[i].Override = &agentconfig.Layer{Data: row.OverrideData, Version: *row.OverrideVersion}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: end host page: %w", err)
+	}
+	return pageHosts(rows), nil
+}
+
+// pageHosts assembles the level-tagged rows of a host page: the hosts in id order, each with its
+// override row when it has one.
+func pageHosts(rows []pageRow) []resolve.PageHost {
+	overrides := map[uuid.UUID]*agentconfig.Layer{}
+	var ids []uuid.UUID
+	agents := map[uuid.UUID]string{}
+	for _, r := range rows {
+		switch r.Level {
+		case "host":
+			ids = append(ids, r.HostID)
+			agents[r.HostID] = r.AgentID
+		case "override":
+			overrides[r.HostID] = &agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
 		}
 	}
-	return hosts, nil
+	// The page comes out of the index in id order, but SQL promises no order for a UNION: sort.
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	hosts := make([]resolve.PageHost, len(ids))
+	for i, id := range ids {
+		hosts[i] = resolve.PageHost{HostID: id.String(), AgentID: agents[id], Override: overrides[id]}
+	}
+	return hosts
 }

@@ -34,32 +34,34 @@ func TestStore(t *testing.T) {
 	db.Heartbeat(h2, now)
 
 	t.Run("hosts", func(t *testing.T) {
-		h, err := store.HostByID(ctx, h1)
-		if err != nil || h.ID != h1 || h.AgentID != "agent-1" || h.EnvironmentID != env || h.ClientID != db.ClientOf(env) {
-			t.Fatalf("HostByID = %+v, %v", h, err)
+		types := []string{"healthcheck"}
+		hl, err := store.LayersByHostID(ctx, h1, types)
+		if h := hl.Host; err != nil || h.ID != h1 || h.AgentID != "agent-1" || h.EnvironmentID != env || h.ClientID != db.ClientOf(env) {
+			t.Fatalf("LayersByHostID = %+v, %v", hl, err)
 		}
-		h, err = store.HostByAgentID(ctx, "agent-2")
-		if err != nil || h.ID != h2 {
-			t.Fatalf("HostByAgentID = %+v, %v", h, err)
+		hosts, err := store.LayersByAgentIDs(ctx, []string{"agent-2"}, types)
+		if err != nil || len(hosts) != 1 || hosts[0].Host.ID != h2 || hosts[0].Host.ClientID != db.ClientOf(env) {
+			t.Fatalf("LayersByAgentIDs = %+v, %v", hosts, err)
 		}
-		for _, err := range []error{
-			second(store.HostByID(ctx, h3)),
-			second(store.HostByAgentID(ctx, "agent-3")),
-			second(store.HostByID(ctx, "5f0c1c1e-0000-4000-8000-000000000000")),
-			second(store.HostByAgentID(ctx, "agent-404")),
-		} {
-			if !errors.Is(err, resolve.ErrNotFound) {
-				t.Errorf("revoked or missing host: err = %v, want ErrNotFound", err)
+		for _, id := range []string{h3, "5f0c1c1e-0000-4000-8000-000000000000"} {
+			if _, err := store.LayersByHostID(ctx, id, types); !errors.Is(err, resolve.ErrNotFound) {
+				t.Errorf("revoked or missing host %s: err = %v, want ErrNotFound", id, err)
+			}
+		}
+		for _, agents := range [][]string{{"agent-3"}, {"agent-404"}, {"agent-3", "agent-404"}} {
+			hosts, err = store.LayersByAgentIDs(ctx, agents, types)
+			if err != nil || len(hosts) != 0 {
+				t.Errorf("revoked or missing agents %v: %+v, %v", agents, hosts, err)
 			}
 		}
 	})
 
 	t.Run("layers", func(t *testing.T) {
-		h, _ := store.HostByID(ctx, h2)
-		l, err := store.HostLayers(ctx, h, []string{"healthcheck", "tracing", "labels"})
+		hl, err := store.LayersByHostID(ctx, h2, []string{"healthcheck", "tracing", "labels"})
 		if err != nil {
 			t.Fatal(err)
 		}
+		l := hl.Layers
 		if got := l.Environment["healthcheck"]; got.Version != envV || len(got.Data) == 0 {
 			t.Errorf("env healthcheck = %+v", got)
 		}
@@ -72,9 +74,22 @@ func TestStore(t *testing.T) {
 		if len(l.Environment) != 2 || len(l.Host) != 1 {
 			t.Errorf("layers = %+v", l)
 		}
-		l, _ = store.HostLayers(ctx, h, []string{"labels"})
-		if len(l.Environment)+len(l.Host) != 0 {
-			t.Errorf("type filter ignored: %+v", l)
+		hl, _ = store.LayersByHostID(ctx, h2, []string{"labels"})
+		if len(hl.Layers.Environment)+len(hl.Layers.Host) != 0 || hl.Host.ID != h2 {
+			t.Errorf("type filter ignored or host lost: %+v", hl)
+		}
+		hosts, err := store.LayersByAgentIDs(ctx, []string{"agent-1", "agent-2", "agent-3"}, []string{"healthcheck", "tracing"})
+		if err != nil || len(hosts) != 2 {
+			t.Fatalf("LayersByAgentIDs = %+v, %v", hosts, err)
+		}
+		for _, hl := range hosts {
+			want := map[string]int64{h1: hostV, h2: hostTomb}[hl.Host.ID]
+			if got := hl.Layers.Host["healthcheck"]; got.Version != want || len(hl.Layers.Host) != 1 {
+				t.Errorf("host %s rows = %+v, want healthcheck at %d", hl.Host.AgentID, hl.Layers.Host, want)
+			}
+			if len(hl.Layers.Environment) != 2 || hl.Layers.Environment["healthcheck"].Version != envV {
+				t.Errorf("host %s environment rows = %+v", hl.Host.AgentID, hl.Layers.Environment)
+			}
 		}
 	})
 

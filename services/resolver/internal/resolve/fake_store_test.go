@@ -14,11 +14,12 @@ import (
 // fakeStore is an in-memory Store with the semantics the PostgreSQL adapter has (revoked hosts absent,
 // pages in host id order); the adapter itself is tested against a real database.
 type fakeStore struct {
-	envs      map[string]string                       // environment id -> client id
-	hosts     map[string]fakeHost                     // host id -> host
-	envRows   map[string]map[string]agentconfig.Layer // environment id -> type -> row
-	hostRows  map[string]map[string]agentconfig.Layer // host id -> type -> row
-	pageCalls int
+	envs       map[string]string                       // environment id -> client id
+	hosts      map[string]fakeHost                     // host id -> host
+	envRows    map[string]map[string]agentconfig.Layer // environment id -> type -> row
+	hostRows   map[string]map[string]agentconfig.Layer // host id -> type -> row
+	pageCalls  int
+	agentCalls int
 }
 
 type fakeHost struct {
@@ -65,24 +66,26 @@ func layer(data string, version int64) agentconfig.Layer {
 	return agentconfig.Layer{Data: []byte(data), Version: version}
 }
 
-func (s *fakeStore) HostByID(_ context.Context, id string) (resolve.Host, error) {
+func (s *fakeStore) LayersByHostID(_ context.Context, id string, types []string) (resolve.HostLayers, error) {
 	h, ok := s.hosts[id]
 	if !ok || h.revoked {
-		return resolve.Host{}, fmt.Errorf("fake: %w", resolve.ErrNotFound)
+		return resolve.HostLayers{}, fmt.Errorf("fake: %w", resolve.ErrNotFound)
 	}
-	return h.Host, nil
+	return s.layers(h.Host, types), nil
 }
 
-func (s *fakeStore) HostByAgentID(_ context.Context, agentID string) (resolve.Host, error) {
+func (s *fakeStore) LayersByAgentIDs(_ context.Context, agentIDs, types []string) ([]resolve.HostLayers, error) {
+	s.agentCalls++
+	var out []resolve.HostLayers
 	for _, h := range s.hosts {
-		if h.AgentID == agentID && !h.revoked {
-			return h.Host, nil
+		if slices.Contains(agentIDs, h.AgentID) && !h.revoked {
+			out = append(out, s.layers(h.Host, types))
 		}
 	}
-	return resolve.Host{}, fmt.Errorf("fake: %w", resolve.ErrNotFound)
+	return out, nil
 }
 
-func (s *fakeStore) HostLayers(_ context.Context, host resolve.Host, types []string) (resolve.Layers, error) {
+func (s *fakeStore) layers(host resolve.Host, types []string) resolve.HostLayers {
 	l := resolve.Layers{Environment: map[string]agentconfig.Layer{}, Host: map[string]agentconfig.Layer{}}
 	for _, t := range types {
 		if row, ok := s.envRows[host.EnvironmentID][t]; ok {
@@ -92,7 +95,7 @@ func (s *fakeStore) HostLayers(_ context.Context, host resolve.Host, types []str
 			l.Host[t] = row
 		}
 	}
-	return l, nil
+	return resolve.HostLayers{Host: host, Layers: l}
 }
 
 func (s *fakeStore) EnvironmentLayer(_ context.Context, envID, typ string) (resolve.EnvironmentLayer, error) {

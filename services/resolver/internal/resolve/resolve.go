@@ -57,78 +57,159 @@ func New(store Store, opts Options) *Resolver {
 // Resolve returns the effective configs of one host, for the requested types or every registered type.
 // A type appears in the reply when it has a row at either level (a tombstone-only type has null data and
 // the tombstone's version, so an agent can drop it). With Explain each config carries its provenance.
+// The host and its rows are read in one query.
 func (r *Resolver) Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error) {
 	types, err := requestTypes(req.Types)
 	if err != nil {
 		return protocol.ResolveReply{}, err
 	}
-	host, err := r.lookupHost(ctx, req)
+	hl, err := r.lookupHost(ctx, req, types)
 	if err != nil {
 		return protocol.ResolveReply{}, err
 	}
-	layers, err := r.store.HostLayers(ctx, host, types)
-	if err != nil {
-		return protocol.ResolveReply{}, fmt.Errorf("resolve: read layers of host %s: %w", host.ID, err)
+	return hostReply(hl, types, req.Explain)
+}
+
+// ResolveAgents resolves the hosts of many agents in one read of the store (delivery serves
+// concurrent fetches this way). Each host gets what Resolve returns for it (without provenance); unknown
+// and revoked agents are listed in Missing. Duplicate agent ids are answered once.
+func (r *Resolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
+	switch {
+	case len(req.AgentIDs) == 0:
+		return protocol.ResolveAgentsReply{}, fmt.Errorf("%w: agent_ids is required", ErrInvalidRequest)
+	case len(req.AgentIDs) > protocol.MaxResolveAgents:
+		return protocol.ResolveAgentsReply{}, fmt.Errorf("%w: at most %d agent_ids per request", ErrInvalidRequest, protocol.MaxResolveAgents)
 	}
+	ids := make([]string, 0, len(req.AgentIDs))
+	seen := make(map[string]bool, len(req.AgentIDs))
+	for _, id := range req.AgentIDs {
+		if !protocol.ValidAgentID(id) {
+			return protocol.ResolveAgentsReply{}, fmt.Errorf("%w: agent_ids must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	types, err := requestTypes(req.Types)
+	if err != nil {
+		return protocol.ResolveAgentsReply{}, err
+	}
+	hosts, err := r.store.LayersByAgentIDs(ctx, ids, types)
+	if err != nil {
+		return protocol.ResolveAgentsReply{}, fmt.Errorf("resolve agents: read %d hosts: %w", len(ids), err)
+	}
+	byAgent := make(map[string]HostLayers, len(hosts))
+	for _, hl := range hosts {
+		byAgent[hl.Host.AgentID] = hl
+	}
+	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{}, Hosts: make([]protocol.AgentConfigs, 0, len(hosts))}
+	// A host without a row of its own for a type takes its environment's config: merged once per
+	// request and environment, and sent once.
+	shared := map[[2]string]int{}
+	for _, id := range ids {
+		hl, ok := byAgent[id]
+		if !ok {
+			reply.Missing = append(reply.Missing, id)
+			continue
+		}
+		host := protocol.AgentConfigs{Host: hostRef(hl.Host), Configs: make(map[string]int, len(types))}
+		for _, t := range types {
+			env, hasEnv := hl.Layers.Environment[t]
+			over, hasHost := hl.Layers.Host[t]
+			if !hasEnv && !hasHost {
+				continue
+			}
+			key := [2]string{hl.Host.EnvironmentID, t}
+			if n, ok := shared[key]; ok && !hasHost {
+				host.Configs[t] = n
+				continue
+			}
+			ec, err := effective(hl.Host, t, env, over, false)
+			if err != nil {
+				return protocol.ResolveAgentsReply{}, err
+			}
+			n := len(reply.Configs)
+			reply.Configs = append(reply.Configs, ec)
+			if !hasHost {
+				shared[key] = n
+			}
+			host.Configs[t] = n
+		}
+		reply.Hosts = append(reply.Hosts, host)
+	}
+	return reply, nil
+}
+
+// hostReply merges hl's rows of types into its reply.
+func hostReply(hl HostLayers, types []string, explain bool) (protocol.ResolveReply, error) {
 	configs := make(map[string]protocol.EffectiveConfig, len(types))
 	for _, t := range types {
-		env, hasEnv := layers.Environment[t]
-		over, hasHost := layers.Host[t]
+		env, hasEnv := hl.Layers.Environment[t]
+		over, hasHost := hl.Layers.Host[t]
 		if !hasEnv && !hasHost {
 			continue
 		}
-		eff, err := agentconfig.Resolve(t, env, over)
+		ec, err := effective(hl.Host, t, env, over, explain)
 		if err != nil {
-			return protocol.ResolveReply{}, fmt.Errorf("resolve: merge %s for host %s: %w", t, host.ID, err)
-		}
-		ec, err := effectiveConfig(eff, req.Explain)
-		if err != nil {
-			return protocol.ResolveReply{}, fmt.Errorf("resolve: %s for host %s: %w", t, host.ID, err)
+			return protocol.ResolveReply{}, err
 		}
 		configs[t] = ec
 	}
-	return protocol.ResolveReply{
-		Host: protocol.HostRef{
-			HostID:        host.ID,
-			AgentID:       host.AgentID,
-			ClientID:      host.ClientID,
-			EnvironmentID: host.EnvironmentID,
-		},
-		Configs: configs,
-	}, nil
+	return protocol.ResolveReply{Host: hostRef(hl.Host), Configs: configs}, nil
 }
 
-func (r *Resolver) lookupHost(ctx context.Context, req protocol.ResolveRequest) (Host, error) {
+// effective merges one type's rows of host.
+func effective(host Host, t string, env, over agentconfig.Layer, explain bool) (protocol.EffectiveConfig, error) {
+	eff, err := agentconfig.Resolve(t, env, over)
+	if err != nil {
+		return protocol.EffectiveConfig{}, fmt.Errorf("resolve: merge %s for host %s: %w", t, host.ID, err)
+	}
+	ec, err := effectiveConfig(eff, explain)
+	if err != nil {
+		return protocol.EffectiveConfig{}, fmt.Errorf("resolve: %s for host %s: %w", t, host.ID, err)
+	}
+	return ec, nil
+}
+
+func hostRef(h Host) protocol.HostRef {
+	return protocol.HostRef{HostID: h.ID, AgentID: h.AgentID, ClientID: h.ClientID, EnvironmentID: h.EnvironmentID}
+}
+
+// lookupHost reads the host named by req (host_id or agent_id) with its rows of types.
+func (r *Resolver) lookupHost(ctx context.Context, req protocol.ResolveRequest, types []string) (HostLayers, error) {
 	switch {
 	case req.HostID != "" && req.AgentID != "":
-		return Host{}, fmt.Errorf("%w: set host_id or agent_id, not both", ErrInvalidRequest)
+		return HostLayers{}, fmt.Errorf("%w: set host_id or agent_id, not both", ErrInvalidRequest)
 	case req.HostID != "":
 		id, err := parseID("host_id", req.HostID)
 		if err != nil {
-			return Host{}, err
+			return HostLayers{}, err
 		}
-		host, err := r.store.HostByID(ctx, id)
+		hl, err := r.store.LayersByHostID(ctx, id, types)
 		if errors.Is(err, ErrNotFound) {
-			return Host{}, fmt.Errorf("%w: host %s", ErrNotFound, id)
+			return HostLayers{}, fmt.Errorf("%w: host %s", ErrNotFound, id)
 		}
 		if err != nil {
-			return Host{}, fmt.Errorf("resolve: host %s: %w", id, err)
+			return HostLayers{}, fmt.Errorf("resolve: host %s: %w", id, err)
 		}
-		return host, nil
+		return hl, nil
 	case req.AgentID != "":
 		if !protocol.ValidAgentID(req.AgentID) {
-			return Host{}, fmt.Errorf("%w: agent_id must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
+			return HostLayers{}, fmt.Errorf("%w: agent_id must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
 		}
-		host, err := r.store.HostByAgentID(ctx, req.AgentID)
-		if errors.Is(err, ErrNotFound) {
-			return Host{}, fmt.Errorf("%w: agent %s", ErrNotFound, req.AgentID)
-		}
+		hosts, err := r.store.LayersByAgentIDs(ctx, []string{req.AgentID}, types)
 		if err != nil {
-			return Host{}, fmt.Errorf("resolve: agent %s: %w", req.AgentID, err)
+			return HostLayers{}, fmt.Errorf("resolve: agent %s: %w", req.AgentID, err)
 		}
-		return host, nil
+		for _, hl := range hosts {
+			if hl.Host.AgentID == req.AgentID {
+				return hl, nil
+			}
+		}
+		return HostLayers{}, fmt.Errorf("%w: agent %s", ErrNotFound, req.AgentID)
 	default:
-		return Host{}, fmt.Errorf("%w: host_id or agent_id is required", ErrInvalidRequest)
+		return HostLayers{}, fmt.Errorf("%w: host_id or agent_id is required", ErrInvalidRequest)
 	}
 }
 

@@ -22,6 +22,12 @@ type Layers struct {
 	Host        map[string]agentconfig.Layer
 }
 
+// HostLayers is a host with the rows of its two levels.
+type HostLayers struct {
+	Host   Host
+	Layers Layers
+}
+
 // EnvironmentLayer is one environment's row of one config type. Layer is zero when there is no row.
 type EnvironmentLayer struct {
 	ClientID string
@@ -51,12 +57,15 @@ type PageHost struct {
 }
 
 // Store reads the config tables. Implementations return an error wrapping ErrNotFound for a host that
-// does not exist or is revoked and for an environment that does not exist. IDs passed in are valid UUIDs.
+// does not exist or is revoked and for an environment that does not exist. IDs passed in are valid UUIDs
+// and agent ids valid agent ids.
 type Store interface {
-	HostByID(ctx context.Context, hostID string) (Host, error)
-	HostByAgentID(ctx context.Context, agentID string) (Host, error)
-	// HostLayers returns the rows of the given types at both levels of host.
-	HostLayers(ctx context.Context, host Host, types []string) (Layers, error)
+	// LayersByHostID returns the host with its rows of the given types at both levels, in one query.
+	LayersByHostID(ctx context.Context, hostID string, types []string) (HostLayers, error)
+	// LayersByAgentIDs returns the hosts of the given agent ids, each with its rows of the given types
+	// at both levels, in one query. Unknown and revoked agents are left out (no error). Hosts of one
+	// environment may share its Environment map: callers must not modify Layers.
+	LayersByAgentIDs(ctx context.Context, agentIDs, types []string) ([]HostLayers, error)
 	// EnvironmentLayer returns the environment's row of one type, in one query.
 	EnvironmentLayer(ctx context.Context, environmentID, configType string) (EnvironmentLayer, error)
 	// HostPage returns up to q.Limit hosts with their overrides of q.ConfigType, in one query.

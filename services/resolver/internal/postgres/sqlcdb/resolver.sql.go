@@ -38,60 +38,62 @@ func (q *Queries) BatchEnvironment(ctx context.Context, arg BatchEnvironmentPara
 	return i, err
 }
 
-const batchHostPage = `-- name: BatchHostPage :many
-SELECT h.id, h.agent_id, hc.config_data AS override_data, hc.version AS override_version
-FROM hosts h
-LEFT JOIN host_configs hc ON hc.host_id = h.id AND hc.config_type = $1
-WHERE h.environment_id = $2
-  AND h.revoked_at IS NULL
-  AND h.id > $3::uuid
-  AND (NOT $4::bool OR h.id = ANY ($5::uuid[]))
-  AND ($6::timestamptz IS NULL OR h.last_heartbeat_at >= $6::timestamptz)
-ORDER BY h.id
-LIMIT $7
+const hostPage = `-- name: HostPage :many
+WITH page AS MATERIALIZED (
+    SELECT hs.id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.environment_id = $1 AND hs.id > $2::uuid AND hs.revoked_at IS NULL
+    ORDER BY hs.id
+    LIMIT $3
+)
+SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
+FROM page
+UNION ALL
+SELECT 'override', hc.host_id, '', hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.config_type = $4 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
 `
 
-type BatchHostPageParams struct {
-	ConfigType    string
+type HostPageParams struct {
 	EnvironmentID uuid.UUID
 	After         uuid.UUID
-	FilterHosts   bool
-	HostIds       []uuid.UUID
-	OnlineSince   *time.Time
 	PageLimit     int32
+	ConfigType    string
 }
 
-type BatchHostPageRow struct {
-	ID              uuid.UUID
-	AgentID         string
-	OverrideData    []byte
-	OverrideVersion *int64
+type HostPageRow struct {
+	Level      string
+	HostID     uuid.UUID
+	AgentID    string
+	ConfigData []byte
+	Version    int64
 }
 
-// One page of an environment's non-revoked hosts in id order, each with its override row of one type
-// (override_version NULL = no row; config_data NULL with a version = tombstone).
-func (q *Queries) BatchHostPage(ctx context.Context, arg BatchHostPageParams) ([]BatchHostPageRow, error) {
-	rows, err := q.db.Query(ctx, batchHostPage,
-		arg.ConfigType,
+// One page of an environment's non-revoked hosts in id order, read in order from hosts_environment_idx
+// and stopped at the limit, with their rows of one type: a 'host' row per host (config columns zero),
+// then an 'override' row per host row of the type (config_data NULL = tombstone), looked up by key for
+// exactly the page's hosts. Each host query comes in one variant per filter, so no catch-all predicate
+// blurs the planner's estimates.
+func (q *Queries) HostPage(ctx context.Context, arg HostPageParams) ([]HostPageRow, error) {
+	rows, err := q.db.Query(ctx, hostPage,
 		arg.EnvironmentID,
 		arg.After,
-		arg.FilterHosts,
-		arg.HostIds,
-		arg.OnlineSince,
 		arg.PageLimit,
+		arg.ConfigType,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []BatchHostPageRow
+	var items []HostPageRow
 	for rows.Next() {
-		var i BatchHostPageRow
+		var i HostPageRow
 		if err := rows.Scan(
-			&i.ID,
+			&i.Level,
+			&i.HostID,
 			&i.AgentID,
-			&i.OverrideData,
-			&i.OverrideVersion,
+			&i.ConfigData,
+			&i.Version,
 		); err != nil {
 			return nil, err
 		}
@@ -103,92 +105,60 @@ func (q *Queries) BatchHostPage(ctx context.Context, arg BatchHostPageParams) ([
 	return items, nil
 }
 
-const hostByAgentID = `-- name: HostByAgentID :one
-SELECT id, client_id, environment_id, agent_id
-FROM hosts
-WHERE agent_id = $1 AND revoked_at IS NULL
-`
-
-type HostByAgentIDRow struct {
-	ID            uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.UUID
-	AgentID       string
-}
-
-func (q *Queries) HostByAgentID(ctx context.Context, agentID string) (HostByAgentIDRow, error) {
-	row := q.db.QueryRow(ctx, hostByAgentID, agentID)
-	var i HostByAgentIDRow
-	err := row.Scan(
-		&i.ID,
-		&i.ClientID,
-		&i.EnvironmentID,
-		&i.AgentID,
-	)
-	return i, err
-}
-
-const hostByID = `-- name: HostByID :one
-SELECT id, client_id, environment_id, agent_id
-FROM hosts
-WHERE id = $1 AND revoked_at IS NULL
-`
-
-type HostByIDRow struct {
-	ID            uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.UUID
-	AgentID       string
-}
-
-// A host that can receive configs: revoked hosts are treated as absent.
-func (q *Queries) HostByID(ctx context.Context, id uuid.UUID) (HostByIDRow, error) {
-	row := q.db.QueryRow(ctx, hostByID, id)
-	var i HostByIDRow
-	err := row.Scan(
-		&i.ID,
-		&i.ClientID,
-		&i.EnvironmentID,
-		&i.AgentID,
-	)
-	return i, err
-}
-
-const hostLayers = `-- name: HostLayers :many
-SELECT 'environment'::text AS level, config_type, config_data, version
-FROM environment_configs
-WHERE environment_id = $1 AND config_type = ANY ($2::text[])
+const layersByAgentID = `-- name: LayersByAgentID :many
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.agent_id = $1 AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
 UNION ALL
-SELECT 'host'::text AS level, config_type, config_data, version
-FROM host_configs
-WHERE host_id = $3 AND config_type = ANY ($2::text[])
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY ($2::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
 `
 
-type HostLayersParams struct {
-	EnvironmentID uuid.UUID
-	ConfigTypes   []string
+type LayersByAgentIDParams struct {
+	AgentID     string
+	ConfigTypes []string
+}
+
+type LayersByAgentIDRow struct {
+	Level         string
 	HostID        uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	AgentID       string
+	ConfigType    string
+	ConfigData    []byte
+	Version       int64
 }
 
-type HostLayersRow struct {
-	Level      string
-	ConfigType string
-	ConfigData []byte
-	Version    int64
-}
-
-// Both levels of the given types for one host, tombstones included (config_data NULL).
-func (q *Queries) HostLayers(ctx context.Context, arg HostLayersParams) ([]HostLayersRow, error) {
-	rows, err := q.db.Query(ctx, hostLayers, arg.EnvironmentID, arg.ConfigTypes, arg.HostID)
+// LayersByAgentIDs for one agent. Its parameters are scalars, so PostgreSQL soon settles on one generic
+// plan for it instead of planning each fetch anew (an array parameter keeps it re-planning).
+func (q *Queries) LayersByAgentID(ctx context.Context, arg LayersByAgentIDParams) ([]LayersByAgentIDRow, error) {
+	rows, err := q.db.Query(ctx, layersByAgentID, arg.AgentID, arg.ConfigTypes)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []HostLayersRow
+	var items []LayersByAgentIDRow
 	for rows.Next() {
-		var i HostLayersRow
+		var i LayersByAgentIDRow
 		if err := rows.Scan(
 			&i.Level,
+			&i.HostID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.AgentID,
 			&i.ConfigType,
 			&i.ConfigData,
 			&i.Version,
@@ -201,4 +171,300 @@ func (q *Queries) HostLayers(ctx context.Context, arg HostLayersParams) ([]HostL
 		return nil, err
 	}
 	return items, nil
+}
+
+const layersByAgentIDs = `-- name: LayersByAgentIDs :many
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.agent_id = ANY ($1::text[]) AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY ($2::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
+`
+
+type LayersByAgentIDsParams struct {
+	AgentIds    []string
+	ConfigTypes []string
+}
+
+type LayersByAgentIDsRow struct {
+	Level         string
+	HostID        uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	AgentID       string
+	ConfigType    string
+	ConfigData    []byte
+	Version       int64
+}
+
+// The non-revoked hosts of the given agent ids (unknown ones are left out) with their config rows of
+// the given types at both levels, in one round trip, tagged as in LayersByHostID. The rows of an
+// environment are sent once, however many of its hosts are asked for.
+func (q *Queries) LayersByAgentIDs(ctx context.Context, arg LayersByAgentIDsParams) ([]LayersByAgentIDsRow, error) {
+	rows, err := q.db.Query(ctx, layersByAgentIDs, arg.AgentIds, arg.ConfigTypes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LayersByAgentIDsRow
+	for rows.Next() {
+		var i LayersByAgentIDsRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.AgentID,
+			&i.ConfigType,
+			&i.ConfigData,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const layersByHostID = `-- name: LayersByHostID :many
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.id = $1 AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY ($2::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
+`
+
+type LayersByHostIDParams struct {
+	HostID      uuid.UUID
+	ConfigTypes []string
+}
+
+type LayersByHostIDRow struct {
+	Level         string
+	HostID        uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	AgentID       string
+	ConfigType    string
+	ConfigData    []byte
+	Version       int64
+}
+
+// One non-revoked host with its config rows of the given types at both levels, in one round trip. The
+// rows come tagged by level; columns a level does not use hold zero values:
+//
+//	'host'         one row: the host (config_type '', version 0);
+//	'override'     the host's rows of the types (host_id set; tombstones have config_data NULL);
+//	'environment'  its environment's rows of the types (environment_id set).
+//
+// No 'host' row means no such host. Every access is an index lookup by key, whatever the statistics.
+func (q *Queries) LayersByHostID(ctx context.Context, arg LayersByHostIDParams) ([]LayersByHostIDRow, error) {
+	rows, err := q.db.Query(ctx, layersByHostID, arg.HostID, arg.ConfigTypes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LayersByHostIDRow
+	for rows.Next() {
+		var i LayersByHostIDRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.AgentID,
+			&i.ConfigType,
+			&i.ConfigData,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listedHostPage = `-- name: ListedHostPage :many
+WITH page AS MATERIALIZED (
+    SELECT hs.id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.id = ANY ($1::uuid[]) AND hs.environment_id = $2 AND hs.id > $3::uuid
+      AND hs.revoked_at IS NULL
+      AND ($4::timestamptz IS NULL OR hs.last_heartbeat_at >= $4::timestamptz)
+    ORDER BY hs.id
+    LIMIT $5
+)
+SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
+FROM page
+UNION ALL
+SELECT 'override', hc.host_id, '', hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.config_type = $6 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+`
+
+type ListedHostPageParams struct {
+	HostIds       []uuid.UUID
+	EnvironmentID uuid.UUID
+	After         uuid.UUID
+	OnlineSince   *time.Time
+	PageLimit     int32
+	ConfigType    string
+}
+
+type ListedHostPageRow struct {
+	Level      string
+	HostID     uuid.UUID
+	AgentID    string
+	ConfigData []byte
+	Version    int64
+}
+
+// HostPage restricted to the listed hosts (ids of other environments are ignored), optionally online
+// only. The page is found through the primary key, one lookup per listed id, so its cost is bounded
+// by the list whatever the plan.
+func (q *Queries) ListedHostPage(ctx context.Context, arg ListedHostPageParams) ([]ListedHostPageRow, error) {
+	rows, err := q.db.Query(ctx, listedHostPage,
+		arg.HostIds,
+		arg.EnvironmentID,
+		arg.After,
+		arg.OnlineSince,
+		arg.PageLimit,
+		arg.ConfigType,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListedHostPageRow
+	for rows.Next() {
+		var i ListedHostPageRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.AgentID,
+			&i.ConfigData,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const onlineHostPage = `-- name: OnlineHostPage :many
+WITH page AS MATERIALIZED (
+    SELECT hs.id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.environment_id = $1 AND hs.id > $2::uuid AND hs.revoked_at IS NULL
+      AND hs.last_heartbeat_at >= $3::timestamptz
+    ORDER BY hs.id
+    LIMIT $4
+)
+SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
+FROM page
+UNION ALL
+SELECT 'override', hc.host_id, '', hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.config_type = $5 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+`
+
+type OnlineHostPageParams struct {
+	EnvironmentID uuid.UUID
+	After         uuid.UUID
+	OnlineSince   time.Time
+	PageLimit     int32
+	ConfigType    string
+}
+
+type OnlineHostPageRow struct {
+	Level      string
+	HostID     uuid.UUID
+	AgentID    string
+	ConfigData []byte
+	Version    int64
+}
+
+// HostPage restricted to hosts whose last heartbeat is at or after online_since.
+func (q *Queries) OnlineHostPage(ctx context.Context, arg OnlineHostPageParams) ([]OnlineHostPageRow, error) {
+	rows, err := q.db.Query(ctx, onlineHostPage,
+		arg.EnvironmentID,
+		arg.After,
+		arg.OnlineSince,
+		arg.PageLimit,
+		arg.ConfigType,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OnlineHostPageRow
+	for rows.Next() {
+		var i OnlineHostPageRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.AgentID,
+			&i.ConfigData,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const planOrderedPages = `-- name: PlanOrderedPages :exec
+SELECT set_config('enable_bitmapscan', 'off', true)
+`
+
+// Run in the page query's transaction, before it: no bitmap scans for the rest of the transaction.
+// Without statistics on hosts (right after a bulk registration, until autovacuum's first ANALYZE) the
+// planner estimates an environment at a few dozen hosts and, with bitmap scans allowed, reads every host
+// of the environment after the cursor and sorts them, for each page: quadratic in the environment's
+// size. Without them the only plans left are the ordered index scan of hosts_environment_idx, stopped
+// at the limit, and a sequential scan plus sort that costs more for any table where it matters. The
+// plan then no longer depends on statistics; with statistics the planner picks that index scan anyway.
+func (q *Queries) PlanOrderedPages(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, planOrderedPages)
+	return err
 }

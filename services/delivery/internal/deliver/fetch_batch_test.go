@@ -1,0 +1,197 @@
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// agentsResolver adds resolve_agents to fakeResolver: configs shared by index as the resolver does
+// (equal configs once per reply). fail answers every batch with that error; maxHosts cuts replies
+// after that many hosts, listing the rest in Remaining.
+type agentsResolver struct {
+	*fakeResolver
+	mu       sync.Mutex
+	batches  [][]string
+	singles  int
+	fail     error
+	maxHosts int
+}
+
+func (a *agentsResolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
+	a.mu.Lock()
+	a.batches = append(a.batches, slices.Clone(req.AgentIDs))
+	fail, maxHosts := a.fail, a.maxHosts
+	a.mu.Unlock()
+	if fail != nil {
+		return protocol.ResolveAgentsReply{}, fail
+	}
+	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{}}
+	index := map[string]int{}
+	for i, id := range req.AgentIDs {
+		if maxHosts > 0 && len(reply.Hosts) == maxHosts {
+			reply.Remaining = req.AgentIDs[i:]
+			break
+		}
+		res, err := a.fakeResolver.Resolve(ctx, protocol.ResolveRequest{AgentID: id})
+		if err != nil {
+			reply.Missing = append(reply.Missing, id)
+			continue
+		}
+		h := protocol.AgentConfigs{Host: res.Host, Configs: map[string]int{}}
+		for typ, ec := range res.Configs {
+			k := typ + "\x00" + strconv.FormatInt(ec.Version, 10) + "\x00" + string(ec.ConfigData)
+			n, ok := index[k]
+			if !ok {
+				n = len(reply.Configs)
+				index[k] = n
+				reply.Configs = append(reply.Configs, ec)
+			}
+			h.Configs[typ] = n
+		}
+		reply.Hosts = append(reply.Hosts, h)
+	}
+	return reply, nil
+}
+
+func (a *agentsResolver) Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error) {
+	a.mu.Lock()
+	a.singles++
+	a.mu.Unlock()
+	return a.fakeResolver.Resolve(ctx, req)
+}
+
+// batchFleet has 40 hosts sharing the environment's configs, two with a collectors override (one
+// with a credential that fails).
+func batchFleet() (*agentsResolver, *fakeInjector) {
+	r := newFleet(40)
+	r.envCfg["healthcheck"] = cfg("healthcheck", 3, `{"interval_seconds":60}`)
+	r.envCfg["labels"] = cfg("labels", 7, `null`)
+	r.envCfg["collectors"] = cfg("collectors", 4, `[{"type":"mysql","name":"db","credential_id":"c1"},{"type":"http","name":"web","url":"http://x"}]`)
+	r.hosts[5].overrides["collectors"] = cfg("collectors", 9, `[{"type":"redis","name":"cache","credential_id":"c2"}]`)
+	r.hosts[6].overrides["collectors"] = cfg("collectors", 10, `[{"type":"mysql","name":"db","credential_id":"broken"}]`)
+	return &agentsResolver{fakeResolver: r}, &fakeInjector{bad: map[string]bool{"broken": true}}
+}
+
+func batchAgents(r *agentsResolver, extra ...string) []string {
+	var ids []string
+	for _, h := range r.hosts {
+		ids = append(ids, h.agent)
+	}
+	return append(ids, extra...)
+}
+
+// Each agent of a batch gets exactly what Fetch gives it, from one resolver request and one inject
+// request with one item per distinct collector list.
+func TestFetchBatchIsFetchForEachAgent(t *testing.T) {
+	r, inj := batchFleet()
+	f := NewFetcher(r, inj, zap.NewNop())
+	ids := batchAgents(r, "nobody", "agent-00003") // an unknown agent, a duplicate
+	results := f.FetchBatch(context.Background(), ids)
+
+	if len(r.batches) != 1 || r.singles != 0 {
+		t.Fatalf("%d batch and %d single resolves, want 1 and 0", len(r.batches), r.singles)
+	}
+	if len(inj.requests) != 1 || len(inj.requests[0].Items) != 3 {
+		t.Fatalf("inject requests %+v, want one with 3 items (environment, override, broken)", inj.requests)
+	}
+	if len(results) != len(ids) {
+		t.Fatalf("%d results for %d agents", len(results), len(ids))
+	}
+	single := NewFetcher(r.fakeResolver, &fakeInjector{bad: inj.bad}, zap.NewNop())
+	for i, id := range ids {
+		want, wantErr := single.Fetch(context.Background(), id)
+		got := results[i]
+		if wantErr != nil {
+			if got.Err == nil || errors.Is(got.Err, ErrNotFound) != errors.Is(wantErr, ErrNotFound) {
+				t.Errorf("%s: err %v, want %v", id, got.Err, wantErr)
+			}
+			continue
+		}
+		if got.Err != nil || !reflect.DeepEqual(*got.Reply, want) {
+			t.Errorf("%s:\n batch  %+v, %v\n single %+v", id, got.Reply, got.Err, want)
+		}
+	}
+	if results[6].Reply.TypeErrors["collectors"].Code != protocol.CodeCredentialFailed {
+		t.Errorf("broken credential: %+v", results[6].Reply)
+	}
+	// Hosts with the same configs share one reply (encoded once by the caller).
+	if results[0].Reply != results[1].Reply || results[0].Reply == results[5].Reply {
+		t.Error("replies are not shared exactly by hosts with the same configs")
+	}
+}
+
+func TestFetchBatchFailures(t *testing.T) {
+	ctx := context.Background()
+	t.Run("resolver unavailable", func(t *testing.T) {
+		r, inj := batchFleet()
+		r.fail = errors.New("nats: timeout")
+		for _, res := range NewFetcher(r, inj, zap.NewNop()).FetchBatch(ctx, batchAgents(r)) {
+			if !errors.Is(res.Err, ErrUnavailable) {
+				t.Fatalf("err %v, want ErrUnavailable", res.Err)
+			}
+		}
+		if r.singles != 0 {
+			t.Fatalf("%d single resolves after a timeout: the batch must not be retried agent by agent", r.singles)
+		}
+	})
+	for name, fail := range map[string]error{
+		"internal error": protocol.Errorf(protocol.CodeInternal, "a single host's config exceeds the NATS max payload"),
+		"no endpoint":    fmt.Errorf("%w: no responders", ErrBatchUnsupported),
+	} {
+		t.Run(name+" falls back to one resolve per agent", func(t *testing.T) {
+			r, inj := batchFleet()
+			r.fail = fail
+			ids := batchAgents(r, "nobody")
+			results := NewFetcher(r, inj, zap.NewNop()).FetchBatch(ctx, ids)
+			if r.singles != len(ids) {
+				t.Fatalf("%d single resolves, want %d", r.singles, len(ids))
+			}
+			for i, res := range results {
+				if ids[i] == "nobody" {
+					if !errors.Is(res.Err, ErrNotFound) {
+						t.Fatalf("unknown agent: %v", res.Err)
+					}
+					continue
+				}
+				if res.Err != nil || res.Reply.Versions["healthcheck"] != 3 {
+					t.Fatalf("%s: %+v, %v", ids[i], res.Reply, res.Err)
+				}
+			}
+		})
+	}
+	t.Run("credential service down", func(t *testing.T) {
+		r, _ := batchFleet()
+		results := NewFetcher(r, &fakeInjector{fail: errors.New("timeout")}, zap.NewNop()).FetchBatch(ctx, batchAgents(r))
+		for _, res := range results {
+			if res.Err != nil || res.Reply.TypeErrors["collectors"].Code != protocol.CodeUnavailable || res.Reply.Versions["healthcheck"] != 3 {
+				t.Fatalf("%+v, %v", res.Reply, res.Err)
+			}
+		}
+	})
+}
+
+// A reply cut to fit the max payload is completed by asking again for the remaining agents.
+func TestFetchBatchFollowsRemaining(t *testing.T) {
+	r, inj := batchFleet()
+	r.maxHosts = 15
+	ids := batchAgents(r)
+	results := NewFetcher(r, inj, zap.NewNop()).FetchBatch(context.Background(), ids)
+	if len(r.batches) != 3 || r.singles != 0 {
+		t.Fatalf("%d batch requests %v and %d single resolves, want 3 and 0", len(r.batches), r.batches, r.singles)
+	}
+	for i, res := range results {
+		if res.Err != nil || res.Reply.Versions["healthcheck"] != 3 {
+			t.Fatalf("%s: %+v, %v", ids[i], res.Reply, res.Err)
+		}
+	}
+}
