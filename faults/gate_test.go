@@ -9,7 +9,7 @@ import (
 )
 
 // pageGate is a pgx query tracer for the resolver's pool that can hold the resolver's batch page
-// query (sqlc name BatchHostPage). Armed with n, it lets n more page queries through and then holds
+// queries (sqlc names HostPage, OnlineHostPage, ListedHostPage). Armed with n, it lets n more page queries through and then holds
 // every further one until released: with delivery's page size at 1 host, that stops an environment
 // fan-out after exactly n hosts, at a point the test chooses, without any timing.
 type pageGate struct {
@@ -48,7 +48,7 @@ func (g *pageGate) holding() int {
 }
 
 func (g *pageGate) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if !strings.Contains(data.SQL, "name: BatchHostPage ") {
+	if !isHostPageQuery(data.SQL) {
 		return ctx
 	}
 	g.mu.Lock()
@@ -73,3 +73,13 @@ func (g *pageGate) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 }
 
 func (g *pageGate) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// isHostPageQuery recognises the resolver's batch page queries by their sqlc name comment.
+func isHostPageQuery(sql string) bool {
+	for _, name := range []string{"HostPage", "OnlineHostPage", "ListedHostPage"} {
+		if strings.Contains(sql, "-- name: "+name+" ") {
+			return true
+		}
+	}
+	return false
+}
