@@ -193,7 +193,7 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 		}
 		p("  CPU: %s", cpuLine(h.CPU, h.OK, "fetch"))
 		if h.Injects >= 0 {
-			p("  credential inject requests caused by the herd: %d (each decrypts %d credentials: fetches are injected one by one)", h.Injects, h.Credentials)
+			p("  credential inject requests caused by the herd: %d (each decrypts its distinct credentials once; delivery injects one batch of fetches per request, %d credentials in play)", h.Injects, h.Credentials)
 		}
 		if h.LateInjects > 0 {
 			p("  of which %d after the herd ended (fetches served late, mostly to agents that had timed out); the backend was quiet %s after boot", h.LateInjects, dur(h.QuietAfter))
