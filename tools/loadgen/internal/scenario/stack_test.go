@@ -88,8 +88,9 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	if h == nil || h.OK != agents || h.Failed != 0 || h.TypeErrors != 0 || h.Latency.Count != agents {
 		t.Fatalf("herd = %+v", h)
 	}
-	if h.Injects != agents {
-		t.Errorf("herd inject requests = %d, want one per fetch (%d)", h.Injects, agents)
+	// delivery injects one batch of waiting fetches per request: at least one, at most one per fetch.
+	if h.Injects < 1 || h.Injects > agents {
+		t.Errorf("herd inject requests = %d, want between 1 and one per fetch (%d)", h.Injects, agents)
 	}
 	p := res.Push
 	if p == nil || !p.Complete || len(p.Runs) != 2 {
