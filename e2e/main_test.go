@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"go.uber.org/goleak"
+
 	"bytes"
 	"fmt"
 	"os"
@@ -39,6 +41,14 @@ func TestMain(m *testing.M) {
 	}
 	binRoot = dir
 	code := m.Run()
+	// goleak.VerifyTestMain would exit before the cleanup below; check for leaked goroutines here.
+	if code == 0 {
+		// The spawner goroutine lives as long as the process on purpose (see startCmd).
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/configsync/configsync/e2e.startCmd.func1.1")); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: leaked goroutines:", err)
+			code = 1
+		}
+	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -1,6 +1,8 @@
 package faults_test
 
 import (
+	"go.uber.org/goleak"
+
 	"fmt"
 	"os"
 	"testing"
@@ -17,6 +19,13 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	go buildBinaries()
 	code := m.Run()
+	// goleak.VerifyTestMain would exit before the cleanup below; check for leaked goroutines here.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "faults: leaked goroutines:", err)
+			code = 1
+		}
+	}
 	<-buildDone
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
