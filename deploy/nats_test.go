@@ -172,11 +172,19 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	if err := svc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte("{}")); err != nil {
-		t.Fatal(err)
+	// The subscription is on another node: its interest reaches the agent's node over the route
+	// asynchronously, so publish until one arrives (a message sent before that has no receiver).
+	var lastErr error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if _, lastErr = own.NextMsg(200 * time.Millisecond); lastErr == nil {
+			break
+		}
 	}
-	if _, err := own.NextMsg(10 * time.Second); err != nil {
-		t.Errorf("the agent's heartbeat on its own subject did not arrive: %v", err)
+	if lastErr != nil {
+		t.Errorf("the agent's heartbeat on its own subject did not arrive: %v", lastErr)
 	}
 	if _, err := agent.SubscribeSync(protocol.CommandSubject("agent-b")); err != nil {
 		t.Fatal(err)
