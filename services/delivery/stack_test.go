@@ -277,11 +277,9 @@ func (s *stack) eventsSettled(t testing.TB) {
 		return info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
 			fmt.Sprintf("ack pending %d, pending %d, ack floor %d of %d", info.NumAckPending, info.NumPending, info.AckFloor.Stream, sinfo.State.LastSeq)
 	})
-	// Delivery flushed its publishes before acking; a round trip on the agents' connection now
-	// delivers everything the server routed to it before.
-	if err := s.fleet.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	// Delivery flushed its publishes before acking, so the server routed them to the agents'
+	// connection already; drain waits until the fleet's handler has recorded them all.
+	s.fleet.drain(t)
 }
 
 // fetch asks for an agent's configs as the agent does.
@@ -301,17 +299,39 @@ func (s *stack) fetch(t testing.TB, subjectAgent, payloadAgent string) protocol.
 
 // fleet records the commands every simulated agent receives.
 type fleet struct {
-	nc  *nats.Conn
-	mu  sync.Mutex
-	got map[string][]protocol.Command
-	bad []string
+	nc      *nats.Conn
+	mu      sync.Mutex
+	got     map[string][]protocol.Command
+	bad     []string
+	settled chan struct{}
+}
+
+// settleAgent is the command subject token of the marker drain publishes to itself.
+const settleAgent = "__settle__"
+
+// drain waits until the subscription has handled everything it received before this call: the marker
+// it publishes comes back after those messages, and one subscription handles its messages in order.
+func (f *fleet) drain(t testing.TB) {
+	t.Helper()
+	if err := f.nc.Publish(protocol.CommandSubject(settleAgent), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.settled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fleet's subscription did not handle its marker within 10s")
+	}
 }
 
 func newFleet(t testing.TB, nc *nats.Conn) *fleet {
 	t.Helper()
-	f := &fleet{nc: nc, got: map[string][]protocol.Command{}}
+	f := &fleet{nc: nc, got: map[string][]protocol.Command{}, settled: make(chan struct{}, 1)}
 	if _, err := nc.Subscribe(protocol.CommandSubjectPrefix+"*", func(m *nats.Msg) {
 		agent := strings.TrimPrefix(m.Subject, protocol.CommandSubjectPrefix)
+		if agent == settleAgent {
+			f.settled <- struct{}{}
+			return
+		}
 		var c protocol.Command
 		f.mu.Lock()
 		defer f.mu.Unlock()
