@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/workerpool"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 )
@@ -50,8 +51,8 @@ type Service struct {
 
 	nc         *nats.Conn
 	svc        micro.Service
-	adminPool  *workerPool
-	injectPool *workerPool
+	adminPool  *workerpool.Pool
+	injectPool *workerpool.Pool
 	ctx        context.Context
 	cancel     context.CancelFunc
 }
@@ -76,8 +77,8 @@ func New(creds *credential.Service, injector *credential.Injector, opts Options,
 		injector:   injector,
 		log:        log,
 		opts:       opts,
-		adminPool:  newWorkerPool(opts.Workers),
-		injectPool: newWorkerPool(opts.InjectWorkers),
+		adminPool:  workerpool.New(opts.Workers),
+		injectPool: workerpool.New(opts.InjectWorkers),
 		ctx:        ctx,
 		cancel:     cancel,
 	}
@@ -245,7 +246,7 @@ func (s *Service) maxPayload() int {
 }
 
 // dispatch runs work for req on pool with the request timeout, answering panics and shutdown.
-func (s *Service) dispatch(pool *workerPool, req micro.Request, endpoint string, work func(context.Context)) {
+func (s *Service) dispatch(pool *workerpool.Pool, req micro.Request, endpoint string, work func(context.Context)) {
 	ok := pool.Go(func() {
 		ctx, cancel := context.WithTimeout(s.ctx, s.opts.RequestTimeout)
 		defer cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/workerpool"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -47,8 +48,8 @@ type Service struct {
 
 	nc          *nats.Conn
 	svc         micro.Service
-	resolvePool *workerPool
-	batchPool   *workerPool
+	resolvePool *workerpool.Pool
+	batchPool   *workerpool.Pool
 	ctx         context.Context
 	cancel      context.CancelFunc
 }
@@ -69,8 +70,8 @@ func New(resolver *resolve.Resolver, opts Options, log *zap.Logger) *Service {
 		resolver:    resolver,
 		log:         log,
 		opts:        opts,
-		resolvePool: newWorkerPool(opts.Workers),
-		batchPool:   newWorkerPool(opts.BatchWorkers),
+		resolvePool: workerpool.New(opts.Workers),
+		batchPool:   workerpool.New(opts.BatchWorkers),
 		ctx:         ctx,
 		cancel:      cancel,
 	}
@@ -189,7 +190,7 @@ func (s *Service) maxPayload() int {
 // dispatch runs work for req on pool and sends its reply. The reply is published from the pool
 // goroutine straight to the request's reply subject: micro.Request is not safe to use after the handler
 // returns (micro reads its state for $SRV.STATS), so the worker never touches it.
-func (s *Service) dispatch(pool *workerPool, req micro.Request, endpoint string, work func(context.Context, []byte) (any, error)) {
+func (s *Service) dispatch(pool *workerpool.Pool, req micro.Request, endpoint string, work func(context.Context, []byte) (any, error)) {
 	replyTo, data := req.Reply(), req.Data()
 	ok := pool.Go(func() {
 		ctx, cancel := context.WithTimeout(s.ctx, s.opts.RequestTimeout)

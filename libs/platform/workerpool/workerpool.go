@@ -1,25 +1,29 @@
-package natsapi
+// Package workerpool bounds how much work a service runs at once: the micro endpoints of ConfigSync
+// hand each request to a Pool, so a slow request never blocks the endpoint and load never grows without
+// bound.
+package workerpool
 
 import (
 	"context"
 	"sync"
 )
 
-// workerPool runs at most size tasks at once. Go blocks while the pool is full, which holds back the
+// Pool runs at most size tasks at once. Go blocks while the pool is full, which holds back the
 // endpoint's subscription (NATS buffers the pending requests) instead of growing without bound.
-type workerPool struct {
+type Pool struct {
 	sem    chan struct{}
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
 }
 
-func newWorkerPool(size int) *workerPool {
-	return &workerPool{sem: make(chan struct{}, max(size, 1))}
+// New returns a pool that runs at most size tasks at once (at least one).
+func New(size int) *Pool {
+	return &Pool{sem: make(chan struct{}, max(size, 1))}
 }
 
 // Go runs task on a pool goroutine; it returns false, without running it, once the pool is closed.
-func (p *workerPool) Go(task func()) bool {
+func (p *Pool) Go(task func()) bool {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -39,7 +43,7 @@ func (p *workerPool) Go(task func()) bool {
 }
 
 // Close refuses new tasks and waits for the running ones, or until ctx is done.
-func (p *workerPool) Close(ctx context.Context) error {
+func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
