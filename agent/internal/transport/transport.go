@@ -25,8 +25,8 @@ type Options struct {
 	Password  string
 	Token     string
 	Log       *slog.Logger
-	// OnReconnect runs after every reconnect (the agent re-fetches its configs: pushes sent while it
-	// was away are gone).
+	// OnReconnect runs after every reconnect, and after a first connect that had to be retried (the
+	// agent re-fetches its configs: pushes sent while it was away are gone).
 	OnReconnect func()
 	Extra       []nats.Option
 }
@@ -83,6 +83,11 @@ func Connect(o Options) (*Client, error) {
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
+			// With RetryOnFailedConnect an agent started while NATS was down connects here, not in
+			// ReconnectHandler; its background fetch may be far into its backoff, so ask for one now.
+			if o.OnReconnect != nil {
+				o.OnReconnect()
+			}
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { log.Debug("nats connection closed") }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
