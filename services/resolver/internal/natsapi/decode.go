@@ -1,11 +1,7 @@
 package natsapi
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
@@ -29,40 +25,11 @@ func decodeResolveBatchRequest(data []byte) (protocol.ResolveBatchRequest, error
 	return req, decodeStrict(data, &req)
 }
 
-// decodeStrict decodes exactly one JSON object into dst. Unknown fields are rejected: a misspelled
-// "host_ids" must not silently widen a batch to every host of the environment.
+// decodeStrict decodes exactly one JSON object into dst (protocol.DecodeStrict: unknown fields,
+// trailing data and empty bodies are refused, and the error never echoes the payload).
 func decodeStrict(data []byte, dst any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return fmt.Errorf("%w: empty request body", resolve.ErrInvalidRequest)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return fmt.Errorf("%w: malformed JSON: %s", resolve.ErrInvalidRequest, describeJSONError(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: malformed JSON: data after the request object", resolve.ErrInvalidRequest)
+	if err := protocol.DecodeStrict(data, dst); err != nil {
+		return fmt.Errorf("%w: %v", resolve.ErrInvalidRequest, err)
 	}
 	return nil
-}
-
-// describeJSONError names what was wrong without echoing the payload back.
-func describeJSONError(err error) string {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fmt.Sprintf("syntax error at offset %d", syntax.Offset)
-	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q has the wrong type", typ.Field)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "unexpected end of input"
-	default:
-		// Unknown fields and invalid values (e.g. a bad online_since time); the text names the field.
-		msg := err.Error()
-		if len(msg) > 200 {
-			msg = msg[:200]
-		}
-		return msg
-	}
 }
