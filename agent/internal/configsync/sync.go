@@ -244,6 +244,8 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 				case <-ctx.Done():
 					return
 				case <-time.After(d):
+				case <-trigger:
+					// (Re)connected: the backend may be reachable now, do not wait out the backoff.
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
@@ -62,6 +63,7 @@ func Connect(o Options) (*Client, error) {
 		return nil, fmt.Errorf("transport: invalid agent id %q", o.AgentID)
 	}
 	log := o.Log
+	var retried atomic.Bool
 	opts := []nats.Option{
 		nats.Name("configsync-agent/" + o.AgentID),
 		nats.MaxReconnects(-1),
@@ -85,7 +87,8 @@ func Connect(o Options) (*Client, error) {
 			log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
 			// With RetryOnFailedConnect an agent started while NATS was down connects here, not in
 			// ReconnectHandler; its background fetch may be far into its backoff, so ask for one now.
-			if o.OnReconnect != nil {
+			// When the first attempt succeeded, the startup fetch follows anyway: no second fetch.
+			if retried.Load() && o.OnReconnect != nil {
 				o.OnReconnect()
 			}
 		}),
@@ -111,6 +114,9 @@ func Connect(o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: connect: %w", err)
 	}
+	// Connect returns connected when its first attempt succeeded; otherwise it keeps retrying and the
+	// ConnectHandler runs later, after this is set.
+	retried.Store(!nc.IsConnected())
 	return &Client{nc: nc, agentID: o.AgentID, log: log}, nil
 }
 
