@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -165,11 +166,30 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 // EnsureStreamsWith is EnsureStreams with options (replica count).
 func EnsureStreamsWith(ctx context.Context, js jetstream.JetStream, opts StreamOptions) error {
 	for _, cfg := range StreamConfigs(opts) {
+		// Update only what differs: every replica of every service runs this at start, and a needless
+		// update rewrites the stream's configuration while other services create their consumers.
+		if s, err := js.Stream(ctx, cfg.Name); err == nil && streamMatches(s.CachedInfo().Config, cfg) {
+			continue
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("natsconn: ensure stream %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
+}
+
+// streamMatches reports whether the server's stream configuration has every setting want asks for
+// (settings want leaves at zero take the server's defaults and are not compared).
+func streamMatches(have, want jetstream.StreamConfig) bool {
+	return have.Description == want.Description &&
+		slices.Equal(have.Subjects, want.Subjects) &&
+		have.Retention == want.Retention &&
+		have.Storage == want.Storage &&
+		have.Discard == want.Discard &&
+		have.MaxAge == want.MaxAge &&
+		have.Replicas == max(want.Replicas, 1) &&
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
+		(want.MaxMsgsPerSubject == 0 || have.MaxMsgsPerSubject == want.MaxMsgsPerSubject)
 }
 
 // Check returns the "nats" readiness check: the connection must be established (not reconnecting).
