@@ -131,3 +131,16 @@ func TestSubjects(t *testing.T) {
 		}
 	}
 }
+
+func TestValidConfigTypeName(t *testing.T) {
+	for _, ok := range []string{"collectors", "log_shipping", "a1"} {
+		if !ValidConfigTypeName(ok) {
+			t.Errorf("ValidConfigTypeName(%q) = false", ok)
+		}
+	}
+	for _, bad := range []string{"", "1abc", "Labels", "a.b", "a-b", string(make([]byte, MaxConfigTypeLen+1))} {
+		if ValidConfigTypeName(bad) {
+			t.Errorf("ValidConfigTypeName(%q) = true", bad)
+		}
+	}
+}

@@ -98,3 +98,22 @@ func ValidAgentID(id string) bool {
 	}
 	return true
 }
+
+// MaxConfigTypeLen bounds a config type name on the wire.
+const MaxConfigTypeLen = 64
+
+// ValidConfigTypeName reports whether t has the shape of a config type name: 1..MaxConfigTypeLen
+// lower-case letters, digits and '_', starting with a letter. Whether the type is registered is
+// libs/agentconfig's concern; this only keeps malformed names out of stores and logs.
+func ValidConfigTypeName(t string) bool {
+	if len(t) == 0 || len(t) > MaxConfigTypeLen || t[0] < 'a' || t[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -18,7 +18,6 @@ const (
 	maxErrorText       = 4096
 	maxAgentVersion    = 128
 	maxConfigHash      = 128
-	maxConfigTypeLen   = 64
 	maxConfigVersions  = 64
 	clockSkewAllowance = 5 * time.Minute
 )
@@ -43,7 +42,7 @@ func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, err
 	if m.AgentID != token {
 		return ingest.Ack{}, fmt.Errorf("%w: agent_id does not match the subject", errMalformed)
 	}
-	if !validConfigType(m.ConfigType) {
+	if !protocol.ValidConfigTypeName(m.ConfigType) {
 		return ingest.Ack{}, fmt.Errorf("%w: invalid config_type", errMalformed)
 	}
 	if m.Version <= 0 {
@@ -108,7 +107,7 @@ func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.He
 		return ingest.Heartbeat{}, fmt.Errorf("%w: too many config_versions", errMalformed)
 	}
 	for t, v := range m.ConfigVersions {
-		if !validConfigType(t) || v < 0 {
+		if !protocol.ValidConfigTypeName(t) || v < 0 {
 			return ingest.Heartbeat{}, fmt.Errorf("%w: invalid config_versions entry", errMalformed)
 		}
 	}
@@ -120,21 +119,6 @@ func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.He
 		ConfigVersion:  m.ConfigVersion,
 		ConfigVersions: m.ConfigVersions,
 	}, nil
-}
-
-// validConfigType accepts the shape of a config type name (lower-case letters, digits, '_'). Whether the
-// type is registered is not ack-ingest's concern: it records what agents report.
-func validConfigType(t string) bool {
-	if len(t) == 0 || len(t) > maxConfigTypeLen || t[0] < 'a' || t[0] > 'z' {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // cleanText makes agent-supplied text storable: valid UTF-8, no NUL (PostgreSQL text refuses it), at

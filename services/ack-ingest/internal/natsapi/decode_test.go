@@ -138,7 +138,7 @@ func FuzzDecodeAck(f *testing.F) {
 		if !ok || token != a.AgentID {
 			t.Fatalf("agent %q accepted on subject %q", a.AgentID, subject)
 		}
-		if !validConfigType(a.ConfigType) || a.Version <= 0 {
+		if !protocol.ValidConfigTypeName(a.ConfigType) || a.Version <= 0 {
 			t.Fatalf("invalid ack accepted: %+v", a)
 		}
 		if (a.Status == protocol.AckFailed) == (a.Error == "") || (a.Status != protocol.AckFailed && a.Status != protocol.AckApplied) {
@@ -172,7 +172,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 			t.Fatalf("invalid heartbeat accepted: %+v", h)
 		}
 		for k, v := range h.ConfigVersions {
-			if !validConfigType(k) || v < 0 {
+			if !protocol.ValidConfigTypeName(k) || v < 0 {
 				t.Fatalf("config_versions entry %q=%d accepted", k, v)
 			}
 		}

@@ -12,7 +12,6 @@ import (
 const (
 	maxFetchRequestBytes = 4 << 10
 	maxEventBytes        = 64 << 10
-	maxConfigTypeLen     = 64
 )
 
 // decodeFetchRequest returns the agent id of a fetch request received on subject. The payload's
@@ -56,25 +55,12 @@ func decodeConfigChanged(data []byte) (protocol.ConfigChanged, error) {
 		return protocol.ConfigChanged{}, fmt.Errorf("%w: environment_id is required", deliver.ErrInvalidRequest)
 	case ev.Scope == protocol.ScopeHost && ev.HostID == "":
 		return protocol.ConfigChanged{}, fmt.Errorf("%w: host_id is required for a host event", deliver.ErrInvalidRequest)
-	case !validConfigType(ev.ConfigType):
+	case !protocol.ValidConfigTypeName(ev.ConfigType):
 		return protocol.ConfigChanged{}, fmt.Errorf("%w: invalid config_type", deliver.ErrInvalidRequest)
 	case ev.Version < 0:
 		return protocol.ConfigChanged{}, fmt.Errorf("%w: negative version", deliver.ErrInvalidRequest)
 	}
 	return ev, nil
-}
-
-func validConfigType(t string) bool {
-	if len(t) == 0 || len(t) > maxConfigTypeLen || t[0] < 'a' || t[0] > 'z' {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // jsonErrorKind describes a decode error without echoing the payload.

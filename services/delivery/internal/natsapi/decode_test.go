@@ -119,7 +119,7 @@ func FuzzDecodeConfigChanged(f *testing.F) {
 			}
 			return
 		}
-		if ev.EventID == "" || ev.EnvironmentID == "" || !validConfigType(ev.ConfigType) || ev.Version < 0 {
+		if ev.EventID == "" || ev.EnvironmentID == "" || !protocol.ValidConfigTypeName(ev.ConfigType) || ev.Version < 0 {
 			t.Fatalf("accepted %+v", ev)
 		}
 		switch ev.Scope {
