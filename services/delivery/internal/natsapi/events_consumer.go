@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -29,6 +30,8 @@ type EventOptions struct {
 	// RetryDelay is the first redelivery delay of a failed fan-out, doubling up to MaxRetryDelay.
 	RetryDelay    time.Duration
 	MaxRetryDelay time.Duration
+	// PullWait is how long one pull request waits for an event before it is renewed.
+	PullWait time.Duration
 }
 
 // EventConsumer consumes config-change events and fans each out with the Pusher. An event is acked
@@ -56,6 +59,9 @@ func NewEventConsumer(js jetstream.JetStream, pusher *deliver.Pusher, opts Event
 	}
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = time.Second
+	}
+	if opts.PullWait <= 0 {
+		opts.PullWait = 30 * time.Second
 	}
 	if opts.MaxRetryDelay < opts.RetryDelay {
 		opts.MaxRetryDelay = max(time.Minute, opts.RetryDelay)
@@ -125,40 +131,63 @@ func (c *EventConsumer) run(ctx, workCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Pull one event at a time and hand it over only when a worker is free: an event waiting in a
-	// client buffer would age towards its ack wait without InProgress and be redelivered elsewhere.
-	events := make(chan jetstream.Msg)
-	cc, err := cons.Consume(func(m jetstream.Msg) { events <- m },
-		jetstream.PullMaxMessages(1),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			c.log.Warn("event consume error", zap.Error(err))
-		}))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", PushDurable, err)
-	}
+	// Each worker pulls one event only when it is free, so no event waits in a client buffer,
+	// aging towards its ack wait without InProgress, while the workers are busy. One pull request
+	// per event (rather than a Consume stream with a batch of one) also keeps a worker from waiting
+	// on a pull that the client library forgot to renew.
+	pullCtx, stopPulling := context.WithCancel(ctx)
+	defer stopPulling()
+	var (
+		wg      sync.WaitGroup
+		endOnce sync.Once
+		ended   error
+	)
 	c.running.Store(true)
 	c.log.Info("event consumer started", zap.String("stream", protocol.EventsStream), zap.Int("concurrency", c.opts.Concurrency))
-	var wg sync.WaitGroup
 	for range c.opts.Concurrency {
 		wg.Go(func() {
-			for m := range events {
-				c.handle(workCtx, m)
+			if err := c.pullLoop(pullCtx, workCtx, cons); err != nil {
+				endOnce.Do(func() { ended = err })
+				stopPulling()
 			}
 		})
 	}
-	var ended error
-	select {
-	case <-ctx.Done():
-	case <-cc.Closed():
-		ended = fmt.Errorf("consume %s: ended unexpectedly", PushDurable)
-	}
-	c.running.Store(false)
-	cc.Drain()
-	<-cc.Closed()
-	close(events)
 	wg.Wait()
+	c.running.Store(false)
 	c.log.Info("event consumer stopped")
 	return ended
+}
+
+// pullLoop pulls and handles one event at a time until ctx is done. It returns an error only when
+// the durable consumer is gone and must be created again.
+func (c *EventConsumer) pullLoop(ctx, workCtx context.Context, cons jetstream.Consumer) error {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, c.opts.PullWait)
+		msg, err := cons.Next(jetstream.FetchContext(pctx))
+		cancel()
+		switch {
+		case err == nil:
+			delay = 100 * time.Millisecond
+			c.handle(workCtx, msg)
+			continue
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			delay = 100 * time.Millisecond
+			continue
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("pull from %s: %w", PushDurable, err)
+		}
+		c.log.Warn("pulling an event failed, retrying", zap.Duration("retry_in", delay), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+	return nil
 }
 
 func (c *EventConsumer) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
