@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 )
@@ -34,9 +35,26 @@ var (
 	errBodyTooLarge     = &fault.Error{Kind: fault.Invalid, Code: "payload_too_large", Message: fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)}
 )
 
+// A database outage is answered 503 with this message and Retry-After (seconds): PostgreSQL restarting
+// or failing over is usually back within seconds, so clients and load balancers should try again rather
+// than treat it as a bug.
+const (
+	msgDatabaseUnavailable = "the database is unavailable; retry later"
+	retryAfterDatabase     = "1"
+)
+
+// databaseUnavailable reports whether err is PostgreSQL being unreachable or refusing work, and no use
+// case classified it otherwise (a fault of another kind keeps its own status).
+func databaseUnavailable(err error) bool {
+	return fault.KindOf(err) == fault.Internal && pgdb.IsUnavailable(err)
+}
+
 // statusOf maps a failure to its HTTP status and default error code. This and writeError are the only
 // places use-case errors meet HTTP.
 func statusOf(err error) (int, string) {
+	if databaseUnavailable(err) {
+		return http.StatusServiceUnavailable, "unavailable"
+	}
 	var fe *fault.Error
 	if !errors.As(err, &fe) {
 		return http.StatusInternalServerError, "internal"
@@ -78,12 +96,20 @@ func statusOf(err error) (int, string) {
 // cause and answered with a generic message; nothing from SQL or a stack ever reaches the caller.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := statusOf(err)
+	dbDown := databaseUnavailable(err)
 	msg := "internal error"
 	var fe *fault.Error
-	if errors.As(err, &fe) && status != http.StatusInternalServerError {
+	switch {
+	case dbDown:
+		msg = msgDatabaseUnavailable
+	case errors.As(err, &fe) && status != http.StatusInternalServerError:
 		msg = fe.Message
 	}
 	switch {
+	case dbDown:
+		// An outage, not a bug: Warn, and the cause (never the SQL) for the operator.
+		a.log.Warn("request failed: database unavailable", zap.String("method", r.Method), zap.String("route", routeTemplate(r)), zap.Error(err))
+		w.Header().Set("Retry-After", retryAfterDatabase)
 	case status >= 500:
 		a.log.Error("request failed", zap.String("method", r.Method), zap.String("route", routeTemplate(r)), zap.Error(err))
 	case status == http.StatusUnauthorized:

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/platform/workerpool"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/credential/internal/credential"
@@ -284,6 +285,10 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		s.log.Warn("credential request timed out", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeUnavailable, "credential service timed out")
+	case pgdb.IsUnavailable(err):
+		// An outage, not a bug: "unavailable" tells callers to try again later.
+		s.log.Warn("credential request failed: database unavailable", zap.String("endpoint", endpoint), zap.Error(err))
+		return protocol.Errorf(protocol.CodeUnavailable, "database unavailable")
 	default:
 		s.log.Error("credential request failed", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeInternal, "internal error")

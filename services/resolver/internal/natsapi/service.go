@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/platform/workerpool"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
@@ -249,6 +250,10 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		s.log.Warn("resolver request timed out", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeUnavailable, "resolver timed out")
+	case pgdb.IsUnavailable(err):
+		// An outage, not a bug: "unavailable" tells callers to try again later.
+		s.log.Warn("resolver request failed: database unavailable", zap.String("endpoint", endpoint), zap.Error(err))
+		return protocol.Errorf(protocol.CodeUnavailable, "database unavailable")
 	default:
 		s.log.Error("resolver request failed", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeInternal, "internal error")
