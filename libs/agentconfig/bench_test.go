@@ -22,9 +22,9 @@ func benchCollectors() (env, host json.RawMessage) {
 		case 1:
 			fmt.Fprintf(&b, `  {"type": "tcp", "name": "ingress-port-%02d", "address": "10.0.%d.%d:%d", "interval": "15s", "timeout": "3s", "enabled": true}`, i, i, i*3, 8000+i)
 		case 2:
-			fmt.Fprintf(&b, `  {"type": "postgres", "name": "pg-%02d", "host": "pg-%02d.prod.eu-west-1.db.internal", "port": 5432, "database": "app_%02d", "username": "monitor", "credential_id": "cred-pg-%02d", "interval": "1m", "timeout": "10s", "enabled": true}`, i, i, i, i)
+			fmt.Fprintf(&b, `  {"type": "postgres", "name": "pg-%02d", "host": "pg-%02d.prod.eu-west-1.db.internal", "port": 5432, "database": "app_%02d", "username": "monitor", "credential_id": "0c7d2f4a-5b1e-4c3d-9e8f-0000000000%02d", "interval": "1m", "timeout": "10s", "enabled": true}`, i, i, i, i)
 		case 3:
-			fmt.Fprintf(&b, `  {"type": "mysql", "name": "mysql-%02d", "host": "mysql-%02d.prod.eu-west-1.db.internal", "port": 3306, "database": "orders", "credential_id": "cred-mysql", "interval": "1m", "timeout": "10s"}`, i, i)
+			fmt.Fprintf(&b, `  {"type": "mysql", "name": "mysql-%02d", "host": "mysql-%02d.prod.eu-west-1.db.internal", "port": 3306, "database": "orders", "credential_id": "6a1f0b3c-2d4e-4f5a-8b6c-7d8e9f0a1b2c", "interval": "1m", "timeout": "10s"}`, i, i)
 		case 4:
 			fmt.Fprintf(&b, `  {"type": "redis", "name": "cache-%02d", "host": "redis-%02d.prod.eu-west-1.cache.internal", "port": 6379, "database": "0", "username": "metrics-reader", "interval": "20s", "timeout": "2s"}`, i, i)
 		}
@@ -32,7 +32,7 @@ func benchCollectors() (env, host json.RawMessage) {
 	b.WriteString("\n]")
 	env = json.RawMessage(b.String())
 	host = json.RawMessage(`[
-  {"type": "postgres", "name": "pg-07", "host": "pg-07-replica.db.internal", "port": 5433, "database": "app_07", "credential_id": "cred-pg-07", "interval": "30s"},
+  {"type": "postgres", "name": "pg-07", "host": "pg-07-replica.db.internal", "port": 5433, "database": "app_07", "credential_id": "0c7d2f4a-5b1e-4c3d-9e8f-000000000007", "interval": "30s"},
   {"type": "redis", "name": "cache-09", "enabled": false},
   {"type": "tcp", "name": "local-ssh", "address": "127.0.0.1:22", "interval": "1m"}
 ]`)

@@ -74,7 +74,7 @@ var collectorsRule = identityList(
 			"enabled":       boolRule,
 			"interval":      durationRule,
 			"timeout":       durationRule,
-			"credential_id": nonEmptyStringRule,
+			"credential_id": {kind: ruleUUID},
 		},
 		required:      []string{"type", "name"},
 		discriminator: "type",

@@ -40,8 +40,8 @@ type CollectorsConfig []Collector
 
 // Collector is one metric collector. Type selects which of the type-specific fields apply: http (URL,
 // Method, ExpectStatus), tcp (Address), postgres, mysql and redis (Host, Port, Database, Username,
-// Password). Secrets normally arrive through CredentialID, which the backend replaces with inline
-// fields before delivery.
+// Password). Secrets normally arrive through CredentialID (a lowercase UUID), which the backend replaces
+// with inline fields before delivery.
 type Collector struct {
 	Type         string   `json:"type"`
 	Name         string   `json:"name"`

@@ -59,7 +59,7 @@ func TestShapes_Values(t *testing.T) {
 	if cs[0].Interval.Std() != 30*time.Second || cs[0].ExpectStatus != 200 || !cs[0].IsEnabled() {
 		t.Errorf("http collector %+v", cs[0])
 	}
-	if cs[3].Port != 5432 || cs[3].CredentialID != "cred-1" {
+	if cs[3].Port != 5432 || cs[3].CredentialID != "3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c" {
 		t.Errorf("postgres collector %+v", cs[3])
 	}
 	var off CollectorsConfig

@@ -74,6 +74,7 @@ const (
 	ruleArgv                      // an array of strings, at least one, the first non-empty
 	ruleStringMap                 // an object of non-empty keys to string values
 	ruleObject                    // an object checked by object
+	ruleUUID                      // a canonical lowercase UUID string (8-4-4-4-12 hex digits)
 )
 
 // rule is one node of a type's validation tree. The JSON Schema files say the same thing for tools;
@@ -175,6 +176,10 @@ func appendPathKey(dst, key []byte, first bool) []byte {
 	return append(dst, key...)
 }
 
+// uuidMessage is what a credential_id must be. Only the canonical spelling is accepted because the
+// backend finds the configs that reference a credential by exact match on it.
+const uuidMessage = `must be a lowercase UUID (8-4-4-4-12 hexadecimal digits, such as "3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c")`
+
 const durationMessage = `must be a duration greater than zero, such as "30s" or "5m"`
 
 func (v *validator) check(r *rule, i int32) *ValidationError {
@@ -227,6 +232,10 @@ func (v *validator) check(r *rule, i int32) *ValidationError {
 	case ruleAddress:
 		if n.kind != kindString || !validAddress(string(v.d.text(i, nil))) {
 			return v.fail("must be host:port with a port from 1 to 65535")
+		}
+	case ruleUUID:
+		if n.kind != kindString || !canonicalUUID(v.d.text(i, nil)) {
+			return v.fail(uuidMessage)
 		}
 	case ruleGlob:
 		if n.kind != kindString || len(v.d.raw(i)) == 2 {
@@ -379,6 +388,27 @@ func (v *validator) unique(r *rule, items []int32) *ValidationError {
 		}
 	}
 	return nil
+}
+
+// canonicalUUID reports whether s is a UUID in its canonical form: 36 characters, hyphens at 8, 13, 18
+// and 23, lowercase hexadecimal digits everywhere else.
+func canonicalUUID(s []byte) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func validURL(s string) bool {

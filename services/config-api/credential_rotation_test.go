@@ -347,23 +347,35 @@ func TestCredentialReencryptionReannouncesNothing(t *testing.T) {
 	}
 }
 
-// TestCredentialDeletionReannounces: deleting a credential re-announces the configs that reference it;
-// deleting it again answers 404 but re-announces once more (a retry after a failed re-announce is safe).
+// TestCredentialDeletionReannounces: a forced delete of a credential that configs reference deletes it and
+// re-announces the configs that reference it (their pushes then fail, all-or-nothing), audited as forced;
+// deleting it again answers 404 but re-announces once more (a retry after a failed re-announce is safe,
+// with or without force: a credential that is gone is not in use).
 func TestCredentialDeletionReannounces(t *testing.T) {
 	t.Parallel()
 	f := newRotationFixture(t)
 	actor := "acme-ops (credential deletion " + f.cred.String() + ")"
 
 	before, maxBefore, outboxBefore, revBefore := f.collectors(), f.maxVersion(), f.lastOutboxID(), f.lastRevisionID()
-	f.h.must(204, "DELETE", f.credPath(f.cred), f.a.token, nil)
+	f.h.must(204, "DELETE", f.credPath(f.cred)+"?force=true", f.a.token, nil)
 	after := f.collectors()
 	f.checkReannounced(before, after, maxBefore, outboxBefore, revBefore, actor)
-
-	before, maxBefore, outboxBefore, revBefore = after, f.maxVersion(), f.lastOutboxID(), f.lastRevisionID()
-	if code := f.h.must(404, "DELETE", f.credPath(f.cred), f.a.token, nil).errCode(t); code != "not_found" {
-		t.Fatalf("second delete: code %q", code)
+	var reannounced, forced string
+	if err := f.h.pool.QueryRow(t.Context(), `SELECT detail->>'reannounced_configs', detail->>'forced' FROM audit_events
+		WHERE action = 'credential_deleted' ORDER BY id DESC LIMIT 1`).Scan(&reannounced, &forced); err != nil ||
+		reannounced != "2" || forced != "true" {
+		t.Fatalf("audit detail reannounced_configs = %q, forced = %q (%v); want 2, true", reannounced, forced, err)
 	}
-	f.checkReannounced(before, f.collectors(), maxBefore, outboxBefore, revBefore, actor)
+	f.h.must(404, "GET", f.credPath(f.cred), f.a.token, nil)
+
+	for _, query := range []string{"?force=true", ""} {
+		before, maxBefore, outboxBefore, revBefore = after, f.maxVersion(), f.lastOutboxID(), f.lastRevisionID()
+		if code := f.h.must(404, "DELETE", f.credPath(f.cred)+query, f.a.token, nil).errCode(t); code != "not_found" {
+			t.Fatalf("second delete%s: code %q", query, code)
+		}
+		after = f.collectors()
+		f.checkReannounced(before, after, maxBefore, outboxBefore, revBefore, actor)
+	}
 }
 
 // TestCredentialRotationRetryAfterFailedReannounce: when the re-announce fails after the credential
@@ -465,4 +477,35 @@ func (f *rotationFixture) send(method, path, body string) (int, []byte, error) {
 	var buf bytes.Buffer
 	_, err = buf.ReadFrom(resp.Body)
 	return resp.StatusCode, buf.Bytes(), err
+}
+
+// TestCredentialIDMustBeCanonical: a collectors config may reference a credential only by its lowercase
+// UUID, the spelling the API returns and the one a re-announce matches exactly; another spelling would be
+// injected but never re-announced on rotation, so it is refused with the field named.
+func TestCredentialIDMustBeCanonical(t *testing.T) {
+	t.Parallel()
+	f := newRotationFixture(t)
+	before := f.collectors()
+	for _, spelling := range []string{strings.ToUpper(f.cred.String()), "{" + f.cred.String() + "}", strings.ReplaceAll(f.cred.String(), "-", "")} {
+		body := map[string]any{"config_data": []map[string]any{
+			{"type": "tcp", "name": "ssh", "address": "localhost:22"},
+			{"type": "mysql", "name": "main", "host": "db.internal", "port": 3306, "credential_id": spelling},
+		}}
+		for _, path := range []string{envCollectors(f.a.env), hostCollectors(f.a.host)} {
+			r := f.h.must(400, "PUT", path, f.a.token, body)
+			if code := r.errCode(t); code != "invalid_config" {
+				t.Fatalf("PUT %s: code %q", path, code)
+			}
+			if msg := r.message(t); !strings.Contains(msg, "collectors[1].credential_id") || !strings.Contains(msg, "lowercase UUID") ||
+				strings.Contains(msg, spelling) {
+				t.Fatalf("PUT %s: message %q", path, msg)
+			}
+		}
+	}
+	after := f.collectors()
+	for k, b := range before {
+		if after[k] != b {
+			t.Fatalf("%s %s changed by a refused write", k.scope, k.id)
+		}
+	}
 }

@@ -54,6 +54,7 @@ func TestHostRegistrationListAndRevoke(t *testing.T) {
 	h.must(400, "POST", hostsPath, a.token, `{"hostname": "db-2", "agent_id": "bad.agent"}`)
 	h.must(400, "POST", hostsPath, a.token, `{"hostname": "db-2", "agent_id": "`+strings.Repeat("a", 129)+`"}`)
 	h.must(400, "POST", hostsPath, a.token, `{"hostname": ""}`)
+	h.must(400, "POST", hostsPath, a.token, `{"hostname": "db\u0000-2"}`) // not 500: PostgreSQL text cannot hold NUL
 	h.must(409, "POST", hostsPath, a.token, `{"hostname": "db-1"}`)
 	h.must(409, "POST", hostsPath, a.token, `{"hostname": "db-9", "agent_id": "agent_db-1"}`)
 

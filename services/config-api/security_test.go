@@ -40,6 +40,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"POST", "/api/v1/environments/" + env + "/agent-configs/watch_files/rollback", `{"revision": 1}`},
 		{"GET", "/api/v1/environments/" + env + "/hosts", ""},
 		{"POST", "/api/v1/environments/" + env + "/hosts", `{"hostname": "intruder"}`},
+		{"POST", "/api/v1/environments/" + env + "/hosts/batch", `{"hosts": [{"hostname": "intruder"}]}`},
 		{"GET", "/api/v1/environments/" + env + "/drift", ""},
 		{"GET", "/api/v1/hosts/" + host, ""},
 		{"DELETE", "/api/v1/hosts/" + host, ""},

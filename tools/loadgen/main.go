@@ -73,7 +73,7 @@ func parseFlags() flags {
 	flag.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on each wait (hosts online, acks persisted, heartbeats landed)")
 	flag.IntVar(&f.pushes, "pushes", 3, "push scenario: environment-wide pushes, one after the other")
 	flag.IntVar(&f.credentials, "credentials", 3, "push scenario: distinct credentials the pushed collectors reference")
-	flag.IntVar(&f.registerConcurrency, "register-concurrency", 32, "concurrent host registrations (POST /environments/{id}/hosts)")
+	flag.IntVar(&f.registerConcurrency, "register-concurrency", 4, "host registration batches in flight (POST /environments/{id}/hosts/batch, up to 1000 hosts each)")
 	flag.BoolVar(&f.analyze, "analyze", true, "run ANALYZE on the hosts table after registration (needs the database; false shows the cold-statistics behaviour of a just-registered fleet)")
 	flag.BoolVar(&f.jsonOut, "json", false, "print the result as JSON on stdout (progress stays on stderr)")
 	flag.BoolVar(&f.strict, "strict", false, "exit 2 when a target is missed")

@@ -92,7 +92,8 @@ WHERE scope = 'host' AND host_id = @host_id AND config_type = @config_type AND v
 
 -- name: ListCredentialEnvironmentConfigs :many
 -- The environments of a client whose live config of config_type references a credential (a collector
--- with "credential_id": credential_id). Read before locking; the caller re-reads each row under lock.
+-- with "credential_id": credential_id). A re-announce reads it before locking and re-reads each row under
+-- lock; a credential deletion reads it alone to refuse deleting a credential in use.
 SELECT ec.environment_id
 FROM environment_configs ec
 JOIN environments e ON e.id = ec.environment_id

@@ -5,6 +5,24 @@ INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_ke
 VALUES (@client_id, @environment_id, @hostname, @agent_id, sqlc.narg(nats_public_key))
 RETURNING id, client_id, environment_id, hostname, agent_id, created_at;
 
+-- name: CreateHosts :many
+-- Registers a batch of hosts of one environment in one statement (so all or none): the arrays hold one
+-- element per host (unnested side by side), an empty nats_public_keys element meaning none was issued.
+-- Rows come back in no promised order; agent_id (unique) matches them to the batch.
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key)
+SELECT @client_id::uuid, @environment_id::uuid, b.hostname, b.agent_id, NULLIF(b.nats_public_key, '')
+FROM (SELECT unnest(@hostnames::text[]) AS hostname, unnest(@agent_ids::text[]) AS agent_id,
+             unnest(@nats_public_keys::text[]) AS nats_public_key) AS b
+RETURNING id, client_id, environment_id, hostname, agent_id, created_at;
+
+-- name: FindHostConflicts :many
+-- The existing hosts a batch collides with: any host with one of its agent ids (unique across all
+-- environments), or a host of the environment with one of its hostnames.
+SELECT agent_id, hostname, environment_id
+FROM hosts
+WHERE agent_id = ANY(@agent_ids::text[])
+   OR (environment_id = @environment_id AND hostname = ANY(@hostnames::text[]));
+
 -- name: GetHost :one
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
        h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,

@@ -145,6 +145,9 @@ type Repository interface {
 	// config_version_seq, a config_revisions entry by actor, a ConfigChanged outbox event). fn returns
 	// false to leave a row alone. It returns the rows written.
 	Reannounce(ctx context.Context, refs CredentialRefs, actor string, fn func(Current) (Write, bool)) ([]Record, error)
+	// CredentialUse finds, without locking, the live configs refs selects (environment defaults and
+	// overrides of active hosts): the rows Reannounce would start from.
+	CredentialUse(ctx context.Context, refs CredentialRefs) (CredentialUse, error)
 }
 
 // Resolver computes effective configs (the resolver service).

@@ -21,6 +21,33 @@ type CredentialRefs struct {
 	CredentialID string
 }
 
+// CredentialUse is where a credential is referenced: the environments whose live config of ConfigType,
+// and the active hosts whose live override of it, have a collector with its credential_id, each list in
+// id order.
+type CredentialUse struct {
+	ConfigType   string
+	Environments []uuid.UUID
+	Hosts        []uuid.UUID
+}
+
+// Count is how many configs reference the credential.
+func (u CredentialUse) Count() int { return len(u.Environments) + len(u.Hosts) }
+
+// CredentialUse finds the live collectors configs of clientID (environment defaults and overrides of
+// active hosts) that reference credentialID, the configs a re-announce would give new versions. It takes
+// no locks: a config written afterwards is the caller's race to accept.
+func (s *Service) CredentialUse(ctx context.Context, p tenancy.Principal, clientID, credentialID uuid.UUID) (CredentialUse, error) {
+	if !p.CanAccess(clientID) {
+		return CredentialUse{}, fault.NotFoundf("client %s not found", clientID)
+	}
+	refs := CredentialRefs{ClientID: clientID, ConfigType: agentconfig.Collectors, CredentialID: credentialID.String()}
+	use, err := s.repo.CredentialUse(ctx, refs)
+	if err != nil {
+		return CredentialUse{}, fmt.Errorf("configs: find configs referencing credential %s: %w", refs.CredentialID, err)
+	}
+	return use, nil
+}
+
 // ReannounceCredential gives every live collectors config of clientID that references credentialID
 // (environment defaults and overrides of active hosts) a new version with unchanged data, all in one
 // transaction, each with a revision (action put, actor "<caller> (<reason> <credential id>)") and a

@@ -2,7 +2,7 @@
 // configs through credential_id). The secret material goes straight to the credential service over
 // NATS; config-api never stores, logs or returns it, and answers with metadata only. When a secret is
 // replaced or a credential deleted, the configs that reference it are re-announced so agents get the
-// change.
+// change. A credential that configs still reference is deleted only when the caller forces it.
 package credentials
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
@@ -35,6 +36,13 @@ const reannounceTimeout = 30 * time.Second
 // whose re-announce failed; retrying the same request is safe and finishes it.
 const CodeAgentsNotUpdated = "agents_not_updated"
 
+// CodeCredentialInUse is the error code of a deletion refused because live configs still reference the
+// credential.
+const CodeCredentialInUse = "credential_in_use"
+
+// maxListedReferences bounds how many referencing configs an in-use refusal names.
+const maxListedReferences = 10
+
 // Reasons recorded in the actor of re-announced configs.
 const (
 	reasonRotation = "credential rotation"
@@ -50,10 +58,12 @@ type Backend interface {
 	List(ctx context.Context, req protocol.CredentialListRequest) ([]protocol.CredentialMeta, error)
 }
 
-// Announcer re-announces the configs of a client that reference a credential (new versions, same data),
-// so agents, which ignore pushes that are not newer than what they hold, receive what the credential
-// now injects (configs.Service). It returns how many configs it re-announced.
+// Announcer finds the configs of a client that reference a credential, and re-announces them (new
+// versions, same data) so agents, which ignore pushes that are not newer than what they hold, receive
+// what the credential now injects (configs.Service). ReannounceCredential returns how many configs it
+// re-announced.
 type Announcer interface {
+	CredentialUse(ctx context.Context, p tenancy.Principal, clientID, credentialID uuid.UUID) (configs.CredentialUse, error)
 	ReannounceCredential(ctx context.Context, p tenancy.Principal, clientID, credentialID uuid.UUID, reason string) (int, error)
 }
 
@@ -141,13 +151,23 @@ func (s *Service) Get(ctx context.Context, p tenancy.Principal, clientID, id uui
 	return meta, nil
 }
 
-// Delete deletes a credential, then re-announces the client's configs that reference it, so their
-// collectors stop being delivered with the old secret (the credential service fails them from then on,
-// all-or-nothing). A credential that is already gone is a NotFound, but its references are still
-// re-announced: that makes retrying a delete whose re-announce failed safe.
-func (s *Service) Delete(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID) error {
+// Delete deletes a credential. While live configs of the client (environment defaults, overrides of
+// active hosts) still reference it, it refuses with a Conflict (code credential_in_use) naming them and
+// deletes nothing, unless force is set: agents would otherwise keep the old secret without being told.
+//
+// Once deleted, the client's configs that reference it are re-announced, so their collectors stop being
+// delivered with the old secret (the credential service fails them from then on, all-or-nothing): with
+// force these are the referencing configs; without it, only configs written to reference it between the
+// check and the deletion. A credential that is already gone is a NotFound (never in use), but its
+// references are still re-announced: that makes retrying a delete whose re-announce failed safe.
+func (s *Service) Delete(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID, force bool) error {
 	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
 		return err
+	}
+	if !force {
+		if err := s.checkUnused(ctx, p, clientID, id); err != nil {
+			return err
+		}
 	}
 	err := s.backend.Delete(ctx, ref(clientID, id))
 	if err != nil && !fault.Is(err, fault.NotFound) {
@@ -157,12 +177,65 @@ func (s *Service) Delete(ctx context.Context, p tenancy.Principal, clientID, id 
 	if err != nil {
 		err = s.miss(ctx, p, id, fmt.Errorf("credentials: delete: %w", err))
 	} else {
-		s.audit(ctx, p, tenancy.ActionCredentialDelete, clientID, protocol.CredentialMeta{ID: id.String()}, announced(n, announceErr))
+		detail := announced(n, announceErr)
+		if force {
+			detail["forced"] = true
+		}
+		s.audit(ctx, p, tenancy.ActionCredentialDelete, clientID, protocol.CredentialMeta{ID: id.String()}, detail)
 	}
 	if announceErr != nil {
 		return notUpdated("the credential is deleted but agents were not yet updated; retry the DELETE", announceErr)
 	}
 	return err
+}
+
+// checkUnused fails with a Conflict when live configs of the client reference credential id. A
+// credential the client does not have is not in use, whatever references it: Delete then answers
+// NotFound and re-announces those references, as a retried forced delete does.
+func (s *Service) checkUnused(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID) error {
+	use, err := s.announcer.CredentialUse(ctx, p, clientID, id)
+	if err != nil {
+		return fmt.Errorf("credentials: delete: %w", err)
+	}
+	if use.Count() == 0 {
+		return nil
+	}
+	if _, err := s.backend.Get(ctx, ref(clientID, id)); err != nil {
+		if fault.Is(err, fault.NotFound) {
+			return nil
+		}
+		return fmt.Errorf("credentials: delete: %w", err)
+	}
+	return &fault.Error{Kind: fault.Conflict, Code: CodeCredentialInUse, Message: inUseMessage(id, use)}
+}
+
+// inUseMessage says how many configs reference credential id and where, naming at most
+// maxListedReferences of them (environments first, then hosts, each in id order).
+func inUseMessage(id uuid.UUID, use configs.CredentialUse) string {
+	places := make([]string, 0, min(use.Count(), maxListedReferences))
+	for _, e := range use.Environments {
+		if len(places) == maxListedReferences {
+			break
+		}
+		places = append(places, "environment "+e.String())
+	}
+	for _, h := range use.Hosts {
+		if len(places) == maxListedReferences {
+			break
+		}
+		places = append(places, "host "+h.String())
+	}
+	where := strings.Join(places, ", ")
+	if more := use.Count() - len(places); more > 0 {
+		where += fmt.Sprintf(" and %d more", more)
+	}
+	noun := "configs reference"
+	if use.Count() == 1 {
+		noun = "config references"
+	}
+	return fmt.Sprintf("credential %s is in use: %d live %s %s it (%s); remove the credential_id from them first, "+
+		"or delete with ?force=true (their pushes then fail until the references are removed)",
+		id, use.Count(), use.ConfigType, noun, where)
 }
 
 // Rotate replaces a credential's secret and re-announces the client's configs that reference it, so

@@ -4,8 +4,11 @@ package hosts
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,6 +58,11 @@ func (h Host) Online(now time.Time, window time.Duration) bool {
 // fault.Conflict.
 type Store interface {
 	CreateHost(ctx context.Context, h Host) (Host, error)
+	// CreateHosts registers hosts of one environment (all with the same ClientID and EnvironmentID) at
+	// once, all or none, and returns them in the order given. When some collide with existing hosts it
+	// creates none and fails with a *ConflictError naming them (or, when it cannot tell which, with
+	// fault.Conflict).
+	CreateHosts(ctx context.Context, hs []Host) ([]Host, error)
 	Host(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (Host, error)
 	// Hosts returns up to limit hosts of an environment with an id greater than after, by id.
 	Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.NullUUID, limit int) ([]Host, error)
@@ -75,6 +83,60 @@ type Identity interface {
 // Environments finds an environment the caller can see (auditing cross-tenant attempts).
 type Environments interface {
 	Environment(ctx context.Context, p tenancy.Principal, id uuid.UUID) (tenants.Environment, error)
+}
+
+// ConflictError is CreateHosts' answer when entries of the batch collide with existing hosts.
+type ConflictError struct {
+	// Conflicts are the colliding entries, by index in the batch.
+	Conflicts []Conflict
+}
+
+// Conflict is one batch entry that collides with an existing host.
+type Conflict struct {
+	Index int
+	// AgentID is true when a host with the entry's agent id exists (in any environment); otherwise a
+	// host of the environment has its hostname.
+	AgentID bool
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%d batch entries collide with existing hosts", len(e.Conflicts))
+}
+
+// MaxBatchHosts caps one batch registration. 1,000 entries with the longest hostname and agent_id are
+// about 415 KB of JSON, well inside the API's 1 MiB body limit.
+const MaxBatchHosts = 1000
+
+// Registration is one host to register: an empty AgentID is generated (a UUID).
+type Registration struct {
+	Hostname string
+	AgentID  string
+}
+
+// The rules a Registration must meet.
+const (
+	ruleHostname    = "must be 1 to 255 characters"
+	ruleHostnameNUL = "must not contain NUL characters"
+	ruleAgentID     = "must be 1 to 128 letters, digits, '-' or '_'"
+)
+
+// normalize trims the hostname, checks both fields and generates a missing agent id. When a rule is
+// broken it returns the field's name and the rule.
+func (r Registration) normalize() (Registration, string, string) {
+	r.Hostname = strings.TrimSpace(r.Hostname)
+	if r.Hostname == "" || len(r.Hostname) > 255 {
+		return r, "hostname", ruleHostname
+	}
+	if strings.ContainsRune(r.Hostname, 0) {
+		// PostgreSQL text cannot hold NUL: without this check the insert fails as an internal error.
+		return r, "hostname", ruleHostnameNUL
+	}
+	if r.AgentID == "" {
+		r.AgentID = uuid.NewString()
+	} else if !protocol.ValidAgentID(r.AgentID) {
+		return r, "agent_id", ruleAgentID
+	}
+	return r, "", ""
 }
 
 // Page limits.
@@ -105,15 +167,11 @@ func NewService(store Store, environments Environments, guard *tenancy.Guard, id
 // Register adds a host to an environment. An empty agentID is generated (a UUID); a given one must be
 // usable as a NATS subject token.
 func (s *Service) Register(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, hostname, agentID string) (Host, error) {
-	hostname = strings.TrimSpace(hostname)
-	if hostname == "" || len(hostname) > 255 {
-		return Host{}, fault.Invalidf("hostname must be 1 to 255 characters")
+	reg, field, rule := Registration{Hostname: hostname, AgentID: agentID}.normalize()
+	if field != "" {
+		return Host{}, fault.Invalidf("%s %s", field, rule)
 	}
-	if agentID == "" {
-		agentID = uuid.NewString()
-	} else if !protocol.ValidAgentID(agentID) {
-		return Host{}, fault.Invalidf("agent_id must be 1 to 128 letters, digits, '-' or '_'")
-	}
+	hostname, agentID = reg.Hostname, reg.AgentID
 	env, err := s.environments.Environment(ctx, p, environmentID)
 	if err != nil {
 		return Host{}, err
@@ -138,6 +196,112 @@ func (s *Service) Register(ctx context.Context, p tenancy.Principal, environment
 	h.NATSPublicKey = host.NATSPublicKey
 	h.NATSCredentials = string(creds)
 	return h, nil
+}
+
+// RegisterBatch adds 1 to MaxBatchHosts hosts to an environment, all or none, and returns them in the
+// order given, each with its own NATS credentials when an Identity is configured (as Register does).
+// Every entry is checked first, by Register's rules; errors name the entry (hosts[i]). Two entries with
+// the same agent_id or hostname are invalid; an entry whose agent_id or hostname is already registered
+// is a conflict and nothing is created. One audit event records the batch (environment and count).
+func (s *Service) RegisterBatch(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, regs []Registration) ([]Host, error) {
+	if len(regs) == 0 || len(regs) > MaxBatchHosts {
+		return nil, fault.Invalidf("hosts must list 1 to %d hosts, not %d", MaxBatchHosts, len(regs))
+	}
+	clean := make([]Registration, len(regs))
+	agentIDs := make(map[string]int, len(regs))
+	hostnames := make(map[string]int, len(regs))
+	for i, r := range regs {
+		r, field, rule := r.normalize()
+		if field != "" {
+			return nil, fault.Invalidf("hosts[%d].%s: %s", i, field, rule)
+		}
+		if j, dup := agentIDs[r.AgentID]; dup {
+			return nil, fault.Invalidf("hosts[%d].agent_id: the same as hosts[%d].agent_id", i, j)
+		}
+		if j, dup := hostnames[r.Hostname]; dup {
+			return nil, fault.Invalidf("hosts[%d].hostname: the same as hosts[%d].hostname", i, j)
+		}
+		agentIDs[r.AgentID], hostnames[r.Hostname] = i, i
+		clean[i] = r
+	}
+	env, err := s.environments.Environment(ctx, p, environmentID)
+	if err != nil {
+		return nil, err
+	}
+	batch := make([]Host, len(clean))
+	for i, r := range clean {
+		batch[i] = Host{ClientID: env.ClientID, EnvironmentID: env.ID, Hostname: r.Hostname, AgentID: r.AgentID}
+	}
+	var creds [][]byte
+	if s.identity != nil {
+		if creds, err = s.issueAll(batch); err != nil {
+			return nil, fmt.Errorf("hosts: issue NATS credentials: %w", err)
+		}
+	}
+	created, err := s.store.CreateHosts(ctx, batch)
+	if ce := (*ConflictError)(nil); errors.As(err, &ce) {
+		return nil, conflictFault(ce, clean)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hosts: register batch: %w", err)
+	}
+	for i := range created {
+		created[i].NATSPublicKey = batch[i].NATSPublicKey
+		if creds != nil {
+			created[i].NATSCredentials = string(creds[i])
+		}
+	}
+	s.guard.Record(ctx, p, tenancy.ActionHostsRegistered, uuid.NullUUID{UUID: env.ClientID, Valid: true},
+		tenancy.KindEnvironment, env.ID, map[string]any{"hosts": len(created), "nats_users": len(creds)})
+	return created, nil
+}
+
+// issueAll issues every host of batch its NATS user (setting NATSPublicKey) and returns the creds files
+// in batch order. Each is a key pair and a signed JWT, about 0.1 ms of CPU; a full batch is spread over
+// the cores.
+func (s *Service) issueAll(batch []Host) ([][]byte, error) {
+	creds := make([][]byte, len(batch))
+	workers := min(runtime.GOMAXPROCS(0), len(batch))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(batch); i += workers {
+				c, pub, err := s.identity.Issue(batch[i].AgentID)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				creds[i], batch[i].NATSPublicKey = c, pub
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return creds, nil
+}
+
+// conflictFault names the first colliding entry of a batch and how many collide.
+func conflictFault(ce *ConflictError, regs []Registration) error {
+	if len(ce.Conflicts) == 0 {
+		return &fault.Error{Kind: fault.Conflict, Message: "a host of the batch already exists", Err: ce}
+	}
+	first := ce.Conflicts[0]
+	msg := fmt.Sprintf("hosts[%d].hostname: a host of this environment already has this hostname", first.Index)
+	if first.AgentID {
+		// Agent ids are letters, digits, '-' and '_' only, so naming one cannot inject anything.
+		msg = fmt.Sprintf("hosts[%d].agent_id: a host with agent_id %q already exists", first.Index, regs[first.Index].AgentID)
+	}
+	if n := len(ce.Conflicts); n > 1 {
+		msg += fmt.Sprintf(" (%d entries collide with existing hosts)", n)
+	}
+	return &fault.Error{Kind: fault.Conflict, Message: msg + "; nothing was registered", Err: ce}
 }
 
 // List returns a page of an environment's hosts.

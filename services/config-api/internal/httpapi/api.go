@@ -99,6 +99,7 @@ func (a *API) routes() []route {
 
 		{method: http.MethodGet, path: env, h: a.getEnvironment},
 		{method: http.MethodPost, path: env + "/hosts", h: a.registerHost},
+		{method: http.MethodPost, path: env + "/hosts/batch", h: a.registerHosts},
 		{method: http.MethodGet, path: env + "/hosts", h: a.listHosts},
 		{method: http.MethodGet, path: env + "/drift", h: a.drift},
 		{method: http.MethodGet, path: env + "/agent-configs", h: a.listEnvironmentConfigs},

@@ -68,7 +68,12 @@ func (a *API) deleteCredential(w http.ResponseWriter, r *http.Request, p princip
 	if err != nil {
 		return err
 	}
-	if err := a.svc.Credentials.Delete(r.Context(), p, clientID, credID); err != nil {
+	// force deletes a credential that configs still reference (their pushes then fail).
+	force, err := queryBool(r, "force")
+	if err != nil {
+		return err
+	}
+	if err := a.svc.Credentials.Delete(r.Context(), p, clientID, credID, force); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -91,6 +91,10 @@ func (b downBackend) CreateHost(context.Context, hosts.Host) (hosts.Host, error)
 	return hosts.Host{}, b.err
 }
 
+func (b downBackend) CreateHosts(context.Context, []hosts.Host) ([]hosts.Host, error) {
+	return nil, b.err
+}
+
 func (b downBackend) Host(context.Context, uuid.NullUUID, uuid.UUID) (hosts.Host, error) {
 	return hosts.Host{}, b.err
 }
@@ -125,6 +129,7 @@ func TestDatabaseOutageInUseCases(t *testing.T) {
 		{"GET", "/api/v1/environments/" + memEnv.String() + "/hosts", ""},
 		{"GET", "/api/v1/environments/" + memEnv.String() + "/agent-configs/labels", ""},
 		{"POST", "/api/v1/environments/" + memEnv.String() + "/hosts", `{"hostname": "db-1"}`},
+		{"POST", "/api/v1/environments/" + memEnv.String() + "/hosts/batch", `{"hosts": [{"hostname": "db-1"}]}`},
 		{"PUT", "/api/v1/environments/" + memEnv.String() + "/agent-configs/labels", `{"config_data": {"static": {"team": "ops"}}}`},
 	} {
 		req := httptest.NewRequest(rq.method, rq.path, strings.NewReader(rq.body))
@@ -143,8 +148,8 @@ func TestDatabaseOutageInUseCases(t *testing.T) {
 		}
 	}
 	warned := logs.FilterMessage("request failed: database unavailable").FilterLevelExact(zapcore.WarnLevel)
-	if warned.Len() != 5 {
-		t.Errorf("%d outage warnings, want 5", warned.Len())
+	if warned.Len() != 6 {
+		t.Errorf("%d outage warnings, want 6", warned.Len())
 	}
 	for _, e := range warned.All() {
 		if cause, _ := e.ContextMap()["error"].(string); !strings.Contains(cause, "failed to connect") {

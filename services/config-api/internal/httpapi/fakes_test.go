@@ -173,6 +173,14 @@ func (b *memBackend) CreateHost(_ context.Context, h hosts.Host) (hosts.Host, er
 	return h, nil
 }
 
+func (b *memBackend) CreateHosts(ctx context.Context, hs []hosts.Host) ([]hosts.Host, error) {
+	out := make([]hosts.Host, len(hs))
+	for i, h := range hs {
+		out[i], _ = b.CreateHost(ctx, h)
+	}
+	return out, nil
+}
+
 func (b *memBackend) Host(_ context.Context, _ uuid.NullUUID, id uuid.UUID) (hosts.Host, error) {
 	if id != memHost {
 		return hosts.Host{}, fault.NotFoundf("host not found")
@@ -239,6 +247,10 @@ func (b *memBackend) AffectedHosts(context.Context, uuid.UUID, string, int) ([]c
 
 func (b *memBackend) Reannounce(context.Context, configs.CredentialRefs, string, func(configs.Current) (configs.Write, bool)) ([]configs.Record, error) {
 	return nil, nil
+}
+
+func (b *memBackend) CredentialUse(_ context.Context, refs configs.CredentialRefs) (configs.CredentialUse, error) {
+	return configs.CredentialUse{ConfigType: refs.ConfigType}, nil
 }
 
 // configs.Resolver

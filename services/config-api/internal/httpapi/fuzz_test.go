@@ -34,6 +34,7 @@ var bodyRoutes = []bodyRoute{
 	{http.MethodPost, "/api/v1/environments/" + memEnv.String() + "/hosts"},
 	{http.MethodPost, "/api/v1/clients/" + memClient.String() + "/credentials"},
 	{http.MethodPost, "/api/v1/clients/" + memClient.String() + "/credentials/" + memCred.String() + "/rotate"},
+	{http.MethodPost, "/api/v1/environments/" + memEnv.String() + "/hosts/batch"},
 }
 
 // fuzzTypes are the config types a route's {type} takes: every registered type and an unknown one.
@@ -106,6 +107,9 @@ func FuzzRequestBodies(f *testing.F) {
 		{10, 0, `{"name":"db","secret":{"password":["pw"]}}`},
 		{11, 0, `{"secret":{"password":"new"}}`},
 		{11, 0, ``},
+		{12, 0, `{"hosts":[{"hostname":"web-2","agent_id":"agent-2"},{"hostname":"web-3"}]}`},
+		{12, 0, `{"hosts":[{"hostname":"web-2","agent_id":"a"},{"hostname":"web-3","agent_id":"a"}]}`},
+		{12, 0, `{"hosts":[]}`},
 		{0, 0, `[]`}, {0, 0, `null`}, {0, 0, `{`}, {0, 0, `{"config_data":{}} {}`}, {0, 0, "\xff"},
 	}
 	for _, s := range seeds {
@@ -167,6 +171,7 @@ func TestMemAPIAnswersBodies(t *testing.T) {
 		{10, "", `{"name":"db","environment_id":"` + memEnv.String() + `","secret":{"password":"pw"}}`, http.StatusCreated},
 		{11, "", `{"secret":{"password":"new"}}`, http.StatusOK},
 		{11, "", ``, http.StatusOK},
+		{12, "", `{"hosts":[{"hostname":"web-2","agent_id":"agent-2"},{"hostname":"web-3"}]}`, http.StatusCreated},
 		// Wrong types, unknown fields, malformed and unknown config types.
 		{0, "bogus", `{"config_data":{}}`, http.StatusBadRequest},
 		{0, "intervals", `{"config_data":{"metrics":30}}`, http.StatusBadRequest},
@@ -182,6 +187,10 @@ func TestMemAPIAnswersBodies(t *testing.T) {
 		{10, "", `{"name":"db","secret":{"password":1}}`, http.StatusBadRequest},
 		{11, "", `{"secret":{"password":null,"x":{}}}`, http.StatusBadRequest},
 		{11, "", `{`, http.StatusBadRequest},
+		{12, "", `{"hosts":[]}`, http.StatusBadRequest},
+		{12, "", `{"hosts":[{"hostname":"web-2","agent_id":"a"},{"hostname":"web-3","agent_id":"a"}]}`, http.StatusBadRequest},
+		{12, "", `{"hosts":[{"hostname":"web-2","extra":1}]}`, http.StatusBadRequest},
+		{12, "", `{"hostname":"web-2"}`, http.StatusBadRequest},
 	} {
 		r := bodyRoutes[tc.route]
 		rec := serve(h, r.method, r.target(tc.typ), strings.NewReader(tc.body))

@@ -4,11 +4,18 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/services/config-api/internal/hosts"
 )
 
 type registerHostRequest struct {
 	Hostname string `json:"hostname"`
 	AgentID  string `json:"agent_id"`
+}
+
+// registerHostsRequest is a batch registration: 1 to hosts.MaxBatchHosts entries.
+type registerHostsRequest struct {
+	Hosts []registerHostRequest `json:"hosts"`
 }
 
 // hostPage is the host list response: the page in "data" and, when more hosts follow, the cursor to
@@ -31,10 +38,36 @@ func (a *API) registerHost(w http.ResponseWriter, r *http.Request, p principal) 
 	if err != nil {
 		return err
 	}
-	return writeData(w, http.StatusCreated, registeredHostView{
-		ID: h.ID, AgentID: h.AgentID, EnvironmentID: h.EnvironmentID, ClientID: h.ClientID,
-		Hostname: h.Hostname, CreatedAt: h.CreatedAt, NATSCredentials: h.NATSCredentials,
-	})
+	return writeData(w, http.StatusCreated, viewRegisteredHost(h))
+}
+
+func (a *API) registerHosts(w http.ResponseWriter, r *http.Request, p principal) error {
+	envID, err := pathID(r, "envID")
+	if err != nil {
+		return err
+	}
+	// The environment is checked before the body is read, so another client's environment is a 404
+	// (audited) whatever the body holds, as on every other route that names an object.
+	if _, err := a.svc.Tenants.Environment(r.Context(), p, envID); err != nil {
+		return err
+	}
+	var req registerHostsRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	regs := make([]hosts.Registration, len(req.Hosts))
+	for i, h := range req.Hosts {
+		regs[i] = hosts.Registration{Hostname: h.Hostname, AgentID: h.AgentID}
+	}
+	hs, err := a.svc.Hosts.RegisterBatch(r.Context(), p, envID, regs)
+	if err != nil {
+		return err
+	}
+	out := make([]registeredHostView, len(hs))
+	for i, h := range hs {
+		out[i] = viewRegisteredHost(h)
+	}
+	return writeData(w, http.StatusCreated, out)
 }
 
 func (a *API) listHosts(w http.ResponseWriter, r *http.Request, p principal) error {

@@ -151,6 +151,13 @@ type registeredHostView struct {
 	NATSCredentials string `json:"nats_credentials,omitempty"`
 }
 
+func viewRegisteredHost(h hosts.Host) registeredHostView {
+	return registeredHostView{
+		ID: h.ID, AgentID: h.AgentID, EnvironmentID: h.EnvironmentID, ClientID: h.ClientID,
+		Hostname: h.Hostname, CreatedAt: h.CreatedAt, NATSCredentials: h.NATSCredentials,
+	}
+}
+
 type hostView struct {
 	ID              uuid.UUID                    `json:"id"`
 	AgentID         string                       `json:"agent_id"`

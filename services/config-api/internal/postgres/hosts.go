@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
 )
@@ -32,6 +33,91 @@ func (s *Store) CreateHost(ctx context.Context, h hosts.Host) (hosts.Host, error
 		AgentID:       row.AgentID,
 		CreatedAt:     row.CreatedAt,
 	}, nil
+}
+
+// CreateHosts registers a batch of hosts of one environment with one INSERT (one statement, so all or
+// none; one round trip whatever the size). On a unique violation nothing was inserted, and a second
+// query finds the entries that collide, for a *hosts.ConflictError.
+func (s *Store) CreateHosts(ctx context.Context, hs []hosts.Host) ([]hosts.Host, error) {
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	p := sqlcdb.CreateHostsParams{
+		ClientID:       hs[0].ClientID,
+		EnvironmentID:  hs[0].EnvironmentID,
+		Hostnames:      make([]string, len(hs)),
+		AgentIds:       make([]string, len(hs)),
+		NatsPublicKeys: make([]string, len(hs)),
+	}
+	for i, h := range hs {
+		if h.ClientID != p.ClientID || h.EnvironmentID != p.EnvironmentID {
+			return nil, fmt.Errorf("postgres: create hosts: entry %d is in another environment than entry 0", i)
+		}
+		p.Hostnames[i], p.AgentIds[i], p.NatsPublicKeys[i] = h.Hostname, h.AgentID, h.NATSPublicKey
+	}
+	rows, err := s.q.CreateHosts(ctx, p)
+	if err != nil {
+		err = classify(err, "host with this hostname or agent_id")
+		if fault.Is(err, fault.Conflict) {
+			return nil, s.hostConflicts(ctx, p, err)
+		}
+		return nil, fmt.Errorf("postgres: create hosts: %w", err)
+	}
+	index := make(map[string]int, len(hs))
+	for i, h := range hs {
+		index[h.AgentID] = i
+	}
+	out := make([]hosts.Host, len(hs))
+	for _, r := range rows {
+		i, ok := index[r.AgentID]
+		if !ok {
+			return nil, fmt.Errorf("postgres: create hosts: unexpected agent %q returned", r.AgentID)
+		}
+		out[i] = hosts.Host{
+			ID:            r.ID,
+			ClientID:      r.ClientID,
+			EnvironmentID: r.EnvironmentID,
+			Hostname:      r.Hostname,
+			AgentID:       r.AgentID,
+			CreatedAt:     r.CreatedAt,
+		}
+	}
+	if len(rows) != len(hs) {
+		return nil, fmt.Errorf("postgres: create hosts: %d rows for %d hosts", len(rows), len(hs))
+	}
+	return out, nil
+}
+
+// hostConflicts names the entries of a batch that collide with existing hosts. cause is the batch's
+// conflict, returned as it is when the colliding hosts are gone by now.
+func (s *Store) hostConflicts(ctx context.Context, p sqlcdb.CreateHostsParams, cause error) error {
+	rows, err := s.q.FindHostConflicts(ctx, sqlcdb.FindHostConflictsParams{
+		AgentIds: p.AgentIds, EnvironmentID: p.EnvironmentID, Hostnames: p.Hostnames,
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: find host conflicts: %w (after %w)", err, cause)
+	}
+	agents := make(map[string]bool, len(rows))
+	names := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		agents[r.AgentID] = true
+		if r.EnvironmentID == p.EnvironmentID {
+			names[r.Hostname] = true
+		}
+	}
+	ce := &hosts.ConflictError{}
+	for i := range p.AgentIds {
+		switch {
+		case agents[p.AgentIds[i]]:
+			ce.Conflicts = append(ce.Conflicts, hosts.Conflict{Index: i, AgentID: true})
+		case names[p.Hostnames[i]]:
+			ce.Conflicts = append(ce.Conflicts, hosts.Conflict{Index: i})
+		}
+	}
+	if len(ce.Conflicts) == 0 {
+		return cause
+	}
+	return ce
 }
 
 // Host returns a host within filter, with its apply status.

@@ -65,18 +65,9 @@ func (s *Store) Reannounce(ctx context.Context, refs configs.CredentialRefs, act
 // FOR NO KEY UPDATE in one order, hosts before environments (the order of a host write: host, then its
 // environment), each by id, so re-announces and config writes cannot deadlock one another.
 func lockReferencing(ctx context.Context, q *sqlcdb.Queries, refs configs.CredentialRefs) ([]configs.Target, error) {
-	envIDs, err := q.ListCredentialEnvironmentConfigs(ctx, sqlcdb.ListCredentialEnvironmentConfigsParams{
-		ClientID: refs.ClientID, ConfigType: refs.ConfigType, CredentialID: refs.CredentialID})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: find environment configs referencing a credential: %w", err)
-	}
-	hostIDs, err := q.ListCredentialHostConfigs(ctx, sqlcdb.ListCredentialHostConfigsParams{
-		ClientID: refs.ClientID, ConfigType: refs.ConfigType, CredentialID: refs.CredentialID})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: find host configs referencing a credential: %w", err)
-	}
-	if len(envIDs) == 0 && len(hostIDs) == 0 {
-		return nil, nil
+	envIDs, hostIDs, err := findReferencing(ctx, q, refs)
+	if err != nil || len(envIDs) == 0 && len(hostIDs) == 0 {
+		return nil, err
 	}
 	var hosts []sqlcdb.LockHostsRow
 	if len(hostIDs) > 0 {
@@ -108,6 +99,32 @@ func lockReferencing(ctx context.Context, q *sqlcdb.Queries, refs configs.Creden
 		}
 	}
 	return targets, nil
+}
+
+// CredentialUse is configs.Repository.CredentialUse: the queries lockReferencing starts from, outside
+// any transaction.
+func (s *Store) CredentialUse(ctx context.Context, refs configs.CredentialRefs) (configs.CredentialUse, error) {
+	envIDs, hostIDs, err := findReferencing(ctx, s.q, refs)
+	if err != nil {
+		return configs.CredentialUse{}, err
+	}
+	return configs.CredentialUse{ConfigType: refs.ConfigType, Environments: envIDs, Hosts: hostIDs}, nil
+}
+
+// findReferencing returns the environments, and the active hosts, of refs' client whose live config of
+// refs' type references the credential, each in id order.
+func findReferencing(ctx context.Context, q *sqlcdb.Queries, refs configs.CredentialRefs) (envIDs, hostIDs []uuid.UUID, err error) {
+	envIDs, err = q.ListCredentialEnvironmentConfigs(ctx, sqlcdb.ListCredentialEnvironmentConfigsParams{
+		ClientID: refs.ClientID, ConfigType: refs.ConfigType, CredentialID: refs.CredentialID})
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: find environment configs referencing a credential: %w", err)
+	}
+	hostIDs, err = q.ListCredentialHostConfigs(ctx, sqlcdb.ListCredentialHostConfigsParams{
+		ClientID: refs.ClientID, ConfigType: refs.ConfigType, CredentialID: refs.CredentialID})
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: find host configs referencing a credential: %w", err)
+	}
+	return envIDs, hostIDs, nil
 }
 
 // readCurrents is readCurrent for many locked targets, in two queries (a re-announce may hold thousands

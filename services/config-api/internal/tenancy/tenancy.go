@@ -78,6 +78,7 @@ const (
 	ActionTokenIssued      = "token_issued"
 	ActionTokenRevoked     = "token_revoked"
 	ActionHostRevoked      = "host_revoked"
+	ActionHostsRegistered  = "hosts_registered"
 	ActionCredentialCreate = "credential_created"
 	ActionCredentialRotate = "credential_rotated"
 	ActionCredentialDelete = "credential_deleted"

@@ -151,14 +151,33 @@ func (c *Client) CreateEnvironment(ctx context.Context, clientID, name string) (
 	return out.ID, err
 }
 
-// RegisterHost registers a host with a chosen agent id and returns the host id.
-func (c *Client) RegisterHost(ctx context.Context, environmentID, hostname, agentID string) (string, error) {
-	var out struct {
+// MaxBatch is the most hosts config-api registers in one batch request (its hosts.MaxBatchHosts).
+const MaxBatch = 1000
+
+// HostSpec is one host of a batch registration.
+type HostSpec struct {
+	Hostname string `json:"hostname"`
+	AgentID  string `json:"agent_id"`
+}
+
+// RegisterHostBatch registers up to MaxBatch hosts in one request (all or none) and returns their host
+// ids in the order given.
+func (c *Client) RegisterHostBatch(ctx context.Context, environmentID string, hosts []HostSpec) ([]string, error) {
+	var out []struct {
 		ID string `json:"id"`
 	}
-	err := c.do(ctx, http.MethodPost, "/api/v1/environments/"+environmentID+"/hosts",
-		map[string]string{"hostname": hostname, "agent_id": agentID}, &out)
-	return out.ID, err
+	path := "/api/v1/environments/" + environmentID + "/hosts/batch"
+	if err := c.do(ctx, http.MethodPost, path, map[string]any{"hosts": hosts}, &out); err != nil {
+		return nil, err
+	}
+	if len(out) != len(hosts) {
+		return nil, fmt.Errorf("POST %s: %d hosts registered, %d sent", path, len(out), len(hosts))
+	}
+	ids := make([]string, len(out))
+	for i, h := range out {
+		ids[i] = h.ID
+	}
+	return ids, nil
 }
 
 // CreateCredential stores a credential scoped to an environment and returns its id. The secret goes

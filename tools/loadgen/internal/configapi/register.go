@@ -12,31 +12,40 @@ import (
 
 // Registration is what RegisterHosts did.
 type Registration struct {
-	Hosts       int           `json:"hosts"`
+	Hosts int `json:"hosts"`
+	// Batches is the number of batch requests the hosts were registered in (retries not counted).
+	Batches int `json:"batches"`
+	// Concurrency is the most batch requests in flight.
 	Concurrency int           `json:"concurrency"`
 	Elapsed     time.Duration `json:"elapsed_ns"`
-	Retries     int64         `json:"retries"`
+	// Retries counts batch requests sent again after a transient failure.
+	Retries int64 `json:"retries"`
 	// PerSecond is Hosts / Elapsed.
 	PerSecond float64 `json:"per_second"`
 }
 
-// RegisterHosts registers one host per agent id (hostname = agent id) with at most concurrency
-// requests in flight; the API has no bulk registration route. A request that fails for a transient
-// reason (no answer, 5xx, 429) is retried up to 5 times; a 409 on a retry means the first attempt
-// landed. progress, when set, is called with the number of hosts registered so far (from one
-// goroutine at a time, at most every 100 hosts).
+// RegisterHosts registers one host per agent id (hostname = agent id) through the batch route: chunks
+// of up to MaxBatch hosts, at most concurrency of them in flight. The API registers a batch entirely
+// or not at all, so a chunk that fails for a transient reason (no answer, 5xx, 429) is retried up to 5
+// times, and a 409 on a retry means an earlier attempt landed. progress, when set, is called with the
+// number of hosts registered so far after each chunk (from one goroutine at a time).
 func (c *Client) RegisterHosts(ctx context.Context, environmentID string, agentIDs []string, concurrency int,
 	progress func(done int)) (Registration, error) {
-	concurrency = max(1, concurrency)
+	var chunks [][]string
+	for start := 0; start < len(agentIDs); start += MaxBatch {
+		chunks = append(chunks, agentIDs[start:min(start+MaxBatch, len(agentIDs))])
+	}
+	concurrency = max(1, min(concurrency, len(chunks)))
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		next, done, retries atomic.Int64
-		firstErr            error
-		errOnce             sync.Once
-		progressMu          sync.Mutex
-		wg                  sync.WaitGroup
+		next, retries atomic.Int64
+		done          int
+		firstErr      error
+		errOnce       sync.Once
+		progressMu    sync.Mutex
+		wg            sync.WaitGroup
 	)
 	for range concurrency {
 		wg.Add(1)
@@ -44,39 +53,47 @@ func (c *Client) RegisterHosts(ctx context.Context, environmentID string, agentI
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(agentIDs) || ctx.Err() != nil {
+				if i >= len(chunks) || ctx.Err() != nil {
 					return
 				}
-				n, err := c.registerOne(ctx, environmentID, agentIDs[i])
+				n, err := c.registerChunk(ctx, environmentID, chunks[i])
 				retries.Add(int64(n))
 				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("register %s: %w", agentIDs[i], err); cancel() })
+					errOnce.Do(func() {
+						firstErr = fmt.Errorf("register hosts %s … %s: %w", chunks[i][0], chunks[i][len(chunks[i])-1], err)
+						cancel()
+					})
 					return
 				}
-				if d := int(done.Add(1)); progress != nil && (d%100 == 0 || d == len(agentIDs)) {
-					progressMu.Lock()
-					progress(d)
-					progressMu.Unlock()
+				progressMu.Lock()
+				done += len(chunks[i])
+				if progress != nil {
+					progress(done)
 				}
+				progressMu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	r := Registration{Hosts: int(done.Load()), Concurrency: concurrency, Elapsed: time.Since(start), Retries: retries.Load()}
+	r := Registration{Hosts: done, Batches: len(chunks), Concurrency: concurrency, Elapsed: time.Since(start), Retries: retries.Load()}
 	if r.Elapsed > 0 {
 		r.PerSecond = float64(r.Hosts) / r.Elapsed.Seconds()
 	}
 	return r, firstErr
 }
 
-func (c *Client) registerOne(ctx context.Context, environmentID, agentID string) (retries int, err error) {
+func (c *Client) registerChunk(ctx context.Context, environmentID string, agentIDs []string) (retries int, err error) {
+	hosts := make([]HostSpec, len(agentIDs))
+	for i, id := range agentIDs {
+		hosts[i] = HostSpec{Hostname: id, AgentID: id}
+	}
 	for attempt := 0; ; attempt++ {
-		_, err = c.RegisterHost(ctx, environmentID, agentID, agentID)
+		_, err = c.RegisterHostBatch(ctx, environmentID, hosts)
 		switch {
 		case err == nil:
 			return attempt, nil
 		case attempt > 0 && IsConflict(err):
-			return attempt, nil // an earlier attempt registered it
+			return attempt, nil // an earlier attempt registered the whole batch
 		case attempt >= 5 || !transient(err) || ctx.Err() != nil:
 			return attempt, err
 		}

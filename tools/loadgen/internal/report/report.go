@@ -183,8 +183,8 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 	if r.Analyzed {
 		analyzed = "; then ANALYZE hosts"
 	}
-	p("Setup: %d hosts registered through POST /environments/{id}/hosts in %s (%s/s, %d concurrent, %d retries)%s.",
-		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Concurrency, reg.Retries, analyzed)
+	p("Setup: %d hosts registered through POST /environments/{id}/hosts/batch in %s (%s/s, %d batches, %d in flight, %d retries)%s.",
+		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Batches, reg.Concurrency, reg.Retries, analyzed)
 	if h := r.Herd; h != nil {
 		p("")
 		p("Herd: %d ok / %d failed in %s (%s fetches/s); latency %s; online %s after boot.", h.OK, h.Failed, dur(h.Elapsed), num(h.PerSecond), summary(h.Latency), dur(h.OnlineAfter))

@@ -54,7 +54,7 @@ type Options struct {
 	Pushes int
 	// Credentials is how many distinct credentials the pushed collectors reference.
 	Credentials int
-	// RegisterConcurrency bounds concurrent host registrations.
+	// RegisterConcurrency bounds the host registration batches in flight.
 	RegisterConcurrency int
 	// RunID names the tenant, environment and agents of this run.
 	RunID string
@@ -282,7 +282,7 @@ func (r *Runner) setup(ctx context.Context) ([]string, error) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("lg-%s-%06d", r.opts.RunID, i)
 	}
-	r.logf("registering %d hosts in environment %s (%d concurrent POSTs)", len(ids), r.envID, r.opts.RegisterConcurrency)
+	r.logf("registering %d hosts in environment %s (batches of up to %d, %d in flight)", len(ids), r.envID, configapi.MaxBatch, r.opts.RegisterConcurrency)
 	start, last := time.Now(), time.Now()
 	reg, err := api.RegisterHosts(ctx, r.envID, ids, r.opts.RegisterConcurrency, func(done int) {
 		if time.Since(last) >= 2*time.Second {
@@ -295,7 +295,7 @@ func (r *Runner) setup(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.logf("registered %d hosts in %s (%.0f/s, %d retries)", reg.Hosts, reg.Elapsed.Round(time.Millisecond), reg.PerSecond, reg.Retries)
+	r.logf("registered %d hosts in %s (%.0f/s, %d batches, %d retries)", reg.Hosts, reg.Elapsed.Round(time.Millisecond), reg.PerSecond, reg.Batches, reg.Retries)
 	if a, ok := r.backend.Observer.(interface{ Analyze(context.Context) error }); ok && r.opts.Analyze {
 		if err := a.Analyze(ctx); err != nil {
 			r.note("%v", err)

@@ -197,7 +197,8 @@ type ListCredentialEnvironmentConfigsParams struct {
 }
 
 // The environments of a client whose live config of config_type references a credential (a collector
-// with "credential_id": credential_id). Read before locking; the caller re-reads each row under lock.
+// with "credential_id": credential_id). A re-announce reads it before locking and re-reads each row under
+// lock; a credential deletion reads it alone to refuse deleting a credential in use.
 func (q *Queries) ListCredentialEnvironmentConfigs(ctx context.Context, arg ListCredentialEnvironmentConfigsParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, listCredentialEnvironmentConfigs, arg.ClientID, arg.ConfigType, arg.CredentialID)
 	if err != nil {

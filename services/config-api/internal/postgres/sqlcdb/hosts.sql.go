@@ -68,6 +68,108 @@ func (q *Queries) CreateHost(ctx context.Context, arg CreateHostParams) (CreateH
 	return i, err
 }
 
+const createHosts = `-- name: CreateHosts :many
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key)
+SELECT $1::uuid, $2::uuid, b.hostname, b.agent_id, NULLIF(b.nats_public_key, '')
+FROM (SELECT unnest($3::text[]) AS hostname, unnest($4::text[]) AS agent_id,
+             unnest($5::text[]) AS nats_public_key) AS b
+RETURNING id, client_id, environment_id, hostname, agent_id, created_at
+`
+
+type CreateHostsParams struct {
+	ClientID       uuid.UUID
+	EnvironmentID  uuid.UUID
+	Hostnames      []string
+	AgentIds       []string
+	NatsPublicKeys []string
+}
+
+type CreateHostsRow struct {
+	ID            uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	Hostname      string
+	AgentID       string
+	CreatedAt     time.Time
+}
+
+// Registers a batch of hosts of one environment in one statement (so all or none): the arrays hold one
+// element per host (unnested side by side), an empty nats_public_keys element meaning none was issued.
+// Rows come back in no promised order; agent_id (unique) matches them to the batch.
+func (q *Queries) CreateHosts(ctx context.Context, arg CreateHostsParams) ([]CreateHostsRow, error) {
+	rows, err := q.db.Query(ctx, createHosts,
+		arg.ClientID,
+		arg.EnvironmentID,
+		arg.Hostnames,
+		arg.AgentIds,
+		arg.NatsPublicKeys,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CreateHostsRow
+	for rows.Next() {
+		var i CreateHostsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.Hostname,
+			&i.AgentID,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const findHostConflicts = `-- name: FindHostConflicts :many
+SELECT agent_id, hostname, environment_id
+FROM hosts
+WHERE agent_id = ANY($1::text[])
+   OR (environment_id = $2 AND hostname = ANY($3::text[]))
+`
+
+type FindHostConflictsParams struct {
+	AgentIds      []string
+	EnvironmentID uuid.UUID
+	Hostnames     []string
+}
+
+type FindHostConflictsRow struct {
+	AgentID       string
+	Hostname      string
+	EnvironmentID uuid.UUID
+}
+
+// The existing hosts a batch collides with: any host with one of its agent ids (unique across all
+// environments), or a host of the environment with one of its hostnames.
+func (q *Queries) FindHostConflicts(ctx context.Context, arg FindHostConflictsParams) ([]FindHostConflictsRow, error) {
+	rows, err := q.db.Query(ctx, findHostConflicts, arg.AgentIds, arg.EnvironmentID, arg.Hostnames)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FindHostConflictsRow
+	for rows.Next() {
+		var i FindHostConflictsRow
+		if err := rows.Scan(&i.AgentID, &i.Hostname, &i.EnvironmentID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getHost = `-- name: GetHost :one
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
        h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
