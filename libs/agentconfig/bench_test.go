@@ -119,3 +119,37 @@ func TestBenchCollectorsSize(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func BenchmarkCanonicalize(b *testing.B) {
+	env, host := benchCollectors()
+	merged, _, err := Merge(Collectors, env, host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(merged)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Canonicalize(merged); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkConfigHashCanonical hashes what the agent caches after a merge: canonical data.
+func BenchmarkConfigHashCanonical(b *testing.B) {
+	env, host := benchCollectors()
+	merged, _, err := Merge(Collectors, env, host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := Canonicalize(merged)
+	if err != nil {
+		b.Fatal(err)
+	}
+	entries := []CacheEntry{{ConfigType: Collectors, ConfigData: c, Version: 1}}
+	b.SetBytes(int64(len(c)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ConfigHash(entries)
+	}
+}

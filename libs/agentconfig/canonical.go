@@ -2,12 +2,14 @@ package agentconfig
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -17,83 +19,485 @@ import (
 // Input that is not I-JSON (duplicate keys, invalid UTF-8, lone surrogates, numbers beyond the range
 // of an IEEE 754 double) is an error.
 func Canonicalize(raw json.RawMessage) ([]byte, error) {
-	d := getDocument()
-	defer putDocument(d)
-	root, err := d.parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("agentconfig: canonicalize: %w", err)
-	}
-	out, err := d.appendCanonical(make([]byte, 0, len(raw)), root)
+	c := canonicalizers.Get().(*canonicalizer)
+	defer c.release()
+	out, err := c.appendCanonical(make([]byte, 0, len(raw)), raw)
 	if err != nil {
 		return nil, fmt.Errorf("agentconfig: canonicalize: %w", err)
 	}
 	return out, nil
 }
 
-// appendCanonical writes node i in RFC 8785 form. d.members is scratch space for sorting object
-// members, used as a stack by the recursion.
-func (d *document) appendCanonical(dst []byte, i int32) ([]byte, error) {
-	n := &d.nodes[i]
-	switch n.kind {
-	case kindNull, kindTrue, kindFalse:
-		return append(dst, d.raw(i)...), nil
-	case kindNumber:
-		return appendCanonicalNumber(dst, d.raw(i))
-	case kindString:
-		if !n.escaped {
-			// Without escapes a token holds no '"', '\\' or control character: it is already canonical.
-			return append(dst, d.raw(i)...), nil
-		}
-		d.scratch = d.text(i, d.scratch[:0])
-		return appendCanonicalString(dst, d.scratch), nil
-	case kindArray:
-		dst = append(dst, '[')
-		for j, k := range d.kidsOf(i) {
-			if j > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = d.appendCanonical(dst, k); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, ']'), nil
-	default:
-		kids := d.kidsOf(i)
-		base := len(d.members)
-		escaped := false
-		for j := 0; j < len(kids); j += 2 {
-			d.members = append(d.members, kids[j]) // a member's value node directly follows its key node
-			escaped = escaped || d.nodes[kids[j]].escaped
-		}
-		members := d.members[base:]
-		if escaped {
-			slices.SortFunc(members, func(a, b int32) int { return compareUTF16(d.text(a, nil), d.text(b, nil)) })
-		} else {
-			slices.SortFunc(members, func(a, b int32) int { return compareUTF16(d.inner(a), d.inner(b)) })
-		}
-		dst = append(dst, '{')
-		for j := range len(kids) / 2 {
-			k := d.members[base+j] // re-read: the recursion may grow d.members
-			if j > 0 {
-				dst = append(dst, ',')
-			}
-			if d.nodes[k].escaped {
-				d.scratch = d.text(k, d.scratch[:0])
-				dst = appendCanonicalString(dst, d.scratch)
-			} else {
-				dst = append(dst, d.raw(k)...)
-			}
-			dst = append(dst, ':')
-			var err error
-			if dst, err = d.appendCanonical(dst, k+1); err != nil {
-				d.members = d.members[:base]
-				return nil, err
-			}
-		}
-		d.members = d.members[:base]
-		return append(dst, '}'), nil
+// canonicalizer writes the RFC 8785 form of a JSON text in one pass, without building a tree: scalars
+// are written as they are read, and the members of an object are put in key order when it closes
+// (an object whose members arrive in order is not touched again). It reads with the tree parser's
+// scanners and limits, so it accepts exactly what the parser accepts. The zero value is ready to use.
+type canonicalizer struct {
+	p        parser // only its scanners: p.d is nil
+	out      []byte
+	members  []canonMember // members of the open objects, innermost last
+	keys     []byte        // decoded text of the escaped keys of the open objects
+	perm     []int32       // the key order of one object's members
+	prefixes []uint64      // their key prefixes, sorted
+	moved    []byte        // the members of one object while they are put in order
+	text     []byte        // string decoding
+	numErr   error         // the first number out of range: reported only if the syntax is fine
+}
+
+// canonMember is one member of an object being written. Its key text is p.data[ka:kb], or keys[ka:kb]
+// when decoded (the key has escapes). A verbatim member is still in the input, canonical as it
+// stands: the key token p.data[ka-1:kb+1] and the value token p.data[vs:ve]. Any other is written
+// already: out[start:end] is `"key":value`. prefix is the first eight bytes of the key text,
+// big-endian and zero-padded; when both prefixes are plain and differ, they order the keys as
+// compareUTF16 does, which spares most comparisons a look at the bytes.
+type canonMember struct {
+	start, end int
+	ka, kb     int32
+	vs, ve     int32
+	prefix     uint64
+	decoded    bool
+	verbatim   bool
+	plain      bool // no prefix byte starts a supplementary character, where UTF-8 and UTF-16 order part
+}
+
+var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
+
+func (c *canonicalizer) release() {
+	if !c.oversized() {
+		canonicalizers.Put(c)
 	}
+}
+
+// oversized reports whether c holds buffers too large to keep around for reuse.
+func (c *canonicalizer) oversized() bool {
+	return cap(c.moved) > 1<<20 || cap(c.keys) > 1<<20 || cap(c.text) > 1<<20 || cap(c.members) > 1<<14 ||
+		cap(c.perm) > 1<<14 || cap(c.prefixes) > 1<<14
+}
+
+// appendCanonical appends the canonical form of data to dst. On error it returns nil, and what lies
+// past len(dst) in its array is garbage.
+func (c *canonicalizer) appendCanonical(dst, data []byte) ([]byte, error) {
+	if len(data) > math.MaxInt32 {
+		return nil, &syntaxError{msg: "document too large"}
+	}
+	c.p, c.out, c.numErr = parser{data: data}, dst, nil
+	c.p.skipSpace()
+	err := c.value(0)
+	if err == nil {
+		c.p.skipSpace()
+		if c.p.pos < len(data) {
+			err = c.p.fail("unexpected data after the top-level value")
+		}
+	}
+	if err == nil {
+		err = c.numErr
+	}
+	out := c.out
+	c.p, c.out, c.numErr = parser{}, nil, nil // drop the references to the caller's buffers
+	c.members, c.keys = c.members[:0], c.keys[:0]
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *canonicalizer) value(depth int) error {
+	p := &c.p
+	if p.pos >= len(p.data) {
+		return p.fail("unexpected end of input")
+	}
+	switch b := p.data[p.pos]; {
+	case b == '{':
+		return c.object(depth + 1)
+	case b == '[':
+		return c.array(depth + 1)
+	case b == '"':
+		return c.str()
+	case b == 't':
+		return c.literal("true")
+	case b == 'f':
+		return c.literal("false")
+	case b == 'n':
+		return c.literal("null")
+	case b == '-' || (b >= '0' && b <= '9'):
+		start := p.pos
+		if err := p.scanNumber(); err != nil {
+			return err
+		}
+		out, err := appendCanonicalNumber(c.out, p.data[start:p.pos])
+		if err != nil {
+			if c.numErr == nil {
+				c.numErr = err
+			}
+			return nil
+		}
+		c.out = out
+		return nil
+	default:
+		return p.fail(fmt.Sprintf("unexpected character %q", b))
+	}
+}
+
+func (c *canonicalizer) literal(word string) error {
+	p := &c.p
+	end := p.pos + len(word)
+	if end > len(p.data) || string(p.data[p.pos:end]) != word {
+		return p.fail("invalid literal")
+	}
+	p.pos = end
+	c.out = append(c.out, word...)
+	return nil
+}
+
+func (c *canonicalizer) str() error {
+	p := &c.p
+	start := p.pos
+	escaped, err := p.scanString()
+	if err != nil {
+		return err
+	}
+	if !escaped {
+		// Without escapes a token holds no '"', '\\' or control character: it is already canonical.
+		c.out = append(c.out, p.data[start:p.pos]...)
+		return nil
+	}
+	c.text = appendUnescaped(c.text[:0], p.data[start+1:p.pos-1])
+	c.out = appendCanonicalString(c.out, c.text)
+	return nil
+}
+
+func (c *canonicalizer) array(depth int) error {
+	p := &c.p
+	if depth > maxDepth {
+		return p.fail("nesting too deep")
+	}
+	p.pos++ // [
+	c.out = append(c.out, '[')
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		c.out = append(c.out, ']')
+		return nil
+	}
+	for {
+		p.skipSpace()
+		if err := c.value(depth); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return p.fail("unterminated array")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			c.out = append(c.out, ',')
+		case ']':
+			p.pos++
+			c.out = append(c.out, ']')
+			return nil
+		default:
+			return p.fail("expected ',' or ']' in array")
+		}
+	}
+}
+
+func (c *canonicalizer) object(depth int) error {
+	p := &c.p
+	if depth > maxDepth {
+		return p.fail("nesting too deep")
+	}
+	start := p.pos
+	p.pos++ // {
+	c.out = append(c.out, '{')
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		c.out = append(c.out, '}')
+		return nil
+	}
+	base, keysBase, body := len(c.members), len(c.keys), len(c.out)
+	verbatim := false // some member is left in the input, to be copied when the object closes
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return p.fail("expected a string object key")
+		}
+		if err := c.key(); err != nil {
+			return err
+		}
+		m := len(c.members) - 1 // the recursion below adds and drops members after it
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return p.fail("expected ':' after object key")
+		}
+		p.pos++
+		p.skipSpace()
+		if err := c.memberValue(depth, m, body); err != nil {
+			return err
+		}
+		verbatim = verbatim || c.members[m].verbatim
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return p.fail("unterminated object")
+		}
+		if p.data[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.data[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		return p.fail("expected ',' or '}' in object")
+	}
+	if dup := c.order(base, body, verbatim); dup >= 0 {
+		key := appendCanonicalString(nil, c.keyText(&c.members[dup]))
+		return &syntaxError{offset: start, msg: "duplicate object key " + string(key)}
+	}
+	c.members, c.keys = c.members[:base], c.keys[:keysBase]
+	c.out = append(c.out, '}')
+	return nil
+}
+
+// key reads an object key and adds it to c.members (field by field: a member value built and then
+// copied makes the CPU reload words from narrower stores, which stalls).
+func (c *canonicalizer) key() error {
+	p := &c.p
+	start := p.pos
+	escaped, err := p.scanString()
+	if err != nil {
+		return err
+	}
+	i := len(c.members)
+	if i == cap(c.members) {
+		c.members = slices.Grow(c.members, 1)
+	}
+	c.members = c.members[:i+1]
+	m := &c.members[i]
+	m.decoded, m.verbatim = escaped, false
+	if !escaped {
+		m.ka, m.kb = int32(start+1), int32(p.pos-1)
+		m.prefix, m.plain = keyPrefix(p.data, start+1, p.pos-1)
+	} else {
+		ka := len(c.keys)
+		c.keys = appendUnescaped(c.keys, p.data[start+1:p.pos-1])
+		m.ka, m.kb = int32(ka), int32(len(c.keys))
+		m.prefix, m.plain = keyPrefix(c.keys, ka, len(c.keys))
+	}
+	return nil
+}
+
+// memberValue reads the value of member m of the object whose members start at out[body]. A member
+// whose key and value tokens are canonical as they stand (no escapes, a short integer, a literal) is
+// left in the input and only marked verbatim; any other is written to out now, after a comma if it
+// is not the first there.
+func (c *canonicalizer) memberValue(depth, m, body int) error {
+	p := &c.p
+	if !c.members[m].decoded && p.pos < len(p.data) {
+		start := p.pos
+		switch b := p.data[start]; {
+		case b == '"':
+			escaped, err := p.scanString()
+			if err != nil {
+				return err
+			}
+			if !escaped {
+				c.setVerbatim(m, start)
+				return nil
+			}
+			c.writeKey(m, body)
+			c.text = appendUnescaped(c.text[:0], p.data[start+1:p.pos-1])
+			c.out = appendCanonicalString(c.out, c.text)
+			c.members[m].end = len(c.out)
+			return nil
+		case b == '-' || (b >= '0' && b <= '9'):
+			if err := p.scanNumber(); err != nil {
+				return err
+			}
+			lit := p.data[start:p.pos]
+			if isShortInteger(lit) && string(lit) != "-0" {
+				c.setVerbatim(m, start)
+				return nil
+			}
+			c.writeKey(m, body)
+			if out, err := appendCanonicalNumber(c.out, lit); err == nil {
+				c.out = out
+			} else if c.numErr == nil {
+				c.numErr = err
+			}
+			c.members[m].end = len(c.out)
+			return nil
+		case b == 't' || b == 'f' || b == 'n':
+			word := "null"
+			if b == 't' {
+				word = "true"
+			} else if b == 'f' {
+				word = "false"
+			}
+			if end := start + len(word); end > len(p.data) || string(p.data[start:end]) != word {
+				return p.fail("invalid literal")
+			}
+			p.pos += len(word)
+			c.setVerbatim(m, start)
+			return nil
+		}
+	}
+	c.writeKey(m, body)
+	if err := c.value(depth); err != nil {
+		return err
+	}
+	c.members[m].end = len(c.out)
+	return nil
+}
+
+// setVerbatim marks member m as left in the input, its value being p.data[start:p.pos].
+func (c *canonicalizer) setVerbatim(m, start int) {
+	mb := &c.members[m]
+	mb.verbatim, mb.vs, mb.ve = true, int32(start), int32(c.p.pos)
+}
+
+// writeKey starts member m in out: a comma unless it is the first member there, the key, a colon.
+func (c *canonicalizer) writeKey(m, body int) {
+	if len(c.out) > body {
+		c.out = append(c.out, ',')
+	}
+	mb := &c.members[m]
+	mb.start = len(c.out)
+	if mb.decoded {
+		c.out = appendCanonicalString(c.out, c.keys[mb.ka:mb.kb])
+	} else {
+		c.out = append(c.out, c.p.data[mb.ka-1:mb.kb+1]...)
+	}
+	c.out = append(c.out, ':')
+}
+
+// keyPrefix returns the first eight bytes of the key text buf[start:end], big-endian and zero-padded,
+// and whether none of them is 0xF0 or above. Those bytes start the four-byte sequences of the
+// supplementary characters, the only ones whose UTF-8 order is not their UTF-16 order (see
+// compareUTF16); prefixes without them order as UTF-16 does. Padding with zeros only ever makes
+// prefixes equal, never misordered, and equal prefixes are settled by compareUTF16.
+func keyPrefix(buf []byte, start, end int) (prefix uint64, plain bool) {
+	if n := end - start; start+8 <= len(buf) {
+		// One load, then drop the bytes past the key (a shift by 64 or more gives 0 in Go).
+		prefix = binary.BigEndian.Uint64(buf[start:]) &^ (^uint64(0) >> (8 * min(n, 8)))
+	} else {
+		var b [8]byte
+		copy(b[:], buf[start:end])
+		prefix = binary.BigEndian.Uint64(b[:])
+	}
+	if prefix&0x8080808080808080 == 0 {
+		return prefix, true // ASCII
+	}
+	for x := prefix; x != 0; x >>= 8 {
+		if x&0xFF >= 0xF0 {
+			return prefix, false
+		}
+	}
+	return prefix, true
+}
+
+func (c *canonicalizer) keyText(m *canonMember) []byte {
+	if m.decoded {
+		return c.keys[m.ka:m.kb]
+	}
+	return c.p.data[m.ka:m.kb]
+}
+
+func (c *canonicalizer) compare(a, b *canonMember) int {
+	if a.prefix != b.prefix && a.plain && b.plain {
+		if a.prefix < b.prefix {
+			return -1
+		}
+		return 1
+	}
+	return compareUTF16(c.keyText(a), c.keyText(b))
+}
+
+// order writes the members of one object, members[base:], in key order from out[body:]. The members
+// written already are there in input order, separated by commas; verbatim says some are still in the
+// input. It sorts a permutation rather than moving members around. It returns the index in members
+// of a repeated key, or -1.
+func (c *canonicalizer) order(base, body int, verbatim bool) int {
+	ms := c.members[base:]
+	perm, prefixes := c.perm[:0], c.prefixes[:0]
+	plain := true
+	for i := range ms {
+		perm = append(perm, int32(i))
+		prefixes = append(prefixes, ms[i].prefix)
+		plain = plain && ms[i].plain
+	}
+	c.perm, c.prefixes = perm, prefixes
+	moved, settled := false, false
+	if plain && len(ms) <= 32 {
+		// Usually the prefixes alone decide: sort them (insertion sort, with the permutation alongside),
+		// and if no two are equal, that is the order.
+		settled = true
+		for i := 1; i < len(prefixes); i++ {
+			x, k := prefixes[i], perm[i]
+			j := i
+			for ; j > 0 && prefixes[j-1] >= x; j-- { // moving past equal prefixes finds every tie
+				settled = settled && prefixes[j-1] != x
+				prefixes[j], perm[j] = prefixes[j-1], perm[j-1]
+			}
+			prefixes[j], perm[j] = x, k
+			moved = moved || j != i
+		}
+	}
+	switch {
+	case settled:
+	case len(ms) <= 32:
+		// Insertion sort by the full keys, from the order reached so far. It compares every member with
+		// its final left neighbour, so a repeated key always meets its twin.
+		for i := 1; i < len(perm); i++ {
+			for j := i; j > 0; j-- {
+				r := c.compare(&ms[perm[j-1]], &ms[perm[j]])
+				if r == 0 {
+					return base + int(perm[j])
+				}
+				if r < 0 {
+					break
+				}
+				perm[j-1], perm[j] = perm[j], perm[j-1]
+				moved = true
+			}
+		}
+	default:
+		cmp := func(a, b int32) int { return c.compare(&ms[a], &ms[b]) }
+		moved = !slices.IsSortedFunc(perm, cmp)
+		if moved {
+			slices.SortFunc(perm, cmp)
+		}
+		for i := 1; i < len(perm); i++ {
+			if cmp(perm[i-1], perm[i]) == 0 {
+				return base + int(perm[i])
+			}
+		}
+	}
+	if !moved && !verbatim {
+		return -1 // out[body:] is the object already
+	}
+	// Everything written here lies within this object, after any span an enclosing object recorded.
+	c.moved = append(c.moved[:0], c.out[body:]...)
+	c.out = c.out[:body]
+	data := c.p.data
+	for i, k := range perm {
+		if i > 0 {
+			c.out = append(c.out, ',')
+		}
+		m := &ms[k]
+		switch ke := m.kb + 1; {
+		case !m.verbatim:
+			c.out = append(c.out, c.moved[m.start-body:m.end-body]...)
+		case ke+1 == m.vs && data[ke] == ':':
+			c.out = append(c.out, data[m.ka-1:m.ve]...) // compact input: the member at once
+		default:
+			c.out = append(c.out, data[m.ka-1:ke]...)
+			c.out = append(c.out, ':')
+			c.out = append(c.out, data[m.vs:m.ve]...)
+		}
+	}
+	return -1
 }
 
 // compareUTF16 orders two UTF-8 strings by their UTF-16 code units, as RFC 8785 sorts keys. This
@@ -250,4 +654,245 @@ func appendES6Number(dst []byte, f float64) []byte {
 		dst = strconv.AppendInt(dst, int64(n-1), 10)
 	}
 	return dst
+}
+
+// isCanonical reports whether data is already in RFC 8785 form, that is, whether Canonicalize would
+// return it unchanged. It reads data once without building a tree: no whitespace, every string in its
+// canonical spelling, every number in ECMAScript form, and the keys of each object strictly ascending
+// by UTF-16 code units (which also rules out duplicates). A false result only means "take the general
+// path": it is also returned for input the general path rejects.
+func isCanonical(data []byte) bool {
+	c := canonicalChecker{data: data}
+	return c.value(0) && c.pos == len(data)
+}
+
+// canonicalChecker is the state of isCanonical. The depth limit is the parser's, so that everything
+// it accepts the parser accepts too.
+type canonicalChecker struct {
+	data []byte
+	pos  int
+	keys []byte // decoded escaped keys, compared and dropped
+}
+
+func (c *canonicalChecker) value(depth int) bool {
+	if c.pos >= len(c.data) {
+		return false
+	}
+	switch b := c.data[c.pos]; {
+	case b == '{':
+		return c.object(depth + 1)
+	case b == '[':
+		return c.array(depth + 1)
+	case b == '"':
+		_, ok := c.str()
+		return ok
+	case b == 't':
+		return c.literal("true")
+	case b == 'f':
+		return c.literal("false")
+	case b == 'n':
+		return c.literal("null")
+	default:
+		return c.number()
+	}
+}
+
+func (c *canonicalChecker) literal(word string) bool {
+	end := c.pos + len(word)
+	if end > len(c.data) || string(c.data[c.pos:end]) != word {
+		return false
+	}
+	c.pos = end
+	return true
+}
+
+// number accepts a number token in its canonical form: an integer of up to 15 digits as is (JSON
+// forbids leading zeros, "-0" is "0"), anything else only if canonicalising it gives it back.
+func (c *canonicalChecker) number() bool {
+	data, start := c.data, c.pos
+	pos := start
+	if pos < len(data) && data[pos] == '-' {
+		pos++
+	}
+	digits := pos
+	for pos < len(data) && data[pos] >= '0' && data[pos] <= '9' {
+		pos++
+	}
+	n := pos - digits
+	if n == 0 || (n > 1 && data[digits] == '0') {
+		return false
+	}
+	integer := pos == len(data) || (data[pos] != '.' && data[pos] != 'e' && data[pos] != 'E')
+	if integer && n <= 15 {
+		if n == 1 && data[digits] == '0' && digits > start {
+			return false // -0
+		}
+		c.pos = pos
+		return true
+	}
+	// Rare: long integers, fractions, exponents. Scan the token by the JSON grammar, then compare it
+	// with its canonical form.
+	if !integer && data[pos] == '.' {
+		pos++
+		f := pos
+		for pos < len(data) && data[pos] >= '0' && data[pos] <= '9' {
+			pos++
+		}
+		if pos == f {
+			return false
+		}
+	}
+	if pos < len(data) && (data[pos] == 'e' || data[pos] == 'E') {
+		pos++
+		if pos < len(data) && (data[pos] == '+' || data[pos] == '-') {
+			pos++
+		}
+		e := pos
+		for pos < len(data) && data[pos] >= '0' && data[pos] <= '9' {
+			pos++
+		}
+		if pos == e {
+			return false
+		}
+	}
+	lit := data[start:pos]
+	var buf [32]byte
+	out, err := appendCanonicalNumber(buf[:0], lit)
+	if err != nil || !bytes.Equal(out, lit) {
+		return false
+	}
+	c.pos = pos
+	return true
+}
+
+// str accepts a string token spelled as appendCanonicalString spells its decoded value: valid UTF-8,
+// no escapes but \" \\ \b \t \n \f \r and lowercase \u00xx for the other control characters. It
+// reports whether the token holds escapes.
+func (c *canonicalChecker) str() (escaped, ok bool) {
+	data := c.data
+	pos := c.pos + 1 // opening quote
+	for {
+		pos = skipPlainString(data, pos)
+		if pos >= len(data) {
+			return false, false
+		}
+		switch b := data[pos]; {
+		case b == '"':
+			c.pos = pos + 1
+			return escaped, true
+		case b == '\\':
+			if pos+1 >= len(data) {
+				return false, false
+			}
+			switch data[pos+1] {
+			case '"', '\\', 'b', 't', 'n', 'f', 'r':
+				pos += 2
+			case 'u':
+				if pos+6 > len(data) || data[pos+2] != '0' || data[pos+3] != '0' || !isLowerHex(data[pos+5]) {
+					return false, false
+				}
+				switch r := data[pos+4]; {
+				case r == '0' && data[pos+5] != '8' && data[pos+5] != '9' && data[pos+5] != 'a' &&
+					data[pos+5] != 'c' && data[pos+5] != 'd':
+				case r == '1':
+				default:
+					return false, false // \u00xx beyond 0x1f, or a control character with a short escape
+				}
+				pos += 6
+			default:
+				return false, false
+			}
+			escaped = true
+		case b < 0x20:
+			return false, false
+		default: // non-ASCII
+			r, size := utf8.DecodeRune(data[pos:])
+			if r == utf8.RuneError && size == 1 {
+				return false, false
+			}
+			pos += size
+		}
+	}
+}
+
+func isLowerHex(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' }
+
+func (c *canonicalChecker) array(depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	c.pos++ // [
+	if c.pos < len(c.data) && c.data[c.pos] == ']' {
+		c.pos++
+		return true
+	}
+	for {
+		if !c.value(depth) || c.pos >= len(c.data) {
+			return false
+		}
+		switch c.data[c.pos] {
+		case ',':
+			c.pos++
+		case ']':
+			c.pos++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (c *canonicalChecker) object(depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	c.pos++ // {
+	if c.pos < len(c.data) && c.data[c.pos] == '}' {
+		c.pos++
+		return true
+	}
+	prevStart, prevEnd, prevEscaped := -1, -1, false // the previous key's token
+	for {
+		if c.pos >= len(c.data) || c.data[c.pos] != '"' {
+			return false
+		}
+		start := c.pos
+		escaped, ok := c.str()
+		if !ok {
+			return false
+		}
+		end := c.pos
+		if prevStart >= 0 && !c.ascending(prevStart, prevEnd, prevEscaped, start, end, escaped) {
+			return false
+		}
+		prevStart, prevEnd, prevEscaped = start, end, escaped
+		if c.pos >= len(c.data) || c.data[c.pos] != ':' {
+			return false
+		}
+		c.pos++
+		if !c.value(depth) || c.pos >= len(c.data) {
+			return false
+		}
+		switch c.data[c.pos] {
+		case ',':
+			c.pos++
+		case '}':
+			c.pos++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// ascending reports whether the key token data[aStart:aEnd] sorts strictly before data[bStart:bEnd].
+func (c *canonicalChecker) ascending(aStart, aEnd int, aEscaped bool, bStart, bEnd int, bEscaped bool) bool {
+	a, b := c.data[aStart+1:aEnd-1], c.data[bStart+1:bEnd-1]
+	if !aEscaped && !bEscaped {
+		return compareUTF16(a, b) < 0
+	}
+	c.keys = appendUnescaped(c.keys[:0], a)
+	n := len(c.keys)
+	c.keys = appendUnescaped(c.keys, b)
+	return compareUTF16(c.keys[:n], c.keys[n:]) < 0
 }

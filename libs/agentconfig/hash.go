@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"hash"
 	"slices"
 	"strings"
 	"sync"
@@ -48,18 +49,23 @@ func MaxVersion(entries []CacheEntry) int64 {
 
 // hasher holds the scratch buffers of ConfigHash.
 type hasher struct {
-	doc   document
-	canon []byte // canonical data of every entry, back to back
-	spans []hashSpan
-	out   []byte
+	c      canonicalizer
+	canon  []byte // canonical data of the entries that were not canonical already, back to back
+	spans  []hashSpan
+	tail   []byte // the config_type member of one entry
+	sum    hash.Hash
+	digest [sha256.Size]byte
 }
 
+// hashSpan is the canonical data of one entry: the entry's data itself when that is canonical already
+// (it is then hashed without a copy), else canon[start:end].
 type hashSpan struct {
 	typ        string
+	data       []byte
 	start, end int
 }
 
-var hashers = sync.Pool{New: func() any { return new(hasher) }}
+var hashers = sync.Pool{New: func() any { return &hasher{sum: sha256.New()} }}
 
 func (h *hasher) hash(entries []CacheEntry) string {
 	h.canon, h.spans = h.canon[:0], h.spans[:0]
@@ -67,45 +73,56 @@ func (h *hasher) hash(entries []CacheEntry) string {
 		if !present(e.ConfigData) {
 			continue
 		}
+		if isCanonical(e.ConfigData) {
+			h.spans = append(h.spans, hashSpan{typ: e.ConfigType, data: e.ConfigData})
+			continue
+		}
 		start := len(h.canon)
 		h.canon = h.appendCanonical(h.canon, e.ConfigData)
 		h.spans = append(h.spans, hashSpan{typ: e.ConfigType, start: start, end: len(h.canon)})
+	}
+	for i := range h.spans {
+		if s := &h.spans[i]; s.data == nil {
+			s.data = h.canon[s.start:s.end] // h.canon no longer moves
+		}
 	}
 	slices.SortFunc(h.spans, func(a, b hashSpan) int {
 		if c := cmp.Compare(a.typ, b.typ); c != 0 {
 			return c
 		}
-		return bytes.Compare(h.canon[a.start:a.end], h.canon[b.start:b.end])
+		return bytes.Compare(a.data, b.data)
 	})
-	out := append(h.out[:0], '[')
+	// The canonical array, written piece by piece into the digest. Only slices that live in the heap
+	// already go through the interface, so writing costs no allocation.
+	h.sum.Reset()
+	h.tail = append(h.tail[:0], '[')
 	for i, s := range h.spans {
 		if i > 0 {
-			out = append(out, ',')
+			h.tail = append(h.tail, ',')
 		}
 		// Keys in RFC 8785 order: "config_data" < "config_type".
-		out = append(out, `{"config_data":`...)
-		out = append(out, h.canon[s.start:s.end]...)
-		out = append(out, `,"config_type":`...)
-		out = appendCanonicalString(out, strings.ToValidUTF8(s.typ, "\uFFFD"))
-		out = append(out, '}')
+		h.tail = append(h.tail, `{"config_data":`...)
+		h.sum.Write(h.tail)
+		h.sum.Write(s.data)
+		h.tail = append(h.tail[:0], `,"config_type":`...)
+		h.tail = appendCanonicalString(h.tail, strings.ToValidUTF8(s.typ, "\uFFFD"))
+		h.tail = append(h.tail, '}')
 	}
-	out = append(out, ']')
-	h.out = out
-	sum := sha256.Sum256(out)
-	if cap(h.canon) > 1<<20 || cap(h.doc.nodes) > 1<<16 {
-		*h = hasher{} // don't keep huge buffers in the pool
+	h.tail = append(h.tail, ']')
+	h.sum.Write(h.tail)
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], h.sum.Sum(h.digest[:0]))
+	if cap(h.canon) > 1<<20 || cap(h.tail) > 1<<12 || h.c.oversized() {
+		h.canon, h.tail, h.c = nil, nil, canonicalizer{} // don't keep huge buffers in the pool
 	}
-	h.doc.reset()
 	clear(h.spans)
-	return hex.EncodeToString(sum[:])
+	return string(text[:])
 }
 
 // appendCanonical appends the canonical form of data, or of data as a JSON string if it is not I-JSON.
 func (h *hasher) appendCanonical(dst, data []byte) []byte {
-	if root, err := h.doc.parse(data); err == nil {
-		if out, err := h.doc.appendCanonical(dst, root); err == nil {
-			return out
-		}
+	if out, err := h.c.appendCanonical(dst, data); err == nil {
+		return out
 	}
 	return appendCanonicalString(dst, strings.ToValidUTF8(string(data), "\uFFFD"))
 }

@@ -2,17 +2,21 @@ package agentconfig
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// This file holds the one JSON reader of the package. Merge, Validate, Canonicalize, Redact and the
-// credential helpers all work on its flat tree instead of encoding/json values: object member order is
-// kept (so merges keep the environment's order), number and string tokens are kept verbatim (so merges
-// copy content exactly), and a whole document costs a few slice allocations, reused through a pool.
+// This file holds the one JSON reader of the package. Merge, Validate, Redact and the credential
+// helpers all work on its flat tree instead of encoding/json values: object member order is kept (so
+// merges keep the environment's order), number and string tokens are kept verbatim (so merges copy
+// content exactly), and a whole document costs a few slice allocations, reused through a pool.
+// Canonicalize and ConfigHash read with the same scanners and limits but build no tree (canonical.go).
 //
 // The reader is strict in the I-JSON sense that RFC 8785 requires: duplicate object keys, invalid UTF-8
 // and lone surrogate escapes are errors.
@@ -52,8 +56,7 @@ type document struct {
 	kids  []int32
 	stack []int32
 
-	members []int32 // appendCanonical's sort stack
-	scratch []byte  // string decoding
+	scratch []byte // string decoding
 }
 
 // raw returns the token bytes of scalar node i.
@@ -92,7 +95,6 @@ func (d *document) reset() {
 	d.nodes = d.nodes[:0]
 	d.kids = d.kids[:0]
 	d.stack = d.stack[:0]
-	d.members = d.members[:0]
 }
 
 // syntaxError reports malformed JSON.
@@ -134,13 +136,25 @@ type parser struct {
 
 func (p *parser) fail(msg string) error { return &syntaxError{offset: p.pos, msg: msg} }
 
-func (p *parser) add(n node) int32 {
-	p.d.nodes = append(p.d.nodes, n)
-	return int32(len(p.d.nodes) - 1)
+// add appends a node. It writes the fields straight into the slice: appending a node value built
+// beforehand made the CPU reload a word from several narrower stores, which stalls store forwarding
+// and was the single most expensive line of parsing.
+func (p *parser) add(k kind, a, b int32, escaped bool) int32 {
+	d := p.d
+	i := len(d.nodes)
+	if i == cap(d.nodes) {
+		d.nodes = slices.Grow(d.nodes, 1)
+	}
+	d.nodes = d.nodes[:i+1]
+	d.nodes[i] = node{a: a, b: b, kind: k, escaped: escaped}
+	return int32(i)
 }
 
 func (p *parser) skipSpace() {
 	data, pos := p.data, p.pos
+	if pos >= len(data) || data[pos] > ' ' {
+		return // the usual case, and all of it in compact input
+	}
 	for pos < len(data) && (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\t' || data[pos] == '\r') {
 		pos++
 	}
@@ -176,13 +190,22 @@ func (p *parser) literal(word string, k kind) (int32, error) {
 	if end > len(p.data) || string(p.data[p.pos:end]) != word {
 		return -1, p.fail("invalid literal")
 	}
-	i := p.add(node{kind: k, a: int32(p.pos), b: int32(end)})
+	i := p.add(k, int32(p.pos), int32(end), false)
 	p.pos = end
 	return i, nil
 }
 
 func (p *parser) number() (int32, error) {
-	data, start := p.data, p.pos
+	start := p.pos
+	if err := p.scanNumber(); err != nil {
+		return -1, err
+	}
+	return p.add(kindNumber, int32(start), int32(p.pos), false), nil
+}
+
+// scanNumber moves past one number token, checking its syntax.
+func (p *parser) scanNumber() error {
+	data := p.data
 	if data[p.pos] == '-' {
 		p.pos++
 	}
@@ -192,12 +215,12 @@ func (p *parser) number() (int32, error) {
 	case p.pos < len(data) && data[p.pos] >= '1' && data[p.pos] <= '9':
 		p.digits()
 	default:
-		return -1, p.fail("invalid number")
+		return p.fail("invalid number")
 	}
 	if p.pos < len(data) && data[p.pos] == '.' {
 		p.pos++
 		if p.digits() == 0 {
-			return -1, p.fail("invalid number: no digits after the decimal point")
+			return p.fail("invalid number: no digits after the decimal point")
 		}
 	}
 	if p.pos < len(data) && (data[p.pos] == 'e' || data[p.pos] == 'E') {
@@ -206,10 +229,10 @@ func (p *parser) number() (int32, error) {
 			p.pos++
 		}
 		if p.digits() == 0 {
-			return -1, p.fail("invalid number: no digits in the exponent")
+			return p.fail("invalid number: no digits in the exponent")
 		}
 	}
-	return p.add(node{kind: kindNumber, a: int32(start), b: int32(p.pos)}), nil
+	return nil
 }
 
 func (p *parser) digits() int {
@@ -226,18 +249,24 @@ func (p *parser) stringNode() (int32, error) {
 	if err != nil {
 		return -1, err
 	}
-	return p.add(node{kind: kindString, a: int32(start), b: int32(p.pos), escaped: escaped}), nil
+	return p.add(kindString, int32(start), int32(p.pos), escaped), nil
 }
 
 // scanString moves past one string token, checking escapes and UTF-8.
 func (p *parser) scanString() (escaped bool, err error) {
 	data := p.data
 	p.pos++ // opening quote
-	for p.pos < len(data) {
-		pos := p.pos
-		for pos < len(data) && plainStringByte[data[pos]] {
-			pos++
+	if pos := p.pos; pos+8 <= len(data) {
+		// Most strings are short and plain: settle those inline, from their first eight bytes.
+		if special := specialBytes(binary.LittleEndian.Uint64(data[pos:])); special != 0 {
+			if pos += bits.TrailingZeros64(special) >> 3; data[pos] == '"' {
+				p.pos = pos + 1
+				return false, nil
+			}
 		}
+	}
+	for p.pos < len(data) {
+		pos := skipPlainString(data, p.pos)
 		p.pos = pos
 		if pos == len(data) {
 			break
@@ -264,6 +293,32 @@ func (p *parser) scanString() (escaped bool, err error) {
 		}
 	}
 	return false, p.fail("unterminated string")
+}
+
+// skipPlainString returns the position of the first byte at or after pos that a string token does not
+// hold as itself ('"', '\\', a control character or a non-ASCII byte), or len(data). It looks at eight
+// bytes at a time.
+func skipPlainString(data []byte, pos int) int {
+	for pos+8 <= len(data) {
+		if special := specialBytes(binary.LittleEndian.Uint64(data[pos:])); special != 0 {
+			return pos + bits.TrailingZeros64(special)>>3
+		}
+		pos += 8
+	}
+	for pos < len(data) && plainStringByte[data[pos]] {
+		pos++
+	}
+	return pos
+}
+
+// specialBytes flags, in their high bits, the bytes of the little-endian word x that a string token
+// does not hold as themselves. Each term flags one kind; a term can flag false positives only above a
+// true one, so the lowest flag of them all is exact (and the only one to rely on).
+func specialBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ ('"' * ones)
+	bs := x ^ ('\\' * ones)
+	return ((x-0x20*ones)&^x | (q-ones)&^q | (bs-ones)&^bs | x) & highs
 }
 
 // plainStringByte marks the bytes a string token holds as themselves: printable ASCII but '"' and '\\'.
@@ -329,7 +384,7 @@ func (p *parser) array(depth int) (int32, error) {
 		return -1, p.fail("nesting too deep")
 	}
 	p.pos++ // [
-	idx := p.add(node{kind: kindArray})
+	idx := p.add(kindArray, 0, 0, false)
 	base := len(p.d.stack)
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
@@ -367,22 +422,43 @@ func (p *parser) object(depth int) (int32, error) {
 	}
 	start := p.pos
 	p.pos++ // {
-	idx := p.add(node{kind: kindObject})
+	idx := p.add(kindObject, 0, 0, false)
 	base := len(p.d.stack)
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
 		return idx, nil
 	}
+	// Repeated keys are looked for as the keys arrive, by cheap fingerprints first; only equal
+	// fingerprints compare bytes. Larger objects are checked with a map at the end.
+	var prints [16]uint64
+	n, dup := 0, int32(-1)
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return -1, p.fail("expected a string object key")
 		}
-		k, err := p.stringNode()
+		ks := p.pos
+		escaped, err := p.scanString()
 		if err != nil {
 			return -1, err
 		}
+		k := p.add(kindString, int32(ks), int32(p.pos), escaped)
+		if n < len(prints) {
+			var f uint64
+			if escaped {
+				f = p.d.fingerprint(k)
+			} else {
+				f = fingerprintOf(p.data[ks+1 : p.pos-1])
+			}
+			for j := 0; j < n && dup < 0; j++ {
+				if prints[j] == f && p.d.sameString(p.d, k, p.d.stack[base+2*j]) {
+					dup = k
+				}
+			}
+			prints[n] = f
+		}
+		n++
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
 			return -1, p.fail("expected ':' after object key")
@@ -409,7 +485,10 @@ func (p *parser) object(depth int) (int32, error) {
 		return -1, p.fail("expected ',' or '}' in object")
 	}
 	p.d.popChildren(idx, base)
-	if dup := p.d.duplicateKey(idx); dup >= 0 {
+	if n > len(prints) {
+		dup = p.d.duplicateKey(idx)
+	}
+	if dup >= 0 {
 		return -1, &syntaxError{offset: start, msg: fmt.Sprintf("duplicate object key %s", p.d.raw(dup))}
 	}
 	return idx, nil
@@ -428,20 +507,6 @@ func (d *document) popChildren(idx int32, base int) {
 func (d *document) duplicateKey(obj int32) int32 {
 	kids := d.kidsOf(obj)
 	n := len(kids) / 2
-	if n <= 16 {
-		// Compare cheap fingerprints first; only equal fingerprints compare bytes.
-		var prints [16]uint64
-		for i := range n {
-			k := kids[2*i]
-			prints[i] = d.fingerprint(k)
-			for j := range i {
-				if prints[j] == prints[i] && d.sameString(d, k, kids[2*j]) {
-					return k
-				}
-			}
-		}
-		return -1
-	}
 	seen := make(map[string]struct{}, n)
 	for i := range n {
 		k := string(d.text(kids[2*i], nil))
@@ -460,6 +525,10 @@ func (d *document) fingerprint(i int32) uint64 {
 		d.scratch = d.text(i, d.scratch[:0])
 		s = d.scratch
 	}
+	return fingerprintOf(s)
+}
+
+func fingerprintOf(s []byte) uint64 {
 	f := uint64(len(s)) << 32
 	if len(s) > 0 {
 		f |= uint64(s[0])<<24 | uint64(s[len(s)-1])<<16 | uint64(s[len(s)/2])<<8
@@ -583,9 +652,18 @@ func (d *document) appendCompact(dst []byte, i int32) []byte {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.raw(kids[j])...)
-			dst = append(dst, ':')
-			dst = d.appendCompact(dst, kids[j+1])
+			k, v := &d.nodes[kids[j]], &d.nodes[kids[j+1]]
+			if end := int(k.b); end < len(d.data) && d.data[end] == ':' {
+				dst = append(dst, d.data[k.a:end+1]...) // the key and its colon at once
+			} else {
+				dst = append(dst, d.data[k.a:k.b]...)
+				dst = append(dst, ':')
+			}
+			if v.kind < kindArray && !v.redact {
+				dst = append(dst, d.data[v.a:v.b]...) // a scalar, without the call
+			} else {
+				dst = d.appendCompact(dst, kids[j+1])
+			}
 		}
 		return append(dst, '}')
 	default:

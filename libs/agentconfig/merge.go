@@ -328,6 +328,7 @@ type listSlot struct {
 	doc      *document
 	node     int32
 	id       [2]int32 // identity value nodes in doc; id[0] < 0 when the entry has no identity
+	idPrint  uint64   // identityPrint of id
 	fromEnv  bool
 	replaced bool
 	removed  bool
@@ -347,6 +348,19 @@ func (r *listRule) identityOf(d *document, i int32) [2]int32 {
 		id[p] = v
 	}
 	return id
+}
+
+// identityPrint summarizes identity id of an entry of d: equal identities have equal prints, so
+// comparing prints first spares most comparisons of strings.
+func (r *listRule) identityPrint(d *document, id [2]int32) uint64 {
+	if id[0] < 0 {
+		return 0
+	}
+	var f uint64
+	for p := range r.identity {
+		f = f*31 + d.fingerprint(id[p])
+	}
+	return f
 }
 
 func sameIdentity(r *listRule, a *document, ai [2]int32, b *document, bi [2]int32) bool {
@@ -389,7 +403,9 @@ func (m *merger) list(r *listRule, env, host int32) {
 		slots = make([]listSlot, 0, n)
 	}
 	for _, e := range envKids {
-		slots = append(slots, listSlot{doc: m.env, node: e, id: r.identityOf(m.env, e), fromEnv: true})
+		id := r.identityOf(m.env, e)
+		idPrint := r.identityPrint(m.env, id)
+		slots = append(slots, listSlot{doc: m.env, node: e, id: id, idPrint: idPrint, fromEnv: true})
 	}
 	var index *identityIndex
 	if len(envKids)*len(hostKids) > 1024 {
@@ -397,19 +413,20 @@ func (m *merger) list(r *listRule, env, host int32) {
 	}
 	for _, h := range hostKids {
 		id := r.identityOf(m.host, h)
+		idPrint := r.identityPrint(m.host, id)
 		disabled := r.disable && isDisabled(m.host, h)
 		matched := false
 		if index != nil {
 			for _, s := range index.lookup(r, m.host, id) {
-				matched = m.applyHostEntry(r, slots, s, h, id, disabled) || matched
+				matched = m.applyHostEntry(r, slots, s, h, id, idPrint, disabled) || matched
 			}
 		} else {
 			for s := range slots {
-				matched = m.applyHostEntry(r, slots, s, h, id, disabled) || matched
+				matched = m.applyHostEntry(r, slots, s, h, id, idPrint, disabled) || matched
 			}
 		}
 		if !matched && !disabled {
-			slots = append(slots, listSlot{doc: m.host, node: h, id: id})
+			slots = append(slots, listSlot{doc: m.host, node: h, id: id, idPrint: idPrint})
 			index.add(r, m.host, id, len(slots)-1)
 		}
 	}
@@ -437,11 +454,12 @@ func (m *merger) list(r *listRule, env, host int32) {
 	m.write(']')
 }
 
-// applyHostEntry applies host entry h (identity id) to slot s if they share an identity, and reports
-// whether they did.
-func (m *merger) applyHostEntry(r *listRule, slots []listSlot, s int, h int32, id [2]int32, disabled bool) bool {
+// applyHostEntry applies host entry h (identity id, identityPrint idPrint) to slot s if they share an
+// identity, and reports whether they did.
+func (m *merger) applyHostEntry(r *listRule, slots []listSlot, s int, h int32, id [2]int32, idPrint uint64,
+	disabled bool) bool {
 	slot := &slots[s]
-	if slot.removed || !sameIdentity(r, slot.doc, slot.id, m.host, id) {
+	if slot.removed || slot.idPrint != idPrint || !sameIdentity(r, slot.doc, slot.id, m.host, id) {
 		return false
 	}
 	if disabled {
