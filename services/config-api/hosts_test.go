@@ -2,6 +2,7 @@ package configapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -57,6 +58,18 @@ func TestHostRegistrationListAndRevoke(t *testing.T) {
 	h.must(400, "POST", hostsPath, a.token, `{"hostname": "db\u0000-2"}`) // not 500: PostgreSQL text cannot hold NUL
 	h.must(409, "POST", hostsPath, a.token, `{"hostname": "db-1"}`)
 	h.must(409, "POST", hostsPath, a.token, `{"hostname": "db-9", "agent_id": "agent_db-1"}`)
+	// Every registration is audited, refused ones are not: the tenant's first host (newTenant) and db-1.
+	var detail map[string]any
+	if err := h.pool.QueryRow(context.Background(), `SELECT detail FROM audit_events WHERE action = 'host_registered' AND object = $1`,
+		"host:"+reg.ID.String()).Scan(&detail); err != nil {
+		t.Fatalf("audit of db-1's registration: %v", err)
+	}
+	if detail["agent_id"] != "agent_db-1" || detail["environment_id"] != a.env.String() {
+		t.Fatalf("audit detail %v", detail)
+	}
+	if n := h.count(`SELECT count(*) FROM audit_events WHERE action = 'host_registered'`); n != 2 {
+		t.Fatalf("%d host_registered audit rows, want 2", n)
+	}
 
 	// The agent reports: a recent heartbeat for db-1, an old one for web-1, and one apply result.
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), agent_version = '1.0.0', config_hash = 'abc',

@@ -164,8 +164,8 @@ func NewService(store Store, environments Environments, guard *tenancy.Guard, id
 	return &Service{store: store, environments: environments, guard: guard, identity: identity}
 }
 
-// Register adds a host to an environment. An empty agentID is generated (a UUID); a given one must be
-// usable as a NATS subject token.
+// Register adds a host to an environment and audits it (host_registered). An empty agentID is generated
+// (a UUID); a given one must be usable as a NATS subject token.
 func (s *Service) Register(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, hostname, agentID string) (Host, error) {
 	reg, field, rule := Registration{Hostname: hostname, AgentID: agentID}.normalize()
 	if field != "" {
@@ -195,6 +195,8 @@ func (s *Service) Register(ctx context.Context, p tenancy.Principal, environment
 	}
 	h.NATSPublicKey = host.NATSPublicKey
 	h.NATSCredentials = string(creds)
+	s.guard.Record(ctx, p, tenancy.ActionHostRegistered, uuid.NullUUID{UUID: env.ClientID, Valid: true},
+		tenancy.KindHost, h.ID, map[string]any{"environment_id": env.ID.String(), "agent_id": agentID, "nats_user": creds != nil})
 	return h, nil
 }
 

@@ -77,6 +77,7 @@ const (
 	ActionCrossTenant      = "cross_tenant_access"
 	ActionTokenIssued      = "token_issued"
 	ActionTokenRevoked     = "token_revoked"
+	ActionHostRegistered   = "host_registered"
 	ActionHostRevoked      = "host_revoked"
 	ActionHostsRegistered  = "hosts_registered"
 	ActionCredentialCreate = "credential_created"
