@@ -64,7 +64,9 @@ func credentialID(d *document, c int32, pos int) (string, bool, error) {
 // credential_id loses that key and gains each field of secrets[credential_id] (overwriting a member of
 // the same name in place, else appended in field-name order). It returns the new config and the sorted
 // RFC 6901 pointers of the injected values, e.g. "/1/password". A referenced id missing from secrets is
-// an error wrapping ErrCredentialMissing. A config without references is returned unchanged.
+// an error wrapping ErrCredentialMissing. A config without references is returned unchanged. The result
+// passes Validate when the input did and every secret field is one of SecretFields, which the backend
+// enforces when a credential is written.
 func InjectSecrets(collectors json.RawMessage, secrets map[string]map[string]string) (json.RawMessage, []string, error) {
 	return injectFields(collectors, func(id string) ([]secretField, bool) {
 		s, ok := secrets[id]

@@ -124,7 +124,7 @@ func TestInjectSecrets_Errors(t *testing.T) {
 		t.Errorf("missing credential: %v", err)
 	}
 	for _, field := range []string{"type", "name", "credential_id", "enabled", ""} {
-		_, _, err := InjectSecrets(json.RawMessage(`[{"type":"tcp","name":"a","credential_id":"c"}]`),
+		_, _, err := InjectSecrets(json.RawMessage(`[{"type":"http","name":"a","credential_id":"c"}]`),
 			map[string]map[string]string{"c": {field: "x"}})
 		if err == nil {
 			t.Errorf("secret field %q: want an error", field)
@@ -146,8 +146,8 @@ func TestInjectSecrets_NothingToInject(t *testing.T) {
 		}
 	}
 	// A credential with no fields still loses its credential_id.
-	got, pointers, err := InjectSecrets(json.RawMessage(`[{"type":"tcp","name":"a","credential_id":"c"}]`), map[string]map[string]string{"c": {}})
-	if err != nil || string(got) != `[{"type":"tcp","name":"a"}]` || len(pointers) != 0 {
+	got, pointers, err := InjectSecrets(json.RawMessage(`[{"type":"http","name":"a","credential_id":"c"}]`), map[string]map[string]string{"c": {}})
+	if err != nil || string(got) != `[{"type":"http","name":"a"}]` || len(pointers) != 0 {
 		t.Errorf("got %s %v %v", got, pointers, err)
 	}
 }

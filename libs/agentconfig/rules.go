@@ -45,21 +45,46 @@ const (
 	CollectorRedis    = "redis"
 )
 
+// secretFields are the fields a stored credential may hold. InjectSecrets copies each into every
+// collector that references the credential, so each must be a string field of every collector type that
+// accepts credential_id (TestSecretFieldsValidWhereCredentialsAre keeps them in step).
+var secretFields = []string{"password", "username"}
+
+// SecretFields returns the names a credential's secret fields may have, sorted. The backend refuses
+// any other name when a credential is created or rotated, because the agent would reject the collector
+// it is injected into.
+func SecretFields() []string { return slices.Clone(secretFields) }
+
+// IsSecretField reports whether name is one of SecretFields.
+func IsSecretField(name string) bool { return slices.Contains(secretFields, name) }
+
+var credentialIDRule = &rule{kind: ruleUUID}
+
 var databaseCollectorFields = map[string]*rule{
-	"host":     nonEmptyStringRule,
-	"port":     portRule,
-	"database": stringRule,
-	"username": stringRule,
-	"password": stringRule,
+	"host":          nonEmptyStringRule,
+	"port":          portRule,
+	"database":      stringRule,
+	"username":      stringRule,
+	"password":      stringRule,
+	"credential_id": credentialIDRule,
 }
 
+// collectorVariants lists the fields of each collector type. credential_id belongs to the types that
+// take every secret field; a tcp check has no use for one, so it is refused there by name rather than as
+// an unknown key.
 var collectorVariants = map[string]map[string]*rule{
 	CollectorHTTP: {
 		"url":           {kind: ruleURL},
 		"method":        enumRule("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"),
 		"expect_status": integerRule(100, 599),
+		"username":      stringRule, // basic auth
+		"password":      stringRule,
+		"credential_id": credentialIDRule,
 	},
-	CollectorTCP:      {"address": {kind: ruleAddress}},
+	CollectorTCP: {
+		"address":       {kind: ruleAddress},
+		"credential_id": {kind: ruleForbidden, message: "tcp collectors take no credentials"},
+	},
 	CollectorPostgres: databaseCollectorFields,
 	CollectorMySQL:    databaseCollectorFields,
 	CollectorRedis:    databaseCollectorFields,
@@ -69,12 +94,11 @@ var collectorsRule = identityList(
 	&objectRule{
 		noun: "collector",
 		fields: map[string]*rule{
-			"type":          enumRule(slices.Sorted(maps.Keys(collectorVariants))...),
-			"name":          nonEmptyStringRule,
-			"enabled":       boolRule,
-			"interval":      durationRule,
-			"timeout":       durationRule,
-			"credential_id": {kind: ruleUUID},
+			"type":     enumRule(slices.Sorted(maps.Keys(collectorVariants))...),
+			"name":     nonEmptyStringRule,
+			"enabled":  boolRule,
+			"interval": durationRule,
+			"timeout":  durationRule,
 		},
 		required:      []string{"type", "name"},
 		discriminator: "type",

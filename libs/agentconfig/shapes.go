@@ -39,9 +39,10 @@ func (d Duration) Std() time.Duration { return time.Duration(d) }
 type CollectorsConfig []Collector
 
 // Collector is one metric collector. Type selects which of the type-specific fields apply: http (URL,
-// Method, ExpectStatus), tcp (Address), postgres, mysql and redis (Host, Port, Database, Username,
-// Password). Secrets normally arrive through CredentialID (a lowercase UUID), which the backend replaces
-// with inline fields before delivery.
+// Method, ExpectStatus, and Username and Password for basic auth), tcp (Address), postgres, mysql and
+// redis (Host, Port, Database, Username, Password). Secrets normally arrive through CredentialID (a
+// lowercase UUID; not on tcp collectors), which the backend replaces with the credential's fields (see
+// SecretFields) before delivery.
 type Collector struct {
 	Type         string   `json:"type"`
 	Name         string   `json:"name"`

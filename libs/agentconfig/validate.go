@@ -75,6 +75,7 @@ const (
 	ruleStringMap                 // an object of non-empty keys to string values
 	ruleObject                    // an object checked by object
 	ruleUUID                      // a canonical lowercase UUID string (8-4-4-4-12 hex digits)
+	ruleForbidden                 // a member that may not appear here; message says why
 )
 
 // rule is one node of a type's validation tree. The JSON Schema files say the same thing for tools;
@@ -87,6 +88,7 @@ type rule struct {
 	items    *rule
 	object   *objectRule
 	identity []string // ruleList of objects: members that identify an entry, unique within the list
+	message  string   // ruleForbidden: the error message
 }
 
 // objectRule lists the members an object may have. With a discriminator, the value of that member
@@ -237,6 +239,8 @@ func (v *validator) check(r *rule, i int32) *ValidationError {
 		if n.kind != kindString || !canonicalUUID(v.d.text(i, nil)) {
 			return v.fail(uuidMessage)
 		}
+	case ruleForbidden:
+		return v.fail(r.message)
 	case ruleGlob:
 		if n.kind != kindString || len(v.d.raw(i)) == 2 {
 			return v.fail("must be a non-empty glob pattern")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,8 @@ var validConfigs = map[string][]string{
 		  {"type":"redis","name":"cache","host":"127.0.0.1","port":6379,"database":"0"}]`,
 		`[{"type":"http","name":"a","interval":"1h2m3.5s"},{"type":"http","name":"b","interval":"250ms"},{"type":"http","name":"c","interval":"1.5us"}]`,
 		`[{"type":"redis","name":"a","credential_id":"00000000-0000-4000-8000-00000000000\u0061"}]`,
+		`[{"type":"http","name":"basic","url":"http://127.0.0.1:8080/status","username":"monitor","password":"","credential_id":"3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c"},
+		  {"type":"mysql","name":"m","credential_id":"3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c"}]`,
 	},
 	Intervals: {
 		`{}`,
@@ -133,8 +136,15 @@ var invalidConfigs = []invalidConfig{
 	{Collectors, `[{"type":"tcp","name":"a","enabled":"false"}]`, "collectors[0].enabled", "must be a boolean", true},
 	{Collectors, `[{"type":"postgres","name":"a","port":"5432"}]`, "collectors[0].port", "integer from 1 to 65535", true},
 	{Collectors, `[{"type":"postgres","name":"a","host":5}]`, "collectors[0].host", "must be a string", true},
-	{Collectors, `[{"type":"tcp","name":"a","credential_id":""}]`, "collectors[0].credential_id", "must be a lowercase UUID", true},
-	{Collectors, `[{"type":"tcp","name":"a","credential_id":7}]`, "collectors[0].credential_id", "must be a lowercase UUID", true},
+	{Collectors, `[{"type":"http","name":"a","credential_id":""}]`, "collectors[0].credential_id", "must be a lowercase UUID", true},
+	{Collectors, `[{"type":"redis","name":"a","credential_id":7}]`, "collectors[0].credential_id", "must be a lowercase UUID", true},
+	{Collectors, `[{"type":"http","name":"a","username":1}]`, "collectors[0].username", "must be a string", true},
+	{Collectors, `[{"type":"http","name":"a","password":null}]`, "collectors[0].password", "must be a string", true},
+	// credential_id only where every secret field is valid: a tcp check takes none
+	{Collectors, `[{"type":"http","name":"a"},{"type":"redis","name":"b"},{"type":"tcp","name":"c","credential_id":"3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c"}]`, "collectors[2].credential_id", "tcp collectors take no credentials", true},
+	{Collectors, `[{"type":"tcp","name":"a","credential_id":"cred-1"}]`, "collectors[0].credential_id", "tcp collectors take no credentials", true},
+	{Collectors, `[{"type":"tcp","name":"a","password":"x"}]`, "collectors[0].password", `unknown key for a collector with type "tcp"`, true},
+	{Collectors, `[{"type":"http","name":"a","api_key":"x"}]`, "collectors[0].api_key", `unknown key for a collector with type "http"`, true},
 	// credential_id: only the canonical spelling, which the backend matches exactly when it re-announces
 	{Collectors, `[{"type":"tcp","name":"a"},{"type":"mysql","name":"b","credential_id":"3F2B8C1E-9D4A-4E7B-A1C2-5D6E7F8A9B0C"}]`, "collectors[1].credential_id", "must be a lowercase UUID", true},
 	{Collectors, `[{"type":"mysql","name":"b","credential_id":"3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9B0c"}]`, "collectors[0].credential_id", "must be a lowercase UUID", true},
@@ -272,5 +282,93 @@ func TestValidate_UniqueLargeList(t *testing.T) {
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Path != "collectors[100]" || !strings.Contains(ve.Message, "entry 42") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Every field a credential may hold is a string field of every collector type that takes a
+// credential_id, and only tcp refuses one: a credential accepted by the backend never makes the agent
+// reject the collector it is injected into.
+func TestSecretFieldsValidWhereCredentialsAre(t *testing.T) {
+	fields := SecretFields()
+	if len(fields) == 0 || !slices.IsSorted(fields) {
+		t.Fatalf("SecretFields() = %v, want a sorted non-empty list", fields)
+	}
+	fields[0] = "mutated"
+	if IsSecretField("mutated") || !IsSecretField(SecretFields()[0]) {
+		t.Fatal("SecretFields returned shared storage")
+	}
+	for _, name := range []string{"", "api_key", "token", "Password", "credential_id", "type"} {
+		if IsSecretField(name) {
+			t.Errorf("IsSecretField(%q) = true", name)
+		}
+	}
+	var takers []string
+	for typ, variant := range collectorVariants {
+		switch r := variant["credential_id"]; {
+		case r == nil:
+			t.Errorf("%s: credential_id neither accepted nor refused by name", typ)
+		case r.kind == ruleForbidden:
+			if typ != CollectorTCP {
+				t.Errorf("%s refuses credential_id", typ)
+			}
+		case r.kind == ruleUUID:
+			takers = append(takers, typ)
+			for _, name := range SecretFields() {
+				if f := variant[name]; f == nil || f.kind != ruleString || f.nonEmpty {
+					t.Errorf("%s takes credential_id but not secret field %q as any string", typ, name)
+				}
+			}
+		default:
+			t.Errorf("%s: credential_id rule of kind %d", typ, r.kind)
+		}
+	}
+	slices.Sort(takers)
+	if want := []string{CollectorHTTP, CollectorMySQL, CollectorPostgres, CollectorRedis}; !slices.Equal(takers, want) {
+		t.Errorf("types taking credential_id: %v, want %v", takers, want)
+	}
+}
+
+// What the backend delivers after injection passes the agent's validation: an http collector gets basic
+// auth from a credential, and every type that takes a credential_id takes every secret field.
+func TestInjectSecrets_ResultValidates(t *testing.T) {
+	const id = "3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c"
+	in := json.RawMessage(`[{"type":"http","name":"api","url":"https://api.example.com/health","credential_id":"` + id + `"}]`)
+	if err := Validate(Collectors, in); err != nil {
+		t.Fatalf("before injection: %v", err)
+	}
+	got, pointers, err := InjectSecrets(in, map[string]map[string]string{id: {"username": "monitor", "password": "s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(Collectors, got); err != nil {
+		t.Fatalf("after injection: %v\n%s", err, got)
+	}
+	var cs CollectorsConfig
+	if err := json.Unmarshal(got, &cs); err != nil || len(cs) != 1 || cs[0].Username != "monitor" || cs[0].Password != "s3cret" || cs[0].CredentialID != "" {
+		t.Fatalf("decoded %+v (%v) from %s", cs, err, got)
+	}
+	if !slices.Equal(pointers, []string{"/0/password", "/0/username"}) {
+		t.Errorf("pointers %v", pointers)
+	}
+
+	all := map[string]string{}
+	for _, name := range SecretFields() {
+		all[name] = "v-" + name
+	}
+	for typ, variant := range collectorVariants {
+		if variant["credential_id"].kind != ruleUUID {
+			continue
+		}
+		in := json.RawMessage(`[{"type":"` + typ + `","name":"a","credential_id":"` + id + `"}]`)
+		if err := Validate(Collectors, in); err != nil {
+			t.Fatalf("%s before injection: %v", typ, err)
+		}
+		got, _, err := InjectSecrets(in, map[string]map[string]string{id: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Validate(Collectors, got); err != nil {
+			t.Errorf("%s after injecting every secret field: %v", typ, err)
+		}
 	}
 }

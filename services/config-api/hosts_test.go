@@ -248,7 +248,7 @@ func TestCredentials(t *testing.T) {
 	h.must(409, "POST", base, a.token, `{"name": "mysql-main", "secret": {"password": "x"}}`)
 	h.must(400, "POST", base, a.token, `{"name": "empty", "secret": {}}`)
 	h.must(400, "POST", base, a.token, `{"name": "bad", "secret": {"password": 5}}`)
-	h.must(404, "POST", base, a.token, `{"name": "ghost-env", "environment_id": "`+uuid.NewString()+`", "secret": {"k": "v"}}`)
+	h.must(404, "POST", base, a.token, `{"name": "ghost-env", "environment_id": "`+uuid.NewString()+`", "secret": {"password": "v"}}`)
 
 	var list []protocol.CredentialMeta
 	h.must(200, "GET", base, a.token, nil).data(t, &list)

@@ -50,7 +50,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"DELETE", "/api/v1/hosts/" + host + "/agent-configs/watch_files", ""},
 		{"GET", "/api/v1/hosts/" + host + "/agent-configs/watch_files/revisions", ""},
 		{"GET", "/api/v1/clients/" + client + "/credentials", ""},
-		{"POST", "/api/v1/clients/" + client + "/credentials", `{"name": "x", "secret": {"k": "v"}}`},
+		{"POST", "/api/v1/clients/" + client + "/credentials", `{"name": "x", "secret": {"password": "v"}}`},
 		{"GET", "/api/v1/clients/" + client + "/credentials/" + cred.ID.String(), ""},
 		{"DELETE", "/api/v1/clients/" + client + "/credentials/" + cred.ID.String(), ""},
 		{"POST", "/api/v1/clients/" + client + "/credentials/" + cred.ID.String() + "/rotate", ""},
@@ -58,7 +58,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"GET", "/api/v1/clients/" + a.client.String() + "/credentials/" + cred.ID.String(), ""},
 		{"DELETE", "/api/v1/clients/" + a.client.String() + "/credentials/" + cred.ID.String(), ""},
 		// A's credential pointing at B's environment.
-		{"POST", "/api/v1/clients/" + a.client.String() + "/credentials", `{"name": "y", "environment_id": "` + env + `", "secret": {"k": "v"}}`},
+		{"POST", "/api/v1/clients/" + a.client.String() + "/credentials", `{"name": "y", "environment_id": "` + env + `", "secret": {"password": "v"}}`},
 	}
 	for _, at := range attempts {
 		audits := h.count(`SELECT count(*) FROM audit_events WHERE action = 'cross_tenant_access'`)

@@ -8,11 +8,14 @@ package credentials
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
@@ -318,7 +321,9 @@ func ref(clientID, id uuid.UUID) protocol.CredentialRef {
 	return protocol.CredentialRef{ClientID: clientID.String(), ID: id.String()}
 }
 
-// validSecret checks field names and sizes; values are never echoed in messages.
+// validSecret checks field names and sizes; values are never echoed in messages. A field name must be
+// one of agentconfig.SecretFields: the credential's fields are injected into every collector that
+// references it, and the agent rejects a collectors config holding any other field.
 func validSecret(secret map[string]string, required bool) error {
 	if len(secret) == 0 {
 		if required {
@@ -329,9 +334,15 @@ func validSecret(secret map[string]string, required bool) error {
 	if len(secret) > MaxFields {
 		return fault.Invalidf("secret has more than %d fields", MaxFields)
 	}
-	for k, v := range secret {
+	// Sorted, so that of several bad fields the same one is reported every time.
+	for _, k := range slices.Sorted(maps.Keys(secret)) {
+		v := secret[k]
 		if k == "" || len(k) > MaxFieldName {
 			return fault.Invalidf("secret field names must be 1 to %d characters", MaxFieldName)
+		}
+		if !agentconfig.IsSecretField(k) {
+			return fault.Invalidf("secret field %q is not allowed; a credential may hold only: %s",
+				k, strings.Join(agentconfig.SecretFields(), ", "))
 		}
 		if len(v) > MaxValueBytes {
 			return fault.Invalidf("secret field %q is larger than %d bytes", k, MaxValueBytes)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/configsync/configsync/services/config-api/internal/configs"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
 )
 
 func ids(prefix string, n int) []uuid.UUID {
@@ -78,5 +79,30 @@ func TestInUseMessage(t *testing.T) {
 				t.Errorf("message is %d bytes long", len(msg))
 			}
 		})
+	}
+}
+
+// TestValidSecretFieldNames: only fields every credential-taking collector accepts; of several bad
+// fields, the same (first in name order) is named every time, with the allowed names; values never.
+func TestValidSecretFieldNames(t *testing.T) {
+	for _, required := range []bool{true, false} {
+		if err := validSecret(map[string]string{"username": "u", "password": "p"}, required); err != nil {
+			t.Fatalf("username and password: %v", err)
+		}
+		for range 20 {
+			err := validSecret(map[string]string{"password": "p", "token": "planted", "api_key": "planted"}, required)
+			if !fault.Is(err, fault.Invalid) {
+				t.Fatalf("api_key and token: %v, want Invalid", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, `"api_key"`) || !strings.Contains(msg, "password, username") || strings.Contains(msg, "planted") {
+				t.Fatalf("message %q", msg)
+			}
+		}
+	}
+	for _, name := range []string{"Password", "user", "type", "credential_id"} {
+		if err := validSecret(map[string]string{name: "v"}, true); !fault.Is(err, fault.Invalid) || !strings.Contains(err.Error(), `"`+name+`"`) {
+			t.Errorf("field %q: %v", name, err)
+		}
 	}
 }

@@ -30,6 +30,8 @@ func TestCreateValidation(t *testing.T) {
 		{"empty field name", protocol.CredentialCreateRequest{ClientID: clientA, Name: "n", Secret: map[string]string{"": "p"}}, credential.ErrInvalidRequest},
 		{"reserved field", protocol.CredentialCreateRequest{ClientID: clientA, Name: "n", Secret: map[string]string{"type": "p"}}, credential.ErrInvalidRequest},
 		{"credential_id field", protocol.CredentialCreateRequest{ClientID: clientA, Name: "n", Secret: map[string]string{"credential_id": "p"}}, credential.ErrInvalidRequest},
+		{"field a collector cannot take", protocol.CredentialCreateRequest{ClientID: clientA, Name: "n", Secret: map[string]string{"api_key": "p"}}, credential.ErrInvalidRequest},
+		{"field name of another case", protocol.CredentialCreateRequest{ClientID: clientA, Name: "n", Secret: map[string]string{"Password": "p"}}, credential.ErrInvalidRequest},
 		{"invalid UTF-8 value", protocol.CredentialCreateRequest{ClientID: clientA, Name: "n", Secret: map[string]string{"password": "\xff"}}, credential.ErrInvalidRequest},
 		{"huge value", protocol.CredentialCreateRequest{ClientID: clientA, Name: "n", Secret: map[string]string{"password": strings.Repeat("x", 17<<10)}}, credential.ErrInvalidRequest},
 		{"unknown client", protocol.CredentialCreateRequest{ClientID: "0c000000-0000-4000-8000-000000000003", Name: "n", Secret: map[string]string{"password": "p"}}, credential.ErrNotFound},
@@ -56,12 +58,13 @@ func TestCreateValidation(t *testing.T) {
 	f.create(t, clientB, "", "dup", map[string]string{"password": "p"})
 }
 
-// withPlanted adds the planted secret as a value so that validation errors can be checked for leaks.
+// withPlanted adds the planted secret as a value (of an allowed field the case does not set) so that
+// validation errors can be checked for leaks.
 func withPlanted(secret map[string]string) map[string]string {
 	if secret == nil {
 		return nil
 	}
-	out := map[string]string{"zz_planted": secretValue}
+	out := map[string]string{"username": secretValue}
 	for k, v := range secret {
 		out[k] = v
 	}
@@ -168,6 +171,40 @@ func TestRotateNewSecretAndDelete(t *testing.T) {
 	}
 	if r := injectOne(t, f.injector, id); r.Error == nil || r.Error.Code != protocol.CodeCredentialFailed {
 		t.Fatalf("inject after delete: %+v", r)
+	}
+}
+
+// A credential may hold only the fields every collector that takes a credential_id accepts: any other
+// would make the agent reject the collectors config it is injected into. Create and rotate refuse it,
+// naming the field and the allowed names, and leave the stored credential unchanged.
+func TestSecretFieldsLimitedToInjectable(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	wantMessage := func(t *testing.T, err error, field string) {
+		t.Helper()
+		if !errors.Is(err, credential.ErrInvalidRequest) {
+			t.Fatalf("err %v, want ErrInvalidRequest", err)
+		}
+		for _, want := range []string{`"` + field + `"`, "password, username"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %s", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), secretValue) {
+			t.Errorf("error leaks the secret: %v", err)
+		}
+	}
+	_, err := f.service.Create(ctx, protocol.CredentialCreateRequest{ClientID: clientA, Name: "api",
+		Secret: map[string]string{"password": secretValue, "api_key": secretValue}})
+	wantMessage(t, err, "api_key")
+
+	id := f.create(t, clientA, "", "db", map[string]string{"password": "old", "username": "u"})
+	_, err = f.service.Rotate(ctx, protocol.CredentialRotateRequest{ClientID: clientA, ID: id,
+		Secret: map[string]string{"token": secretValue}})
+	wantMessage(t, err, "token")
+	if r := injectOne(t, f.injector, id); r.Error != nil || !strings.Contains(string(r.Collectors), `"password":"old"`) ||
+		!strings.Contains(string(r.Collectors), `"username":"u"`) {
+		t.Fatalf("a refused rotation changed the credential: %+v %s", r.Error, r.Collectors)
 	}
 }
 

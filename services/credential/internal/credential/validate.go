@@ -2,10 +2,13 @@ package credential
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/configsync/configsync/libs/agentconfig"
 )
 
 // Limits on what a credential may hold. A secret is a handful of connection fields; the bounds keep a
@@ -36,8 +39,9 @@ func validateName(name string) error {
 	return nil
 }
 
-// validateSecret checks a secret's shape and returns its sorted field names. Errors name fields, never
-// values.
+// validateSecret checks a secret's shape and returns its sorted field names. Field names are limited to
+// agentconfig.SecretFields: the injector copies every field into the collectors that reference the
+// credential, and the agent refuses a collector with any other field. Errors name fields, never values.
 func validateSecret(secret map[string]string) ([]string, error) {
 	if len(secret) == 0 {
 		return nil, fmt.Errorf("%w: secret must have at least one field", ErrInvalidRequest)
@@ -45,9 +49,11 @@ func validateSecret(secret map[string]string) ([]string, error) {
 	if len(secret) > maxFields {
 		return nil, fmt.Errorf("%w: secret has %d fields, at most %d are allowed", ErrInvalidRequest, len(secret), maxFields)
 	}
-	fields := make([]string, 0, len(secret))
+	// Sorted first, so that of several bad fields the same one is reported every time.
+	fields := slices.Sorted(maps.Keys(secret))
 	total := 0
-	for name, value := range secret {
+	for _, name := range fields {
+		value := secret[name]
 		switch {
 		case name == "":
 			return nil, fmt.Errorf("%w: secret has a field with an empty name", ErrInvalidRequest)
@@ -57,17 +63,18 @@ func validateSecret(secret map[string]string) ([]string, error) {
 			return nil, fmt.Errorf("%w: a secret field name is not printable UTF-8", ErrInvalidRequest)
 		case slices.Contains(reservedFields, name):
 			return nil, fmt.Errorf("%w: secret field %q is reserved for the collector itself", ErrInvalidRequest, name)
+		case !agentconfig.IsSecretField(name):
+			return nil, fmt.Errorf("%w: secret field %q is not allowed; a credential may hold only: %s",
+				ErrInvalidRequest, name, strings.Join(agentconfig.SecretFields(), ", "))
 		case !utf8.ValidString(value):
 			return nil, fmt.Errorf("%w: the value of secret field %q is not valid UTF-8", ErrInvalidRequest, name)
 		case len(value) > maxValueBytes:
 			return nil, fmt.Errorf("%w: the value of secret field %q is longer than %d bytes", ErrInvalidRequest, name, maxValueBytes)
 		}
 		total += len(name) + len(value)
-		fields = append(fields, name)
 	}
 	if total > maxSecretBytes {
 		return nil, fmt.Errorf("%w: secret is larger than %d bytes", ErrInvalidRequest, maxSecretBytes)
 	}
-	slices.Sort(fields)
 	return fields, nil
 }

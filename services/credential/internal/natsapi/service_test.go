@@ -161,7 +161,7 @@ func TestEndToEnd(t *testing.T) {
 	st := newStack(t)
 	db := st.create(t, "", "db", map[string]string{"username": "app", "password": planted})
 	cache := st.create(t, st.envs[0], "cache", map[string]string{"password": planted + "-cache"})
-	api := st.create(t, "", "api", map[string]string{"token": planted + "-api"})
+	api := st.create(t, "", "api", map[string]string{"username": "svc-api", "password": planted + "-api"})
 	if db.KeyVersion != "local:v1" || db.ClientID != st.client || strings.Join(db.Fields, ",") != "password,username" {
 		t.Fatalf("create reply %+v", db)
 	}
@@ -292,6 +292,10 @@ func TestErrorReplies(t *testing.T) {
 			[]byte(`{"client_id":"` + st.client + `","name":"x","envronment_id":"e","secret":{"password":"` + planted + `"}}`), protocol.CodeInvalidRequest},
 		{"reserved secret field", protocol.CredentialCreateSubject,
 			protocol.CredentialCreateRequest{ClientID: st.client, Name: "x", Secret: map[string]string{"type": planted}}, protocol.CodeInvalidRequest},
+		{"secret field a collector cannot take", protocol.CredentialCreateSubject,
+			protocol.CredentialCreateRequest{ClientID: st.client, Name: "x", Secret: map[string]string{"api_key": planted}}, protocol.CodeInvalidRequest},
+		{"rotate to a secret field a collector cannot take", protocol.CredentialRotateSubject,
+			protocol.CredentialRotateRequest{ClientID: st.client, ID: db.ID, Secret: map[string]string{"password": planted, "token": planted}}, protocol.CodeInvalidRequest},
 		{"duplicate name", protocol.CredentialCreateSubject,
 			protocol.CredentialCreateRequest{ClientID: st.client, Name: "db", Secret: map[string]string{"password": planted}}, protocol.CodeConflict},
 		{"unknown client", protocol.CredentialCreateSubject,
@@ -314,6 +318,9 @@ func TestErrorReplies(t *testing.T) {
 			e := st.call(t, c.subject, c.body, nil)
 			if e == nil || e.Code != c.code {
 				t.Fatalf("got %+v, want code %s", e, c.code)
+			}
+			if strings.Contains(e.Message, planted) {
+				t.Fatalf("error message leaks the secret: %s", e.Message)
 			}
 		})
 	}
