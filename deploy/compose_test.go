@@ -160,8 +160,8 @@ func TestComposeTopology(t *testing.T) {
 	}
 }
 
-// TestComposeSecretsPaths checks that every creds or authority file a service is pointed at is one
-// natsauthgen writes into the volume mounted there, and that each agent's YAML config is valid for
+// TestComposeSecretsPaths checks that every creds or issuer file a service is pointed at is one
+// natsauthgen writes into the volume mounted there (never authority.json, the domain's root keys), and that each agent's YAML config is valid for
 // the agent binary (agentrun.ParseConfig) and uses credentials issued for its own id.
 func TestComposeSecretsPaths(t *testing.T) {
 	p := loadCompose(t)
@@ -174,7 +174,7 @@ func TestComposeSecretsPaths(t *testing.T) {
 	if genVolume == "" {
 		t.Fatalf("nats-auth writes to %s, where no named volume is mounted", genOut)
 	}
-	issued := map[string]bool{natsbundle.AuthorityFile: true, natsbundle.AuthConf: true, natsbundle.SystemCreds: true}
+	issued := map[string]bool{natsbundle.IssuerFile: true, natsbundle.AuthConf: true, natsbundle.SystemCreds: true}
 	for _, s := range natsbundle.Services {
 		issued[natsbundle.ServiceCreds(s)] = true
 	}

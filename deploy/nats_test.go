@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/configsync/configsync/deploy/internal/natsbundle"
+	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -199,5 +201,54 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Error("subscribing to another agent's commands was not refused")
+	}
+
+	// config-api's issuer document revokes the agent on every node: the account JWT it signs with the
+	// operator signing key is accepted by servers that trust auth.conf's operator.
+	doc, err := os.ReadFile(filepath.Join(authority, natsbundle.IssuerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer, err := natsauth.ParseIssuerSeeds(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := natsauth.NewAccountAdmin(issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentCreds := filepath.Join(authority, natsbundle.AgentCreds("agent-a"))
+	raw, err := os.ReadFile(agentCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	userJWT, err := jwt.ParseDecoratedJWT(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(userJWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := nats.Connect(servers[0].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.SystemCreds)))
+	if err != nil {
+		t.Fatalf("system user cannot connect: %v", err)
+	}
+	defer sys.Close()
+	if err := admin.Revoke(sys, map[string]time.Time{uc.Subject: time.Now().Add(time.Second)}); err != nil {
+		t.Fatalf("revoke with %s: %v", natsbundle.IssuerFile, err)
+	}
+	for _, s := range servers {
+		refused := false
+		for deadline := time.Now().Add(10 * time.Second); !refused && time.Now().Before(deadline); {
+			nc, err := nats.Connect(s.ClientURL(), nats.UserCredentials(agentCreds), nats.NoReconnect())
+			if refused = err != nil; !refused {
+				nc.Close()
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if !refused {
+			t.Errorf("%s still lets the revoked agent connect", s.Name())
+		}
 	}
 }

@@ -65,16 +65,16 @@ type stack struct {
 	logDir string
 	bins   string
 
-	auth      *natsauth.Authority
-	nats      *testinfra.NATSServer
-	natsMu    sync.Mutex
-	natsErr   error // from configuring operator mode on a (re)start
-	dbURL     string
-	db        *pgxpool.Pool
-	svcCreds  string
-	sysCreds  string
-	authority string
-	keyring   string
+	auth       *natsauth.Authority
+	nats       *testinfra.NATSServer
+	natsMu     sync.Mutex
+	natsErr    error // from configuring operator mode on a (re)start
+	dbURL      string
+	db         *pgxpool.Pool
+	svcCreds   string
+	sysCreds   string
+	issuerFile string
+	keyring    string
 
 	services map[string][]*service
 	procs    []*process // every process, for liveness checks and log dumps
@@ -169,8 +169,9 @@ func (s *stack) restartNATS() {
 	s.checkNATSConfig()
 }
 
-// writeSecrets writes the files the services read: service and system NATS users, the NATS authority
-// seeds (config-api issues agent users with them) and the local keyring the credential replicas share.
+// writeSecrets writes the files the services read: service and system NATS users, config-api's NATS
+// issuer document (only the agent and operator signing keys — never the domain's full seeds) and the
+// local keyring the credential replicas share.
 func (s *stack) writeSecrets() {
 	t := s.t
 	svc, err := s.auth.ServiceCreds("configsync-services")
@@ -181,7 +182,7 @@ func (s *stack) writeSecrets() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seeds, err := json.Marshal(s.auth.Seeds())
+	issuer, err := json.Marshal(s.auth.IssuerSeeds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +196,13 @@ func (s *stack) writeSecrets() {
 	}
 	s.svcCreds = filepath.Join(secrets, "services.creds")
 	s.sysCreds = filepath.Join(secrets, "system.creds")
-	s.authority = filepath.Join(secrets, "nats-authority.json")
+	s.issuerFile = filepath.Join(secrets, "config-api-issuer.json")
 	s.keyring = filepath.Join(secrets, "keyring")
 	for path, data := range map[string][]byte{
-		s.svcCreds:  svc.File,
-		s.sysCreds:  sys.File,
-		s.authority: seeds,
-		s.keyring:   []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n"),
+		s.svcCreds:   svc.File,
+		s.sysCreds:   sys.File,
+		s.issuerFile: issuer,
+		s.keyring:    []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n"),
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -227,7 +228,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 	switch kind {
 	case "config-api":
 		env = append(env,
-			"NATS_AUTHORITY_FILE="+s.authority,
+			"NATS_AUTHORITY_FILE="+s.issuerFile,
 			"NATS_SYSTEM_CREDS="+s.sysCreds,
 			"CONFIGAPI_REQUEST_TIMEOUT=3s",
 			"OUTBOX_POLL_INTERVAL=500ms",

@@ -1,6 +1,6 @@
 // Command natsauthgen creates ConfigSync's NATS security domain for a deployment — or reuses the one
 // already in the output directory — and writes the NATS servers' auth include, one creds file per
-// service, the system user's creds and, optionally, agents' creds. The layout is documented in
+// service, the system user's creds, config-api's issuer document and, optionally, agents' creds. The layout is documented in
 // deploy/internal/natsbundle; deploy/README.md says where each file goes.
 //
 //	go run ./deploy/natsauthgen -out deploy/.secrets/nats -agents compose-agent-1,compose-agent-2
@@ -38,12 +38,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "natsauthgen:", err)
 		os.Exit(1)
 	}
-	state := "reused the"
-	if res.AuthorityCreated {
-		state = "created a new"
+	state := "reused the authority"
+	switch {
+	case res.AuthorityCreated:
+		state = "created a new authority"
+	case res.AuthorityUpgraded:
+		state = "upgraded the authority (added an operator signing key)"
 	}
-	fmt.Printf("natsauthgen: %s authority; wrote %d files under %s\n", state, len(res.Files), opts.Out)
-	if res.AuthConfKept {
+	fmt.Printf("natsauthgen: %s; wrote %d files under %s\n", state, len(res.Files), opts.Out)
+	if res.AuthorityUpgraded && res.AuthConfKept {
+		fmt.Printf("natsauthgen: rewrote only the operator line of %s (preloaded accounts kept); restart the NATS servers with it before config-api\n", natsbundle.AuthConf)
+	} else if res.AuthConfKept {
 		fmt.Printf("natsauthgen: kept the existing %s (delete it to render a new one)\n", natsbundle.AuthConf)
 	}
+	fmt.Printf("natsauthgen: config-api's NATS_AUTHORITY_FILE is %s; %s stays with you\n", natsbundle.IssuerFile, natsbundle.AuthorityFile)
 }

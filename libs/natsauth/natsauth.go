@@ -22,61 +22,118 @@ const AccountName = "CONFIGSYNC"
 // AgentRole names the scoped signing key that signs agent users.
 const AgentRole = "agent"
 
-// Seeds is the secret key material of a ConfigSync NATS security domain. Keep it out of logs.
+// Seeds is the secret key material of a ConfigSync NATS security domain — its root keys. Keep it out of
+// logs and away from the services: config-api gets only the IssuerSeeds derived from it.
 type Seeds struct {
-	Operator    string `json:"operator"`
-	System      string `json:"system"`
-	Account     string `json:"account"`
-	AgentSigner string `json:"agent_signer"`
+	Operator string `json:"operator"`
+	// OperatorSigner signs the accounts; the operator JWT lists it, so it can be rotated without
+	// re-rooting the domain.
+	OperatorSigner string `json:"operator_signer"`
+	System         string `json:"system"`
+	Account        string `json:"account"`
+	AgentSigner    string `json:"agent_signer"`
 }
 
-// Authority holds the operator, the system account, the ConfigSync account and its agent signing key.
+// ErrNoOperatorSigner is LoadAuthority's answer to a seeds document written before the domain had an
+// operator signing key.
+var ErrNoOperatorSigner = errors.New("natsauth: the seeds document has no operator_signer (written by an older ConfigSync); " +
+	"regenerate it, or add one with natsauth.UpgradeSeeds and re-render the servers' operator JWT")
+
+// Authority holds the operator and its signing key, the system account, the ConfigSync account and the
+// account's agent signing key.
 type Authority struct {
-	operator, system, account, agentSigner nkeys.KeyPair
+	operator, operatorSigner, system, account, agentSigner nkeys.KeyPair
 }
 
 // NewAuthority creates fresh keys.
 func NewAuthority() (*Authority, error) {
-	op, err := nkeys.CreateOperator()
-	if err != nil {
-		return nil, fmt.Errorf("natsauth: operator key: %w", err)
-	}
-	sys, err := nkeys.CreateAccount()
-	if err != nil {
-		return nil, fmt.Errorf("natsauth: system account key: %w", err)
-	}
-	acc, err := nkeys.CreateAccount()
-	if err != nil {
-		return nil, fmt.Errorf("natsauth: account key: %w", err)
-	}
-	signer, err := nkeys.CreateAccount()
-	if err != nil {
-		return nil, fmt.Errorf("natsauth: signing key: %w", err)
-	}
-	return &Authority{operator: op, system: sys, account: acc, agentSigner: signer}, nil
-}
-
-// LoadAuthority rebuilds an Authority from its seeds.
-func LoadAuthority(s Seeds) (*Authority, error) {
 	var a Authority
 	for _, k := range []struct {
-		seed string
-		dst  *nkeys.KeyPair
-		name string
-	}{{s.Operator, &a.operator, "operator"}, {s.System, &a.system, "system"}, {s.Account, &a.account, "account"}, {s.AgentSigner, &a.agentSigner, "agent_signer"}} {
-		kp, err := nkeys.FromSeed([]byte(k.seed))
+		dst    *nkeys.KeyPair
+		create func() (nkeys.KeyPair, error)
+		name   string
+	}{
+		{&a.operator, nkeys.CreateOperator, "operator"},
+		{&a.operatorSigner, nkeys.CreateOperator, "operator signing"},
+		{&a.system, nkeys.CreateAccount, "system account"},
+		{&a.account, nkeys.CreateAccount, "account"},
+		{&a.agentSigner, nkeys.CreateAccount, "agent signing"},
+	} {
+		kp, err := k.create()
 		if err != nil {
-			return nil, fmt.Errorf("natsauth: %s seed: %w", k.name, err)
+			return nil, fmt.Errorf("natsauth: %s key: %w", k.name, err)
 		}
 		*k.dst = kp
 	}
 	return &a, nil
 }
 
+// LoadAuthority rebuilds an Authority from its seeds. A document without operator_signer yields an
+// error wrapping ErrNoOperatorSigner.
+func LoadAuthority(s Seeds) (*Authority, error) {
+	if s.OperatorSigner == "" && s.Operator != "" {
+		return nil, ErrNoOperatorSigner
+	}
+	var a Authority
+	for _, k := range []struct {
+		seed  string
+		dst   *nkeys.KeyPair
+		name  string
+		valid func(string) bool
+	}{
+		{s.Operator, &a.operator, "operator", nkeys.IsValidPublicOperatorKey},
+		{s.OperatorSigner, &a.operatorSigner, "operator_signer", nkeys.IsValidPublicOperatorKey},
+		{s.System, &a.system, "system", nkeys.IsValidPublicAccountKey},
+		{s.Account, &a.account, "account", nkeys.IsValidPublicAccountKey},
+		{s.AgentSigner, &a.agentSigner, "agent_signer", nkeys.IsValidPublicAccountKey},
+	} {
+		kp, err := keyPair(k.seed, k.name, k.valid)
+		if err != nil {
+			return nil, err
+		}
+		*k.dst = kp
+	}
+	return &a, nil
+}
+
+// UpgradeSeeds adds a fresh operator signing key to a seeds document written before the domain had
+// one; every other key, and so every credential already issued, stays. The servers must then be given
+// the new operator JWT (OperatorJWT), which lists the key. A document that has one is returned as is.
+func UpgradeSeeds(s Seeds) (Seeds, error) {
+	if s.OperatorSigner != "" {
+		return s, nil
+	}
+	kp, err := nkeys.CreateOperator()
+	if err != nil {
+		return s, fmt.Errorf("natsauth: operator signing key: %w", err)
+	}
+	s.OperatorSigner = seedOf(kp)
+	return s, nil
+}
+
+// keyPair decodes seed and checks it is the kind of key its field name promises.
+func keyPair(seed, name string, valid func(string) bool) (nkeys.KeyPair, error) {
+	kp, err := nkeys.FromSeed([]byte(seed))
+	if err != nil {
+		return nil, fmt.Errorf("natsauth: %s seed: %w", name, err)
+	}
+	if pub, err := kp.PublicKey(); err != nil || !valid(pub) {
+		return nil, fmt.Errorf("natsauth: %s seed is the wrong kind of key", name)
+	}
+	return kp, nil
+}
+
+func seedOf(kp nkeys.KeyPair) string { s, _ := kp.Seed(); return string(s) }
+
 // Seeds returns the authority's secret seeds (for storing it; never log them).
 func (a *Authority) Seeds() Seeds {
-	seed := func(kp nkeys.KeyPair) string { s, _ := kp.Seed(); return string(s) }
-	return Seeds{Operator: seed(a.operator), System: seed(a.system), Account: seed(a.account), AgentSigner: seed(a.agentSigner)}
+	return Seeds{
+		Operator:       seedOf(a.operator),
+		OperatorSigner: seedOf(a.operatorSigner),
+		System:         seedOf(a.system),
+		Account:        seedOf(a.account),
+		AgentSigner:    seedOf(a.agentSigner),
+	}
 }
 
 func publicKey(kp nkeys.KeyPair) string { pk, _ := kp.PublicKey(); return pk }
@@ -86,14 +143,16 @@ func (a *Authority) OperatorPublicKey() string      { return publicKey(a.operato
 func (a *Authority) SystemAccountPublicKey() string { return publicKey(a.system) }
 func (a *Authority) AccountPublicKey() string       { return publicKey(a.account) }
 
-// AgentSignerSeed is what config-api needs to issue agent credentials (NATS_AGENT_SIGNING_KEY).
-func (a *Authority) AgentSignerSeed() string { s, _ := a.agentSigner.Seed(); return string(s) }
+// AgentSignerSeed is the seed of the account's scoped agent signing key.
+func (a *Authority) AgentSignerSeed() string { return seedOf(a.agentSigner) }
 
-// OperatorJWT is the trusted operator the server is configured with.
+// OperatorJWT is the trusted operator the server is configured with. It lists the operator signing
+// key, with which every account JWT is signed.
 func (a *Authority) OperatorJWT() (string, error) {
 	oc := jwt.NewOperatorClaims(a.OperatorPublicKey())
 	oc.Name = "configsync"
 	oc.SystemAccount = a.SystemAccountPublicKey()
+	oc.SigningKeys.Add(publicKey(a.operatorSigner))
 	return oc.Encode(a.operator)
 }
 
@@ -101,7 +160,7 @@ func (a *Authority) OperatorJWT() (string, error) {
 func (a *Authority) SystemAccountJWT() (string, error) {
 	ac := jwt.NewAccountClaims(a.SystemAccountPublicKey())
 	ac.Name = "SYS"
-	return ac.Encode(a.operator)
+	return ac.Encode(a.operatorSigner)
 }
 
 // AgentPermissions is the template every agent user gets: {{name()}} is the agent id.
@@ -113,13 +172,19 @@ func AgentPermissions() jwt.Permissions {
 }
 
 // AccountJWT is the ConfigSync account: JetStream enabled, the scoped agent signing key, and the
-// revocation list (user public key -> revoked at).
+// revocation list (user public key -> revoked at), signed with the operator signing key.
 func (a *Authority) AccountJWT(revoked map[string]time.Time) (string, error) {
-	ac := jwt.NewAccountClaims(a.AccountPublicKey())
+	return accountJWT(a.AccountPublicKey(), publicKey(a.agentSigner), a.operatorSigner, revoked)
+}
+
+// accountJWT builds and signs the ConfigSync account's claims; the Authority and the AccountAdmin both
+// sign through it, so a revocation never changes anything but the revocation list.
+func accountJWT(accountPub, agentSignerPub string, operatorSigner nkeys.KeyPair, revoked map[string]time.Time) (string, error) {
+	ac := jwt.NewAccountClaims(accountPub)
 	ac.Name = AccountName
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit, Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
 	scope := jwt.NewUserScope()
-	scope.Key = publicKey(a.agentSigner)
+	scope.Key = agentSignerPub
 	scope.Role = AgentRole
 	scope.Description = "ConfigSync agents: own subjects only"
 	scope.Template.Permissions = AgentPermissions()
@@ -130,7 +195,11 @@ func (a *Authority) AccountJWT(revoked map[string]time.Time) (string, error) {
 	for pub, at := range revoked {
 		ac.Revocations.Revoke(pub, at)
 	}
-	return ac.Encode(a.operator)
+	token, err := ac.Encode(operatorSigner)
+	if err != nil {
+		return "", fmt.Errorf("natsauth: sign account: %w", err)
+	}
+	return token, nil
 }
 
 // Creds is a user's credentials file content (JWT + seed) and its public key.
@@ -154,7 +223,8 @@ func (a *Authority) Issuer() *Issuer {
 	return &Issuer{accountPub: a.AccountPublicKey(), signer: a.agentSigner}
 }
 
-// Issuer signs agent users with the scoped agent signing key; config-api holds one.
+// Issuer signs agent users with the scoped agent signing key (config-api holds one inside its
+// AccountAdmin).
 type Issuer struct {
 	accountPub string
 	signer     nkeys.KeyPair
@@ -165,9 +235,9 @@ func NewIssuer(accountPublicKey, agentSignerSeed string) (*Issuer, error) {
 	if !nkeys.IsValidPublicAccountKey(accountPublicKey) {
 		return nil, errors.New("natsauth: account public key is not a valid account key")
 	}
-	kp, err := nkeys.FromSeed([]byte(agentSignerSeed))
+	kp, err := keyPair(agentSignerSeed, "agent_signer", nkeys.IsValidPublicAccountKey)
 	if err != nil {
-		return nil, fmt.Errorf("natsauth: agent signing key: %w", err)
+		return nil, err
 	}
 	return &Issuer{accountPub: accountPublicKey, signer: kp}, nil
 }

@@ -1,15 +1,20 @@
 package natsauth_test
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"go.uber.org/goleak"
 
 	"github.com/configsync/configsync/libs/natsauth"
@@ -149,13 +154,117 @@ func TestAgentIsolation(t *testing.T) {
 	}
 }
 
+// adminFromDocument builds the AccountAdmin config-api would: from the issuer document's JSON.
+func adminFromDocument(t *testing.T, s natsauth.IssuerSeeds) *natsauth.AccountAdmin {
+	t.Helper()
+	doc, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := natsauth.ParseIssuerSeeds(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := natsauth.NewAccountAdmin(parsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admin
+}
+
+// TestAccountsSignedByOperatorSigningKey: the operator JWT lists a signing key, every account JWT is
+// signed by it (not by the operator's identity key), and a server trusting that operator accepts them.
+func TestAccountsSignedByOperatorSigningKey(t *testing.T) {
+	a, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opJWT, err := a.OperatorJWT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := jwt.DecodeOperatorClaims(opJWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(oc.SigningKeys) != 1 || oc.SigningKeys.Contains(a.OperatorPublicKey()) {
+		t.Fatalf("operator signing keys %v: want exactly one, not the identity key", oc.SigningKeys)
+	}
+	admin := adminFromDocument(t, a.IssuerSeeds())
+	fromAdmin, err := admin.AccountJWT(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromAuthority, err := a.AccountJWT(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysJWT, err := a.SystemAccountJWT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, token := range map[string]string{"account (authority)": fromAuthority, "account (admin)": fromAdmin, "system account": sysJWT} {
+		ac, err := jwt.DecodeAccountClaims(token)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !oc.SigningKeys.Contains(ac.Issuer) {
+			t.Errorf("%s JWT issued by %s, not by the operator's signing key", name, ac.Issuer)
+		}
+	}
+	// Both sign the same claims: same account, same scoped agent signer and template.
+	accA, _ := jwt.DecodeAccountClaims(fromAuthority)
+	accB, _ := jwt.DecodeAccountClaims(fromAdmin)
+	scopeA, _ := accA.SigningKeys.GetScope(mustPub(t, a.AgentSignerSeed()))
+	scopeB, okB := accB.SigningKeys.GetScope(mustPub(t, a.AgentSignerSeed()))
+	if accA.Subject != accB.Subject || accA.Name != accB.Name || !okB || scopeA == nil || scopeB == nil ||
+		scopeA.(*jwt.UserScope).Role != scopeB.(*jwt.UserScope).Role || accA.Limits.JetStreamLimits != accB.Limits.JetStreamLimits {
+		t.Fatalf("authority and admin sign different account claims:\n%+v\n%+v", accA, accB)
+	}
+
+	ns := startServer(t, a)
+	svcCreds, err := a.ServiceCreds("delivery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := connect(t, ns, svcCreds)
+	agentCreds, err := admin.IssueAgent("agent-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := connect(t, ns, agentCreds, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")))
+	beats, err := svc.SubscribeSync(protocol.HeartbeatSubject("agent-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Flush()
+	if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := beats.NextMsg(2 * time.Second); err != nil {
+		t.Fatalf("agent issued by the admin could not publish its heartbeat: %v", err)
+	}
+}
+
+func mustPub(t *testing.T, seed string) string {
+	t.Helper()
+	kp, err := nkeys.FromSeed([]byte(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	return pub
+}
+
+// TestRevokeDisconnectsAgent pushes the revocation with the narrow AccountAdmin config-api holds.
 func TestRevokeDisconnectsAgent(t *testing.T) {
 	a, err := natsauth.NewAuthority()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ns := startServer(t, a)
-	credsA, err := a.Issuer().IssueAgent("agent-a")
+	admin := adminFromDocument(t, a.IssuerSeeds())
+	credsA, err := admin.IssueAgent("agent-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +278,24 @@ func TestRevokeDisconnectsAgent(t *testing.T) {
 	if err := agentA.Publish(protocol.HeartbeatSubject("agent-a"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Revoke(sys, map[string]time.Time{credsA.UserPublicKey: time.Now().Add(time.Second)}); err != nil {
+	revoked := map[string]time.Time{credsA.UserPublicKey: time.Now().Add(time.Second)}
+
+	// An account JWT signed by a key the operator does not list takes no effect (the server may still
+	// acknowledge the push: it verifies the issuer when it applies the update, and logs the failure).
+	other, _ := natsauth.NewAuthority()
+	forged := a.IssuerSeeds()
+	forged.OperatorSigner = other.IssuerSeeds().OperatorSigner
+	_ = adminFromDocument(t, forged).Revoke(sys, revoked)
+	select {
+	case <-closed:
+		t.Fatal("a revocation signed by an unknown operator signing key disconnected the agent")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := agentA.Flush(); err != nil {
+		t.Fatalf("agent lost its connection over an unapplied update: %v", err)
+	}
+
+	if err := admin.Revoke(sys, revoked); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
 	select {
@@ -183,9 +309,67 @@ func TestRevokeDisconnectsAgent(t *testing.T) {
 		nc.Close()
 		t.Fatal("revoked agent could connect again")
 	}
-	// Another agent issued afterwards is unaffected.
-	credsB, _ := a.Issuer().IssueAgent("agent-b")
+	// Another agent issued afterwards is unaffected, and so are the services.
+	credsB, _ := admin.IssueAgent("agent-b")
 	connect(t, ns, credsB)
+	svcCreds, _ := a.ServiceCreds("delivery")
+	connect(t, ns, svcCreds)
+}
+
+// TestIssuerSeedsHoldNoRootKey: the document config-api gets has exactly its three fields and none of
+// the operator, system or account seeds.
+func TestIssuerSeedsHoldNoRootKey(t *testing.T) {
+	a, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := json.Marshal(a.IssuerSeeds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]string
+	if err := json.Unmarshal(doc, &fields); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for k, v := range fields {
+		names = append(names, k)
+		if v == "" {
+			t.Errorf("issuer document field %s is empty", k)
+		}
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != "account_public_key,agent_signer,operator_signer" {
+		t.Fatalf("issuer document fields %v", names)
+	}
+	full := a.Seeds()
+	for name, seed := range map[string]string{"operator": full.Operator, "system": full.System, "account": full.Account} {
+		if seed == "" || strings.Contains(string(doc), seed) {
+			t.Errorf("issuer document carries the %s seed", name)
+		}
+		// A seed's public key is harmless, but its private part must not appear under any encoding.
+		if strings.Contains(string(doc), seed[3:]) {
+			t.Errorf("issuer document carries part of the %s seed", name)
+		}
+	}
+	if fields["account_public_key"] != a.AccountPublicKey() || fields["agent_signer"] != a.AgentSignerSeed() {
+		t.Error("issuer document does not name the authority's account and agent signer")
+	}
+
+	// The full document is refused with ErrFullSeeds; so is anything with an unknown field.
+	fullDoc, _ := json.Marshal(full)
+	if _, err := natsauth.ParseIssuerSeeds(fullDoc); !errors.Is(err, natsauth.ErrFullSeeds) {
+		t.Fatalf("full seeds document: %v, want ErrFullSeeds", err)
+	}
+	if _, err := natsauth.ParseIssuerSeeds([]byte(`{"account_public_key":"x","agent_signer":"y","operator_signer":"z","extra":"w"}`)); err == nil {
+		t.Fatal("unknown field accepted")
+	}
+	// Keys of the wrong kind are refused: the account seed is no operator signing key.
+	swapped := a.IssuerSeeds()
+	swapped.OperatorSigner = full.Account
+	if _, err := natsauth.NewAccountAdmin(swapped); err == nil {
+		t.Fatal("an account seed accepted as operator signing key")
+	}
 }
 
 func TestSeedsRoundTrip(t *testing.T) {
@@ -194,7 +378,7 @@ func TestSeedsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.AccountPublicKey() != b.AccountPublicKey() || a.OperatorPublicKey() != b.OperatorPublicKey() {
+	if a.AccountPublicKey() != b.AccountPublicKey() || a.OperatorPublicKey() != b.OperatorPublicKey() || a.Seeds() != b.Seeds() {
 		t.Fatal("authority changed across seeds")
 	}
 	iss, err := natsauth.NewIssuer(a.AccountPublicKey(), a.AgentSignerSeed())
@@ -206,5 +390,33 @@ func TestSeedsRoundTrip(t *testing.T) {
 	}
 	if _, err := natsauth.NewIssuer("not-a-key", a.AgentSignerSeed()); err == nil {
 		t.Fatal("bad account key accepted")
+	}
+}
+
+// TestOlderSeedsUpgrade: a document from before operator signing keys is refused with
+// ErrNoOperatorSigner; UpgradeSeeds adds the key and keeps every other one.
+func TestOlderSeedsUpgrade(t *testing.T) {
+	a, _ := natsauth.NewAuthority()
+	old := a.Seeds()
+	old.OperatorSigner = ""
+	if _, err := natsauth.LoadAuthority(old); !errors.Is(err, natsauth.ErrNoOperatorSigner) {
+		t.Fatalf("older seeds: %v, want ErrNoOperatorSigner", err)
+	}
+	up, err := natsauth.UpgradeSeeds(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := natsauth.LoadAuthority(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Operator != old.Operator || up.System != old.System || up.Account != old.Account || up.AgentSigner != old.AgentSigner || up.OperatorSigner == "" {
+		t.Fatal("UpgradeSeeds changed a key other than the operator signer")
+	}
+	if b.AccountPublicKey() != a.AccountPublicKey() {
+		t.Fatal("upgraded authority names another account")
+	}
+	if again, _ := natsauth.UpgradeSeeds(up); again != up {
+		t.Fatal("UpgradeSeeds replaced an existing operator signer")
 	}
 }

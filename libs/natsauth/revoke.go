@@ -35,8 +35,8 @@ func PushAccount(sys *nats.Conn, accountJWT string, timeout time.Duration) error
 
 // Revoke pushes the account with revoked (user public key -> revoked at) as its revocation list; users
 // whose JWTs were issued before their revocation time are disconnected and can no longer connect.
-func (a *Authority) Revoke(sys *nats.Conn, revoked map[string]time.Time) error {
-	accJWT, err := a.AccountJWT(revoked)
+func (m *AccountAdmin) Revoke(sys *nats.Conn, revoked map[string]time.Time) error {
+	accJWT, err := m.AccountJWT(revoked)
 	if err != nil {
 		return err
 	}

@@ -98,8 +98,9 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		}))
 		connOpts = append(connOpts, nats.UserCredentials(writeCreds(t, dir, "service", must(cfg.identity.ServiceCreds("config-api")))))
 		apiCfg.NATSSystemCreds = writeCreds(t, dir, "system", must(cfg.identity.SystemCreds("config-api")))
-		seeds, _ := json.Marshal(cfg.identity.Seeds())
-		apiCfg.NATSAuthorityFile = filepath.Join(dir, "authority.json")
+		// config-api gets only the narrow issuer document, as deployed (natsauthgen's config-api-issuer.json).
+		seeds, _ := json.Marshal(cfg.identity.IssuerSeeds())
+		apiCfg.NATSAuthorityFile = filepath.Join(dir, "config-api-issuer.json")
 		if err := os.WriteFile(apiCfg.NATSAuthorityFile, seeds, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -39,8 +39,9 @@ type Config struct {
 	OnlineWindow time.Duration `env:"CONFIGSYNC_ONLINE_WINDOW" default:"90s"`
 	// RequestTimeout bounds each request to the resolver and credential services.
 	RequestTimeout time.Duration `env:"CONFIGAPI_REQUEST_TIMEOUT" default:"10s"`
-	// NATSAuthorityFile holds the NATS authority seeds (libs/natsauth); when set, each registered host
-	// gets its own NATS user (returned once as nats_credentials) and revoking a host revokes it.
+	// NATSAuthorityFile holds the issuer document (libs/natsauth IssuerSeeds: account public key, agent
+	// and operator signing keys — never the domain's full seeds); when set, each registered host gets
+	// its own NATS user (returned once as nats_credentials) and revoking a host revokes it.
 	NATSAuthorityFile string `env:"NATS_AUTHORITY_FILE"`
 	// NATSSystemCreds is a system-account user's creds file, used to push revocations.
 	NATSSystemCreds string `env:"NATS_SYSTEM_CREDS"`

@@ -67,7 +67,7 @@ func run() error {
 	defer pg.Stop()
 	log.Info("postgres ready", zap.String("source", pg.Source))
 
-	auth, err := loadOrCreateAuthority(filepath.Join(dataDir, "nats-authority.json"))
+	auth, err := loadOrCreateAuthority(filepath.Join(dataDir, "nats-authority.json"), log)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,11 @@ func (s *stack) environment() error {
 	if err := os.WriteFile(sysFile, sysCreds.File, 0o600); err != nil {
 		return err
 	}
-	authorityFile := filepath.Join(s.dataDir, "nats-authority.json")
+	// config-api gets only the narrow issuer document, never the domain's seeds (nats-authority.json).
+	issuerFile := filepath.Join(s.dataDir, "config-api-issuer.json")
+	if err := writeJSON(issuerFile, s.auth.IssuerSeeds()); err != nil {
+		return err
+	}
 	vars := map[string]string{
 		"LOG_LEVEL":    s.opts.logLevel,
 		"LOG_FORMAT":   "console",
@@ -126,7 +130,7 @@ func (s *stack) environment() error {
 		"CREDENTIAL_CIPHER":         "local",
 		"CONFIGSYNC_KEYRING_FILE":   filepath.Join(s.dataDir, "keyring"),
 		"CONFIGSYNC_KEYRING_CREATE": "true",
-		"NATS_AUTHORITY_FILE":       authorityFile,
+		"NATS_AUTHORITY_FILE":       issuerFile,
 		"NATS_SYSTEM_CREDS":         sysFile,
 	}
 	for k, v := range vars {

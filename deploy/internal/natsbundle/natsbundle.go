@@ -2,9 +2,12 @@
 // (libs/natsauth: decentralized JWT auth, one user per agent), in one directory layout shared by
 // deploy/natsauthgen, compose.yaml and the Kubernetes overlay:
 //
-//	authority.json            the domain's secret seeds (operator, system account, account, agent signer).
-//	                          Reused on every later run, so issued credentials stay valid. config-api
-//	                          holds it to issue agent credentials and push revocations.
+//	authority.json            the domain's secret seeds (operator and its signing key, system account,
+//	                          account, agent signer). Reused on every later run, so issued credentials
+//	                          stay valid. Keep it with the operator of the deployment; no service mounts it.
+//	config-api-issuer.json    the narrow issuer document config-api holds (NATS_AUTHORITY_FILE): the
+//	                          account's public key, the agent signing key and the operator signing key —
+//	                          to issue agent credentials and re-sign the account with revocations.
 //	nats/auth.conf            included by deploy/nats/nats-server.conf: trusted operator, system account,
 //	                          full resolver, preloaded account JWTs.
 //	services/<service>.creds  one unrestricted user of the CONFIGSYNC account per service.
@@ -14,7 +17,9 @@
 //
 // Files are written atomically with mode 0600 in 0700 directories. An existing auth.conf is kept for an
 // existing authority, never re-rendered: the servers' resolver keeps the newest account JWT it has seen,
-// so a freshly signed one would replace the account and drop the revocations pushed since.
+// so a freshly signed one would replace the account and drop the revocations pushed since. An
+// authority.json from before operator signing keys is upgraded: the key is added, every other key kept,
+// and only the operator line of an existing auth.conf is rewritten (its preloaded accounts stay).
 package natsbundle
 
 import (
@@ -24,6 +29,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
@@ -32,6 +38,7 @@ import (
 // Paths inside the output directory.
 const (
 	AuthorityFile = "authority.json"
+	IssuerFile    = "config-api-issuer.json"
 	AuthConf      = "nats/auth.conf"
 	SystemCreds   = "services/system.creds"
 )
@@ -58,7 +65,10 @@ type Options struct {
 // Result reports what Write did.
 type Result struct {
 	AuthorityCreated bool
-	AuthConfKept     bool
+	// AuthorityUpgraded: authority.json predated operator signing keys and got one; the NATS servers
+	// need the rewritten auth.conf (its new operator JWT) before config-api pushes with the key.
+	AuthorityUpgraded bool
+	AuthConfKept      bool
 	// Files are the paths written.
 	Files []string
 }
@@ -70,18 +80,29 @@ func Write(opts Options) (Result, error) {
 		return res, errors.New("natsbundle: output and resolver directories are required")
 	}
 	authPath := filepath.Join(opts.Out, AuthorityFile)
-	a, created, err := loadOrCreate(authPath)
+	a, state, err := loadOrCreate(authPath)
 	if err != nil {
 		return res, err
 	}
-	res.AuthorityCreated = created
-	if created {
+	created := state == authorityCreated
+	res.AuthorityCreated, res.AuthorityUpgraded = created, state == authorityUpgraded
+	if state != authorityLoaded {
 		res.Files = append(res.Files, authPath)
 	}
 
 	confPath := filepath.Join(opts.Out, AuthConf)
-	if _, err := os.Stat(confPath); err == nil && !created {
+	if current, err := os.ReadFile(confPath); err == nil && !created {
 		res.AuthConfKept = true
+		if res.AuthorityUpgraded {
+			conf, err := replaceOperator(current, a)
+			if err != nil {
+				return res, err
+			}
+			if err := writeSecret(confPath, conf); err != nil {
+				return res, err
+			}
+			res.Files = append(res.Files, confPath)
+		}
 	} else {
 		conf, err := natsserver.ConfigFile(a, opts.ResolverDir)
 		if err != nil {
@@ -92,6 +113,16 @@ func Write(opts Options) (Result, error) {
 		}
 		res.Files = append(res.Files, confPath)
 	}
+
+	issuer, err := json.MarshalIndent(a.IssuerSeeds(), "", "  ")
+	if err != nil {
+		return res, fmt.Errorf("natsbundle: %w", err)
+	}
+	issuerPath := filepath.Join(opts.Out, IssuerFile)
+	if err := writeSecret(issuerPath, issuer); err != nil {
+		return res, err
+	}
+	res.Files = append(res.Files, issuerPath)
 
 	write := func(rel string, c natsauth.Creds, err error) error {
 		if err != nil {
@@ -114,9 +145,9 @@ func Write(opts Options) (Result, error) {
 	if err := write(SystemCreds, sys, err); err != nil {
 		return res, err
 	}
-	issuer := a.Issuer()
+	agents := a.Issuer()
 	for _, id := range opts.Agents {
-		c, err := issuer.IssueAgent(id)
+		c, err := agents.IssueAgent(id)
 		if err := write(AgentCreds(id), c, err); err != nil {
 			return res, err
 		}
@@ -124,35 +155,76 @@ func Write(opts Options) (Result, error) {
 	return res, nil
 }
 
-// loadOrCreate reads the authority's seeds from path, or creates a new authority and stores it there.
-func loadOrCreate(path string) (*natsauth.Authority, bool, error) {
+type authorityState int
+
+const (
+	authorityLoaded authorityState = iota
+	authorityCreated
+	authorityUpgraded
+)
+
+// loadOrCreate reads the authority's seeds from path — adding an operator signing key to seeds from
+// before them — or creates a new authority and stores it there.
+func loadOrCreate(path string) (*natsauth.Authority, authorityState, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		var seeds natsauth.Seeds
 		if err := json.Unmarshal(b, &seeds); err != nil {
-			return nil, false, fmt.Errorf("natsbundle: read %s: %w", path, err)
+			return nil, 0, fmt.Errorf("natsbundle: read %s: %w", path, err)
 		}
 		a, err := natsauth.LoadAuthority(seeds)
-		if err != nil {
-			return nil, false, fmt.Errorf("natsbundle: read %s: %w", path, err)
+		if err == nil {
+			return a, authorityLoaded, nil
 		}
-		return a, false, nil
+		if !errors.Is(err, natsauth.ErrNoOperatorSigner) {
+			return nil, 0, fmt.Errorf("natsbundle: read %s: %w", path, err)
+		}
+		if seeds, err = natsauth.UpgradeSeeds(seeds); err != nil {
+			return nil, 0, fmt.Errorf("natsbundle: %w", err)
+		}
+		if a, err = natsauth.LoadAuthority(seeds); err != nil {
+			return nil, 0, fmt.Errorf("natsbundle: upgrade %s: %w", path, err)
+		}
+		if err := writeSeeds(path, seeds); err != nil {
+			return nil, 0, err
+		}
+		return a, authorityUpgraded, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, false, fmt.Errorf("natsbundle: %w", err)
+		return nil, 0, fmt.Errorf("natsbundle: %w", err)
 	}
 	a, err := natsauth.NewAuthority()
 	if err != nil {
-		return nil, false, fmt.Errorf("natsbundle: %w", err)
+		return nil, 0, fmt.Errorf("natsbundle: %w", err)
 	}
-	b, err = json.MarshalIndent(a.Seeds(), "", "  ")
+	if err := writeSeeds(path, a.Seeds()); err != nil {
+		return nil, 0, err
+	}
+	return a, authorityCreated, nil
+}
+
+func writeSeeds(path string, seeds natsauth.Seeds) error {
+	b, err := json.MarshalIndent(seeds, "", "  ")
 	if err != nil {
-		return nil, false, fmt.Errorf("natsbundle: %w", err)
+		return fmt.Errorf("natsbundle: %w", err)
 	}
-	if err := writeSecret(path, b); err != nil {
-		return nil, false, err
+	return writeSecret(path, b)
+}
+
+// operatorLine is the line natsserver.ConfigFile renders the trusted operator JWT on.
+var operatorLine = regexp.MustCompile(`(?m)^operator: \S+$`)
+
+// replaceOperator puts a's operator JWT into an existing auth.conf, leaving its preloaded accounts (and
+// so the revocations the servers hold, which are newer) alone.
+func replaceOperator(conf []byte, a *natsauth.Authority) ([]byte, error) {
+	if len(operatorLine.FindAll(conf, -1)) != 1 {
+		return nil, fmt.Errorf("natsbundle: %s has no single operator line to upgrade; delete it to render a new one", AuthConf)
 	}
-	return a, true, nil
+	opJWT, err := a.OperatorJWT()
+	if err != nil {
+		return nil, fmt.Errorf("natsbundle: %w", err)
+	}
+	return operatorLine.ReplaceAllLiteral(conf, []byte("operator: "+opJWT)), nil
 }
 
 // writeSecret replaces path with data, mode 0600, in a 0700 directory.

@@ -2,12 +2,17 @@ package natsbundle_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/jwt/v2"
+
 	"github.com/configsync/configsync/deploy/internal/natsbundle"
+	"github.com/configsync/configsync/libs/natsauth"
 )
 
 func TestWriteCreatesThenReuses(t *testing.T) {
@@ -19,7 +24,7 @@ func TestWriteCreatesThenReuses(t *testing.T) {
 	if !first.AuthorityCreated || first.AuthConfKept {
 		t.Fatalf("first run: %+v, want a new authority and a rendered auth.conf", first)
 	}
-	want := []string{natsbundle.AuthorityFile, natsbundle.AuthConf, natsbundle.SystemCreds, natsbundle.AgentCreds("agent-1")}
+	want := []string{natsbundle.AuthorityFile, natsbundle.IssuerFile, natsbundle.AuthConf, natsbundle.SystemCreds, natsbundle.AgentCreds("agent-1")}
 	for _, s := range natsbundle.Services {
 		want = append(want, natsbundle.ServiceCreds(s))
 	}
@@ -43,6 +48,7 @@ func TestWriteCreatesThenReuses(t *testing.T) {
 		}
 	}
 	seeds, _ := os.ReadFile(filepath.Join(out, natsbundle.AuthorityFile))
+	checkIssuerFile(t, out)
 
 	// A second run keeps the authority and the rendered auth.conf (its account JWT may be older than
 	// revocations the servers hold; re-rendering it would be harmless only without them).
@@ -79,4 +85,100 @@ func TestWriteRejectsBadInput(t *testing.T) {
 	if _, err := natsbundle.Write(natsbundle.Options{Out: out, ResolverDir: "/data/jwt"}); err == nil {
 		t.Error("a corrupt authority.json accepted")
 	}
+}
+
+// checkIssuerFile: config-api's document belongs to authority.json's domain and carries none of its
+// root seeds.
+func checkIssuerFile(t *testing.T, out string) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(out, natsbundle.IssuerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer, err := natsauth.ParseIssuerSeeds(doc)
+	if err != nil {
+		t.Fatalf("%s: %v", natsbundle.IssuerFile, err)
+	}
+	if _, err := natsauth.NewAccountAdmin(issuer); err != nil {
+		t.Fatalf("%s: %v", natsbundle.IssuerFile, err)
+	}
+	var full natsauth.Seeds
+	b, _ := os.ReadFile(filepath.Join(out, natsbundle.AuthorityFile))
+	if err := json.Unmarshal(b, &full); err != nil {
+		t.Fatal(err)
+	}
+	a, err := natsauth.LoadAuthority(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if issuer != a.IssuerSeeds() {
+		t.Errorf("%s is not derived from %s", natsbundle.IssuerFile, natsbundle.AuthorityFile)
+	}
+	for _, root := range []string{full.Operator, full.System, full.Account} {
+		if bytes.Contains(doc, []byte(root)) {
+			t.Errorf("%s carries a root seed of the domain", natsbundle.IssuerFile)
+		}
+	}
+}
+
+// TestWriteUpgradesOlderAuthority: an authority.json from before operator signing keys gains one and
+// keeps every other key; auth.conf keeps everything but its operator line, which now lists the key.
+func TestWriteUpgradesOlderAuthority(t *testing.T) {
+	out := t.TempDir()
+	if _, err := natsbundle.Write(natsbundle.Options{Out: out, ResolverDir: "/data/jwt"}); err != nil {
+		t.Fatal(err)
+	}
+	authPath := filepath.Join(out, natsbundle.AuthorityFile)
+	var seeds natsauth.Seeds
+	b, _ := os.ReadFile(authPath)
+	if err := json.Unmarshal(b, &seeds); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := json.Marshal(map[string]string{"operator": seeds.Operator, "system": seeds.System, "account": seeds.Account, "agent_signer": seeds.AgentSigner})
+	if err := os.WriteFile(authPath, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(out, natsbundle.AuthConf)
+	confBefore, _ := os.ReadFile(confPath)
+
+	res, err := natsbundle.Write(natsbundle.Options{Out: out, ResolverDir: "/data/jwt"})
+	if err != nil {
+		t.Fatalf("older authority.json: %v", err)
+	}
+	if !res.AuthorityUpgraded || res.AuthorityCreated || !res.AuthConfKept {
+		t.Fatalf("result %+v, want the authority upgraded and auth.conf kept", res)
+	}
+	var upgraded natsauth.Seeds
+	b, _ = os.ReadFile(authPath)
+	if err := json.Unmarshal(b, &upgraded); err != nil {
+		t.Fatal(err)
+	}
+	if upgraded.OperatorSigner == "" || upgraded.Operator != seeds.Operator || upgraded.System != seeds.System ||
+		upgraded.Account != seeds.Account || upgraded.AgentSigner != seeds.AgentSigner {
+		t.Fatal("the upgrade did not just add an operator signing key")
+	}
+	confAfter, _ := os.ReadFile(confPath)
+	op := regexp.MustCompile(`(?m)^operator: (\S+)$`)
+	if got, want := op.ReplaceAll(confAfter, nil), op.ReplaceAll(confBefore, nil); !bytes.Equal(got, want) {
+		t.Error("the upgrade changed auth.conf beyond its operator line")
+	}
+	m := op.FindSubmatch(confAfter)
+	if m == nil {
+		t.Fatal("auth.conf lost its operator line")
+	}
+	oc, err := jwt.DecodeOperatorClaims(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := natsauth.LoadAuthority(upgraded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := a.AccountAdmin()
+	accJWT, _ := admin.AccountJWT(nil)
+	ac, _ := jwt.DecodeAccountClaims(accJWT)
+	if oc.Subject != a.OperatorPublicKey() || !oc.SigningKeys.Contains(ac.Issuer) {
+		t.Error("auth.conf's operator does not list the new operator signing key")
+	}
+	checkIssuerFile(t, out)
 }

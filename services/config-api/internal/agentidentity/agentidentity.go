@@ -4,7 +4,6 @@ package agentidentity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,45 +16,50 @@ import (
 
 // NATS issues and revokes agent users of the ConfigSync NATS account.
 type NATS struct {
-	authority *natsauth.Authority
-	issuer    *natsauth.Issuer
+	admin     *natsauth.AccountAdmin
 	sysCreds  string
 	serverURL func() string
 }
 
-// Load reads the authority seeds from authorityFile (JSON, natsauth.Seeds; must not be readable by
-// others) and uses systemCreds (a system-account user) to push revocations to the server nc is
-// connected to.
-func Load(authorityFile, systemCreds string, nc *nats.Conn) (*NATS, error) {
-	info, err := os.Stat(authorityFile)
+// Load reads the issuer document from issuerFile (JSON, natsauth.IssuerSeeds: the account's public
+// key, the agent signing key and the operator signing key; must not be readable by others) and uses
+// systemCreds (a system-account user) to push revocations to the server nc is connected to. The
+// domain's full seeds document is refused: config-api needs none of its root keys.
+func Load(issuerFile, systemCreds string, nc *nats.Conn) (*NATS, error) {
+	info, err := os.Stat(issuerFile)
 	if err != nil {
 		return nil, fmt.Errorf("agentidentity: %w", err)
 	}
 	// Group-readable is allowed: a Kubernetes Secret mounted for a non-root pod is 0440 via fsGroup.
 	if info.Mode().Perm()&0o007 != 0 {
-		return nil, fmt.Errorf("agentidentity: %s is readable by everyone (mode %v); chmod 600 or 640 it", authorityFile, info.Mode().Perm())
+		return nil, fmt.Errorf("agentidentity: %s is readable by everyone (mode %v); chmod 600 or 640 it", issuerFile, info.Mode().Perm())
 	}
-	raw, err := os.ReadFile(authorityFile)
+	raw, err := os.ReadFile(issuerFile)
 	if err != nil {
 		return nil, fmt.Errorf("agentidentity: %w", err)
 	}
-	var seeds natsauth.Seeds
-	if err := json.Unmarshal(raw, &seeds); err != nil {
-		return nil, fmt.Errorf("agentidentity: %s is not a seeds document: %w", authorityFile, err)
+	seeds, err := natsauth.ParseIssuerSeeds(raw)
+	if errors.Is(err, natsauth.ErrFullSeeds) {
+		return nil, fmt.Errorf("agentidentity: NATS_AUTHORITY_FILE=%s holds the NATS domain's full seeds (authority.json); "+
+			"point it at the issuer document instead (natsauthgen writes config-api-issuer.json next to authority.json; "+
+			"keep authority.json away from config-api)", issuerFile)
 	}
-	a, err := natsauth.LoadAuthority(seeds)
 	if err != nil {
-		return nil, fmt.Errorf("agentidentity: %w", err)
+		return nil, fmt.Errorf("agentidentity: %s: %w", issuerFile, err)
+	}
+	admin, err := natsauth.NewAccountAdmin(seeds)
+	if err != nil {
+		return nil, fmt.Errorf("agentidentity: %s: %w", issuerFile, err)
 	}
 	if systemCreds == "" {
 		return nil, errors.New("agentidentity: NATS_SYSTEM_CREDS is required with NATS_AUTHORITY_FILE (revocations are pushed with it)")
 	}
-	return &NATS{authority: a, issuer: a.Issuer(), sysCreds: systemCreds, serverURL: nc.ConnectedUrl}, nil
+	return &NATS{admin: admin, sysCreds: systemCreds, serverURL: nc.ConnectedUrl}, nil
 }
 
 // Issue creates the NATS user of agentID.
 func (n *NATS) Issue(agentID string) ([]byte, string, error) {
-	c, err := n.issuer.IssueAgent(agentID)
+	c, err := n.admin.IssueAgent(agentID)
 	if err != nil {
 		return nil, "", err
 	}
@@ -76,5 +80,5 @@ func (n *NATS) Revoke(ctx context.Context, revoked map[string]time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return n.authority.Revoke(sys, revoked)
+	return n.admin.Revoke(sys, revoked)
 }

@@ -1,0 +1,81 @@
+package agentidentity_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/config-api/internal/agentidentity"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func writeJSON(t *testing.T, v any, mode os.FileMode) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "doc.json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, mode); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestLoadTakesOnlyTheIssuerDocument: config-api starts on the narrow issuer document and refuses the
+// domain's full seeds with an error that names the document to give it instead.
+func TestLoadTakesOnlyTheIssuerDocument(t *testing.T) {
+	a, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := testinfra.NATS(t).Connect(t)
+	sys := filepath.Join(t.TempDir(), "system.creds")
+
+	id, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o640), sys, nc)
+	if err != nil {
+		t.Fatalf("issuer document refused: %v", err)
+	}
+	file, pub, err := id.Issue("agent-a")
+	if err != nil || pub == "" || !strings.Contains(string(file), "BEGIN NATS USER JWT") {
+		t.Fatalf("issue: %v", err)
+	}
+
+	full := a.Seeds()
+	_, err = agentidentity.Load(writeJSON(t, full, 0o600), sys, nc)
+	if err == nil {
+		t.Fatal("the full seeds document was accepted")
+	}
+	for _, want := range []string{"NATS_AUTHORITY_FILE", "full seeds", "config-api-issuer.json"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	for _, seed := range []string{full.Operator, full.System, full.Account, full.AgentSigner, full.OperatorSigner} {
+		if strings.Contains(err.Error(), seed) {
+			t.Fatal("the error echoes a seed")
+		}
+	}
+
+	if _, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o644), sys, nc); err == nil || !strings.Contains(err.Error(), "readable by everyone") {
+		t.Errorf("world-readable issuer document: %v", err)
+	}
+	if _, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o600), "", nc); err == nil {
+		t.Error("no system creds accepted")
+	}
+	broken := a.IssuerSeeds()
+	broken.OperatorSigner = ""
+	if _, err := agentidentity.Load(writeJSON(t, broken, 0o600), sys, nc); err == nil {
+		t.Error("an issuer document without operator_signer accepted")
+	}
+}
