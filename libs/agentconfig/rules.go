@@ -60,6 +60,7 @@ func IsSecretField(name string) bool { return slices.Contains(secretFields, name
 
 var credentialIDRule = &rule{kind: ruleUUID}
 
+// databaseCollectorFields are the fields every database collector (postgres, mysql, redis) takes.
 var databaseCollectorFields = map[string]*rule{
 	"host":          nonEmptyStringRule,
 	"port":          portRule,
@@ -68,6 +69,21 @@ var databaseCollectorFields = map[string]*rule{
 	"password":      stringRule,
 	"credential_id": credentialIDRule,
 }
+
+// PostgreSQL sslmode values, with libpq's names and meanings. An absent sslmode means SSLModePrefer.
+const (
+	SSLModeDisable    = "disable"     // no TLS
+	SSLModePrefer     = "prefer"      // TLS when the server offers it, certificate not verified
+	SSLModeRequire    = "require"     // TLS or fail, certificate not verified
+	SSLModeVerifyFull = "verify-full" // TLS or fail, certificate verified against the system roots and host
+)
+
+// postgresCollectorFields are the database fields plus sslmode, which only the postgres check speaks.
+var postgresCollectorFields = func() map[string]*rule {
+	fields := maps.Clone(databaseCollectorFields)
+	fields["sslmode"] = enumRule(SSLModeDisable, SSLModePrefer, SSLModeRequire, SSLModeVerifyFull)
+	return fields
+}()
 
 // collectorVariants lists the fields of each collector type. credential_id belongs to the types that
 // take every secret field; a tcp check has no use for one, so it is refused there by name rather than as
@@ -85,7 +101,7 @@ var collectorVariants = map[string]map[string]*rule{
 		"address":       {kind: ruleAddress},
 		"credential_id": {kind: ruleForbidden, message: "tcp collectors take no credentials"},
 	},
-	CollectorPostgres: databaseCollectorFields,
+	CollectorPostgres: postgresCollectorFields,
 	CollectorMySQL:    databaseCollectorFields,
 	CollectorRedis:    databaseCollectorFields,
 }

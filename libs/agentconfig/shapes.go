@@ -40,9 +40,10 @@ type CollectorsConfig []Collector
 
 // Collector is one metric collector. Type selects which of the type-specific fields apply: http (URL,
 // Method, ExpectStatus, and Username and Password for basic auth), tcp (Address), postgres, mysql and
-// redis (Host, Port, Database, Username, Password). Secrets normally arrive through CredentialID (a
-// lowercase UUID; not on tcp collectors), which the backend replaces with the credential's fields (see
-// SecretFields) before delivery.
+// redis (Host, Port, Database, Username, Password), and postgres also SSLMode (one of the SSLMode
+// constants; empty means SSLModePrefer). Secrets normally arrive through CredentialID (a lowercase UUID;
+// not on tcp collectors), which the backend replaces with the credential's fields (see SecretFields)
+// before delivery.
 type Collector struct {
 	Type         string   `json:"type"`
 	Name         string   `json:"name"`
@@ -62,6 +63,7 @@ type Collector struct {
 	Database string `json:"database,omitempty"`
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
+	SSLMode  string `json:"sslmode,omitempty"` // postgres only
 }
 
 // IsEnabled reports whether the collector should run: unless "enabled" is false.

@@ -25,6 +25,9 @@ var validConfigs = map[string][]string{
 		`[{"type":"redis","name":"a","credential_id":"00000000-0000-4000-8000-00000000000\u0061"}]`,
 		`[{"type":"http","name":"basic","url":"http://127.0.0.1:8080/status","username":"monitor","password":"","credential_id":"3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c"},
 		  {"type":"mysql","name":"m","credential_id":"3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c"}]`,
+		`[{"type":"postgres","name":"off","sslmode":"disable"},{"type":"postgres","name":"opt","sslmode":"prefer"},
+		  {"type":"postgres","name":"tls","host":"db.internal","sslmode":"require"},
+		  {"type":"postgres","name":"checked","host":"db.internal","port":5432,"sslmode":"verify-full","credential_id":"3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c"}]`,
 	},
 	Intervals: {
 		`{}`,
@@ -113,6 +116,14 @@ var invalidConfigs = []invalidConfig{
 	{Collectors, `[{"type":"mysql","name":"a","url":"http://x"}]`, "collectors[0].url", `unknown key for a collector with type "mysql"`, true},
 	{Collectors, `[{"type":"tcp","name":"a"},{"type":"http","name":"b","address":"x:1"}]`, "collectors[1].address", "unknown key", true},
 	{Collectors, `[{"type":"http","name":"a","intervall":"1s"}]`, "collectors[0].intervall", "unknown key", true},
+	// sslmode is a postgres field only, with libpq's names
+	{Collectors, `[{"type":"mysql","name":"a","sslmode":"require"}]`, "collectors[0].sslmode", `unknown key for a collector with type "mysql"`, true},
+	{Collectors, `[{"type":"postgres","name":"a"},{"type":"redis","name":"b","sslmode":"disable"}]`, "collectors[1].sslmode", `unknown key for a collector with type "redis"`, true},
+	{Collectors, `[{"type":"tcp","name":"a","sslmode":"disable"}]`, "collectors[0].sslmode", `unknown key for a collector with type "tcp"`, true},
+	{Collectors, `[{"type":"postgres","name":"a","sslmode":"verify-ca"}]`, "collectors[0].sslmode", "must be one of: disable, prefer, require, verify-full", true},
+	{Collectors, `[{"type":"postgres","name":"a","sslmode":"Require"}]`, "collectors[0].sslmode", "must be one of", true},
+	{Collectors, `[{"type":"postgres","name":"a","sslmode":""}]`, "collectors[0].sslmode", "must be one of", true},
+	{Collectors, `[{"type":"postgres","name":"a","sslmode":true}]`, "collectors[0].sslmode", "must be one of", true},
 	{Labels, `{"dynamic":[{"name":"a","source":"env","path":"/x"}]}`, "dynamic[0].path", "unknown key", true},
 	{Labels, `{"static":{"a.b":"1"},"x":{}}`, "x", "unknown key", true},
 	// identity fields
@@ -263,6 +274,7 @@ func TestValidate_MessagesDoNotEchoValues(t *testing.T) {
 		`[{"type":"tcp","name":"a","address":"` + secret + `"}]`,
 		`[{"type":"tcp","name":"a","interval":"` + secret + `"}]`,
 		`[{"type":"http","name":"a","method":"` + secret + `"}]`,
+		`[{"type":"postgres","name":"a","sslmode":"` + secret + `"}]`,
 	} {
 		if err := Validate(Collectors, json.RawMessage(doc)); err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("error %v for %s", err, doc)

@@ -8,6 +8,8 @@ import (
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -25,8 +27,14 @@ import (
 // postgresCheck opens a PostgreSQL session with the startup-message handshake (trust, cleartext, MD5 or
 // SCRAM-SHA-256 authentication), waits for ReadyForQuery and terminates. It proves the server accepts
 // this collector's credentials without pulling a driver into the agent.
+//
+// TLS follows libpq's sslmode (see negotiateTLS). Over TLS, SCRAM stays plain SCRAM-SHA-256: no
+// SCRAM-SHA-256-PLUS channel binding, as libpq's channel_binding=prefer does when the server offers none.
 type postgresCheck struct {
-	name, addr, user, password, database string
+	name, addr, host, user, password, database string
+	sslMode                                    string
+	// rootCAs verifies the server under verify-full; nil means the system roots. Only tests set it.
+	rootCAs *x509.CertPool
 }
 
 func newPostgresCheck(s agentconfig.Collector) (Collector, error) {
@@ -34,7 +42,15 @@ func newPostgresCheck(s agentconfig.Collector) (Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &postgresCheck{name: s.Name, addr: addr, user: s.Username, password: s.Password, database: s.Database}
+	c := &postgresCheck{name: s.Name, addr: addr, host: s.Host, user: s.Username, password: s.Password,
+		database: s.Database, sslMode: s.SSLMode}
+	switch c.sslMode {
+	case "":
+		c.sslMode = agentconfig.SSLModePrefer
+	case agentconfig.SSLModeDisable, agentconfig.SSLModePrefer, agentconfig.SSLModeRequire, agentconfig.SSLModeVerifyFull:
+	default:
+		return nil, fmt.Errorf("sslmode must be one of: disable, prefer, require, verify-full")
+	}
 	if c.user == "" {
 		c.user = "postgres"
 	}
@@ -48,12 +64,87 @@ func (c *postgresCheck) Name() string { return "postgres/" + c.name }
 
 func (c *postgresCheck) Collect(ctx context.Context) ([]Sample, error) {
 	start := time.Now()
-	version, err := c.handshake(ctx)
+	version, _, err := c.handshake(ctx)
 	var extra map[string]string
 	if version != "" {
 		extra = map[string]string{"server_version": version}
 	}
 	return checkSamples("postgres", c.name, err == nil, time.Since(start), extra), err
+}
+
+// sslRequestCode is the SSLRequest message's protocol code (1234 << 16 | 5679).
+const sslRequestCode = 80877103
+
+// connect dials the server and negotiates TLS as sslmode asks. It reports whether the session is
+// encrypted.
+func (c *postgresCheck) connect(ctx context.Context) (net.Conn, bool, error) {
+	nc, err := dial(ctx, c.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.sslMode == agentconfig.SSLModeDisable {
+		return nc, false, nil
+	}
+	conn, encrypted, err := c.negotiateTLS(ctx, nc)
+	if err != nil {
+		_ = nc.Close()
+		return nil, false, err
+	}
+	if conn == nil {
+		// The server refused the SSLRequest with an error and hung up (servers before 7.0 do): under
+		// prefer, start over in plaintext.
+		_ = nc.Close()
+		nc, err = dial(ctx, c.addr)
+		return nc, false, err
+	}
+	return conn, encrypted, nil
+}
+
+// negotiateTLS sends an SSLRequest and, when the server answers 'S', wraps nc in TLS: prefer and require
+// encrypt without verifying the certificate (libpq's meaning), verify-full checks it against rootCAs
+// and the host name. A 'N' is plaintext under prefer and a failure otherwise. A nil conn with a nil
+// error means "redial in plaintext".
+func (c *postgresCheck) negotiateTLS(ctx context.Context, nc net.Conn) (net.Conn, bool, error) {
+	var req [8]byte
+	binary.BigEndian.PutUint32(req[0:], 8)
+	binary.BigEndian.PutUint32(req[4:], sslRequestCode)
+	if _, err := nc.Write(req[:]); err != nil {
+		return nil, false, fmt.Errorf("postgres: send SSL request: %w", err)
+	}
+	// Exactly one byte, read unbuffered: bytes a server (or a man in the middle) pushes after 'S' must
+	// not be taken as protocol messages from the encrypted session (CVE-2021-23222).
+	var answer [1]byte
+	if _, err := io.ReadFull(nc, answer[:]); err != nil {
+		return nil, false, fmt.Errorf("postgres: read SSL response: %w", err)
+	}
+	switch answer[0] {
+	case 'S':
+	case 'N':
+		if c.sslMode == agentconfig.SSLModePrefer {
+			return nc, false, nil
+		}
+		return nil, false, fmt.Errorf("postgres: server does not support SSL, but sslmode is %s", c.sslMode)
+	case 'E':
+		// The message itself is unauthenticated and unencrypted: not worth reporting.
+		if c.sslMode == agentconfig.SSLModePrefer {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("postgres: server rejected the SSL request, but sslmode is %s", c.sslMode)
+	default:
+		return nil, false, fmt.Errorf("postgres: unexpected response %q to SSL request", answer[0])
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.sslMode == agentconfig.SSLModeVerifyFull {
+		cfg.ServerName = c.host
+		cfg.RootCAs = c.rootCAs
+	} else {
+		cfg.InsecureSkipVerify = true // prefer and require encrypt only, as in libpq
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, false, fmt.Errorf("postgres: TLS handshake: %w", err)
+	}
+	return tc, true, nil
 }
 
 type pgConn struct {
@@ -90,14 +181,19 @@ func (p *pgConn) recv() (byte, []byte, error) {
 
 func cstr(s string) []byte { return append([]byte(s), 0) }
 
-func (c *postgresCheck) handshake(ctx context.Context) (string, error) {
-	nc, err := dial(ctx, c.addr)
+// handshake runs the session and returns the server version and whether the session was encrypted.
+func (c *postgresCheck) handshake(ctx context.Context) (version string, encrypted bool, err error) {
+	conn, encrypted, err := c.connect(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	defer nc.Close()
-	p := &pgConn{Conn: nc, r: bufio.NewReader(nc)}
+	defer conn.Close()
+	version, err = c.startup(&pgConn{Conn: conn, r: bufio.NewReader(conn)})
+	return version, encrypted, err
+}
 
+// startup sends the startup message, answers the authentication exchange and waits for ReadyForQuery.
+func (c *postgresCheck) startup(p *pgConn) (string, error) {
 	var startup []byte
 	startup = binary.BigEndian.AppendUint32(startup, 196608) // protocol 3.0
 	startup = append(startup, cstr("user")...)
