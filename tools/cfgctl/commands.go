@@ -19,9 +19,11 @@ import (
 )
 
 type commands struct {
-	c    *client
-	out  io.Writer
-	json bool
+	c      *client
+	in     io.Reader // standard input, for "-f -"
+	out    io.Writer // results: tables or JSON
+	errOut io.Writer // warnings and progress, never results
+	json   bool
 }
 
 func (k *commands) dispatch(ctx context.Context, args []string) error {
@@ -34,7 +36,17 @@ func (k *commands) dispatch(ctx context.Context, args []string) error {
 		}
 		return k.level(ctx, "hosts", args[1:])
 	case "hosts":
+		if len(args) > 1 {
+			switch args[1] {
+			case "register":
+				return k.hostsRegister(ctx, args[2:])
+			case "register-batch":
+				return k.hostsRegisterBatch(ctx, args[2:])
+			}
+		}
 		return k.hosts(ctx, args[1:])
+	case "credentials":
+		return k.credentials(ctx, args[1:])
 	case "drift":
 		return k.drift(ctx, args[1:])
 	case "history":
@@ -96,7 +108,7 @@ func (k *commands) level(ctx context.Context, collection string, args []string) 
 		if *file == "" {
 			return usagef("put needs -f FILE")
 		}
-		data, err := readConfigFile(*file)
+		data, err := readConfigFile(k.in, *file)
 		if err != nil {
 			return err
 		}
@@ -133,16 +145,10 @@ func (c *client) doIfMatch(ctx context.Context, method, path string, q url.Value
 }
 
 // readConfigFile reads JSON or YAML config data and returns it as a JSON-compatible value.
-func readConfigFile(path string) (any, error) {
-	var b []byte
-	var err error
-	if path == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(path)
-	}
+func readConfigFile(stdin io.Reader, path string) (any, error) {
+	b, err := readInput(stdin, path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
 	var v any
 	if json.Valid(b) {
@@ -152,6 +158,37 @@ func readConfigFile(path string) (any, error) {
 		return nil, usagef("%s is neither JSON nor YAML: %v", path, err)
 	}
 	return v, nil
+}
+
+// readInput reads a file, or stdin when path is "-".
+func readInput(stdin io.Reader, path string) ([]byte, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// parseInterspersed parses flags wherever they stand among the positional arguments (the flag package
+// stops at the first positional one) and returns the positional arguments in order.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
 }
 
 func (k *commands) hostShow(ctx context.Context, args []string) error {

@@ -1,5 +1,6 @@
 // Command cfgctl is the ConfigSync operator CLI over the REST API: environment configs, host overrides,
-// effective configs with their source, hosts and their apply status, drift, history, rollback and dry runs.
+// effective configs with their source, hosts and their apply status, drift, history, rollback, dry runs,
+// host registration (NATS credentials to 0600 files, never to stdout) and credentials (metadata only).
 //
 // The API URL and token come from flags, else CONFIGSYNC_API_URL / CONFIGSYNC_TOKEN, else the file named by
 // CONFIGSYNC_CONFIG, else .data/devstack.env (written by `make run`).
@@ -50,14 +51,28 @@ Host overrides and effective configs:
   host show   <hostID>                       host, heartbeat state and apply status
 Fleet:
   hosts       <envID>                        hosts with heartbeat, hash, versions, online
+  hosts register       <envID> <hostname> [-agent-id ID] [-creds-out PATH [-force]]
+                                             register one host; its NATS credentials go to PATH (0600)
+  hosts register-batch <envID> -f HOSTSFILE [-creds-dir DIR [-force]]
+                                             register many, 1,000 per request (all or none per chunk);
+                                             credentials go to DIR/<agent_id>.creds (0600)
   drift       <envID>                        hosts whose hash or versions differ (exit 7 when any)
 History:
   history     env|host <id> <type>
   rollback    env|host <id> <type> <revision>
 Registry:
   types                                      config types with merge strategy
+Credentials (metadata only; secret values are read from SECRETFILE, never from arguments):
+  credentials list   <clientID>
+  credentials create <clientID> <name> -f SECRETFILE [-env envID]
+  credentials rotate <clientID> <credID> [-f SECRETFILE]  without -f: re-encrypt under the newest key
+  credentials delete <clientID> <credID> [-force]        in use: exit 4 unless -force
 
 FILE is JSON or YAML holding the config data ("-" reads standard input).
+HOSTSFILE has one host a line, "hostname" or "hostname agent_id"; blank lines and # comments are skipped.
+SECRETFILE is a YAML or JSON map of field to value, e.g. {"username": "monitor", "password": "..."}.
+NATS credentials are written only to -creds-out / -creds-dir files and never printed, except that
+-o json prints the API's raw answer, credentials included; without a file they are shown once and lost.
 Exit codes: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict/412, 5 invalid input, 6 auth, 7 drift.
 `
 
@@ -76,6 +91,11 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runIO(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runIO is run with its standard input given, so tests can feed "-f -".
+func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cfgctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -102,6 +122,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c := newClient(settings.API, settings.Token)
-	cmd := &commands{c: c, out: stdout, json: o.output == "json"}
+	cmd := &commands{c: c, in: stdin, out: stdout, errOut: stderr, json: o.output == "json"}
 	return cmd.dispatch(ctx, rest)
 }
