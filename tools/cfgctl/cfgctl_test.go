@@ -145,3 +145,47 @@ func TestSettingsFromEnvFile(t *testing.T) {
 		t.Fatalf("settings %+v, err %v", s, err)
 	}
 }
+
+// hosts follows next_after until the last page, so an environment larger than one page is listed whole.
+func TestHostsListsEveryPage(t *testing.T) {
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/api/v1/environments/e1/hosts" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		queries = append(queries, r.URL.RawQuery)
+		switch r.URL.Query().Get("after") {
+		case "":
+			io.WriteString(w, `{"data":[{"id":"h1","hostname":"web-1"},{"id":"h2","hostname":"web-2"}],"next_after":"h2"}`)
+		case "h2":
+			io.WriteString(w, `{"data":[{"id":"h3","hostname":"web-3"}]}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	t.Cleanup(srv.Close)
+
+	out, err := runCLI(t, srv, "hosts", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web-1", "web-2", "web-3"} {
+		if !strings.Contains(out, name) {
+			t.Errorf("%s missing from the table:\n%s", name, out)
+		}
+	}
+	if len(queries) != 2 || queries[0] != "" || queries[1] != "after=h2" {
+		t.Errorf("requests %q, want the first page then after=h2", queries)
+	}
+
+	queries = nil
+	out, err = runCLI(t, srv, "-o", "json", "hosts", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []map[string]any
+	if err := json.Unmarshal([]byte(out), &hosts); err != nil || len(hosts) != 3 {
+		t.Fatalf("-o json: %d hosts (%v):\n%s", len(hosts), err, out)
+	}
+}

@@ -41,49 +41,11 @@ func newClient(base, token string) *client {
 
 // do sends a request and decodes the "data" member of the answer into out (when out is not nil).
 func (c *client) do(ctx context.Context, method, path string, query url.Values, body any, out any) error {
-	var rdr io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		rdr = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rdr)
+	raw, status, err := c.send(ctx, method, path, query, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range c.header {
-		req.Header[k] = v
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("read answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		var env struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		_ = json.Unmarshal(raw, &env)
-		return &apiError{Status: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message}
-	}
-	if out == nil || resp.StatusCode == http.StatusNoContent || len(raw) == 0 {
+	if out == nil || status == http.StatusNoContent || len(raw) == 0 {
 		return nil
 	}
 	var env struct {
@@ -97,6 +59,84 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 		return nil
 	}
 	return json.Unmarshal(env.Data, out)
+}
+
+// getAll GETs every page of a list route that pages with next_after (answer) and after (query), and
+// returns the pages' data arrays joined as one JSON array.
+func (c *client) getAll(ctx context.Context, path string) (json.RawMessage, error) {
+	var all []json.RawMessage
+	q := url.Values{}
+	for {
+		raw, _, err := c.send(ctx, http.MethodGet, path, q, nil)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Data      []json.RawMessage `json:"data"`
+			NextAfter string            `json:"next_after"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return nil, fmt.Errorf("decode answer: %w", err)
+		}
+		all = append(all, page.Data...)
+		if page.NextAfter == "" {
+			if all == nil {
+				all = []json.RawMessage{}
+			}
+			return json.Marshal(all)
+		}
+		if page.NextAfter == q.Get("after") {
+			return nil, fmt.Errorf("GET %s: the API returned the same page twice (after=%s)", path, page.NextAfter)
+		}
+		q.Set("after", page.NextAfter)
+	}
+}
+
+// send makes one request and returns the raw answer of a success; an error status is an *apiError.
+func (c *client) send(ctx context.Context, method, path string, query url.Values, body any) ([]byte, int, error) {
+	var rdr io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, 0, fmt.Errorf("encode request: %w", err)
+		}
+		rdr = bytes.NewReader(b)
+	}
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rdr)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var env struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &env)
+		return nil, resp.StatusCode, &apiError{Status: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message}
+	}
+	return raw, resp.StatusCode, nil
 }
 
 // exitCode maps an error to the documented exit codes.

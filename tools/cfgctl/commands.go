@@ -230,8 +230,8 @@ func (k *commands) hosts(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return usagef("hosts needs an environment id")
 	}
-	var raw json.RawMessage
-	if err := k.c.do(ctx, http.MethodGet, "/api/v1/environments/"+url.PathEscape(args[0])+"/hosts", nil, nil, &raw); err != nil {
+	raw, err := k.c.getAll(ctx, "/api/v1/environments/"+url.PathEscape(args[0])+"/hosts")
+	if err != nil {
 		return err
 	}
 	if k.json {
