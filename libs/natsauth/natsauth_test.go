@@ -1,6 +1,7 @@
 package natsauth_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -418,5 +419,39 @@ func TestOlderSeedsUpgrade(t *testing.T) {
 	}
 	if again, _ := natsauth.UpgradeSeeds(up); again != up {
 		t.Fatal("UpgradeSeeds replaced an existing operator signer")
+	}
+}
+
+// The creds file issueUser writes is byte for byte what the NATS library's formatter writes, and the
+// library parses both parts back.
+func TestUserCredsFileMatchesTheLibraryFormat(t *testing.T) {
+	a, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"agent-1", "an_agent-with-a-longer-name-0123456789"} {
+		creds, err := a.Issuer().IssueAgent(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, err := jwt.ParseDecoratedJWT(creds.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, err := jwt.ParseDecoratedUserNKey(creds.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		want, err := jwt.FormatUserConfig(token, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(creds.File, want) {
+			t.Fatalf("creds file differs from jwt.FormatUserConfig:\n%s\nwant:\n%s", creds.File, want)
+		}
+		if pub, _ := kp.PublicKey(); pub != creds.UserPublicKey {
+			t.Fatalf("seed's public key %s, creds say %s", pub, creds.UserPublicKey)
+		}
 	}
 }
