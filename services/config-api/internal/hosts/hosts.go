@@ -259,8 +259,8 @@ func (s *Service) RegisterBatch(ctx context.Context, p tenancy.Principal, enviro
 }
 
 // issueAll issues every host of batch its NATS user (setting NATSPublicKey) and returns the creds files
-// in batch order. Each is a key pair and a signed JWT, about 0.1 ms of CPU; a full batch is spread over
-// the cores.
+// in batch order. Each is a key pair and a signed JWT, about 0.25 ms of CPU (measured on a loaded
+// 2-core machine); a full batch is spread over the cores.
 func (s *Service) issueAll(batch []Host) ([][]byte, error) {
 	creds := make([][]byte, len(batch))
 	workers := min(runtime.GOMAXPROCS(0), len(batch))
