@@ -166,16 +166,37 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 // EnsureStreamsWith is EnsureStreams with options (replica count).
 func EnsureStreamsWith(ctx context.Context, js jetstream.JetStream, opts StreamOptions) error {
 	for _, cfg := range StreamConfigs(opts) {
-		// Update only what differs: every replica of every service runs this at start, and a needless
-		// update rewrites the stream's configuration while other services create their consumers.
-		if s, err := js.Stream(ctx, cfg.Name); err == nil && streamMatches(s.CachedInfo().Config, cfg) {
-			continue
-		}
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if err := ensureStream(ctx, js, cfg); err != nil {
 			return fmt.Errorf("natsconn: ensure stream %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
+}
+
+// ensureStream creates cfg's stream, or updates it when its configuration differs. Every replica of
+// every service runs this at start, so it never updates a stream whose configuration already matches:
+// a needless update rewrites the stream's configuration while other services create their consumers
+// (with -race an embedded nats-server v2.15.2 reports a data race inside itself then). For the same
+// reason it does not use CreateOrUpdateStream, which tries an update first: two services starting
+// together on a new server would have the second one update the stream the first just created.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Creating is idempotent for an identical configuration; a service that lost the race to
+		// create it with another one finds it below.
+		if _, err = js.CreateStream(ctx, cfg); !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return err
+		}
+		s, err = js.Stream(ctx, cfg.Name)
+	}
+	if err != nil {
+		return err
+	}
+	if streamMatches(s.CachedInfo().Config, cfg) {
+		return nil
+	}
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // streamMatches reports whether the server's stream configuration has every setting want asks for

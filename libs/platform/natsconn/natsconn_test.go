@@ -245,3 +245,49 @@ func TestModule(t *testing.T) {
 		t.Fatal("connection not drained and closed at stop")
 	}
 }
+
+// Services starting together on a new server all ensure the streams at once: the streams are created,
+// and none is updated (an update while others create consumers is what trips a data race inside
+// nats-server under -race; CreateOrUpdateStream would update a stream another caller just created).
+func TestEnsureStreamsConcurrentlyOnANewServerNeverUpdates(t *testing.T) {
+	ctx := context.Background()
+	srv := testinfra.NATS(t)
+	watcher := srv.Connect(t)
+	updates, err := watcher.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.UPDATED.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 8
+	jss := make([]jetstream.JetStream, callers)
+	for i := range jss {
+		jss[i] = jsFor(t, srv)
+	}
+	errs := make(chan error, callers)
+	start := make(chan struct{})
+	for _, js := range jss {
+		go func() {
+			<-start
+			errs <- EnsureStreams(ctx, js)
+		}()
+	}
+	close(start)
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{protocol.EventsStream, protocol.AcksStream, protocol.HeartbeatsStream} {
+		if _, err := jss[0].Stream(ctx, name); err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := updates.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("a stream was updated: %s %s", msg.Subject, msg.Data)
+	}
+}
