@@ -293,7 +293,7 @@ func TestNetworkRules(t *testing.T) {
 	refusedBy(t, q.CheckHost("10.1.2.3", 22), RuleNetwork, "port 22")
 	refusedBy(t, q.CheckHost("192.0.2.1", 5432), RuleNetwork, "not in policy.network.allow")
 	refusedBy(t, q.CheckHost("10.9.1.1", 5432), RuleNetwork, "is denied (10.9.0.0/16)")
-	mustAllow(t, q.checkIP(netip.MustParseAddr("192.0.2.1"), 5432, true))  // a listed name
+	mustAllow(t, q.checkIP(netip.MustParseAddr("192.0.2.1"), 5432, true))                       // a listed name
 	refusedBy(t, q.checkIP(netip.MustParseAddr("10.9.0.1"), 5432, true), RuleNetwork, "denied") // deny wins
 
 	if _, err := New(Config{Network: Network{Allow: []string{"not a host!"}}}, Secrets{}); err == nil {
