@@ -1,5 +1,6 @@
 // Package changedetect hashes the files under the configured paths on every scan and reports what was
-// created, modified or deleted since the previous scan.
+// created, modified or deleted since the previous scan. Every path must lie under the local policy's
+// read roots; files the policy denies are skipped, and a scan visits at most the policy's max_files.
 package changedetect
 
 import (
@@ -12,21 +13,18 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 )
 
 // DefaultInterval is the scan interval when the config names none.
 const DefaultInterval = 5 * time.Minute
-
-// maxFiles bounds one scan so a path like / cannot exhaust the host.
-const maxFiles = 100_000
 
 // Parse decodes a change_detection config (null: disabled) and returns the scan interval, zero when
 // detection is disabled.
@@ -37,7 +35,7 @@ func Parse(data json.RawMessage) (Config, time.Duration, error) {
 			return Config{}, 0, fmt.Errorf("change_detection: %w", err)
 		}
 	}
-	c := Config{Enabled: raw.Enabled != nil && *raw.Enabled, Paths: raw.Paths}
+	c := Config{Enabled: raw.Enabled != nil && *raw.Enabled, Paths: raw.Paths, Interval: raw.Interval.Std()}
 	if raw.Interval < 0 {
 		return c, 0, fmt.Errorf("change_detection: interval must be positive")
 	}
@@ -53,8 +51,23 @@ func Parse(data json.RawMessage) (Config, time.Duration, error) {
 
 // Config is what the scanner needs of the change_detection config.
 type Config struct {
-	Enabled bool
-	Paths   []string
+	Enabled  bool
+	Paths    []string
+	Interval time.Duration // as configured (0: the default)
+}
+
+// Check refuses a change_detection config the policy does not allow: a path outside policy.read_paths
+// (or denied), or an interval below the policy's minimum.
+func Check(pol *policy.Policy, c Config) error {
+	if err := pol.CheckInterval(c.Interval); err != nil {
+		return fmt.Errorf("change_detection: interval: %w", err)
+	}
+	for i, p := range c.Paths {
+		if err := pol.CheckRead(p); err != nil {
+			return fmt.Errorf("change_detection: paths[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // Change is one detected difference.
@@ -75,6 +88,7 @@ type Report struct {
 // Scanner holds the config and the last scan's hashes.
 type Scanner struct {
 	log  *slog.Logger
+	pol  *policy.Policy
 	emit func(Report)
 
 	mu       sync.Mutex
@@ -83,20 +97,25 @@ type Scanner struct {
 	scans    int
 }
 
-// NewScanner returns a disabled scanner; emit receives reports that contain changes.
-func NewScanner(log *slog.Logger, emit func(Report)) *Scanner {
-	return &Scanner{log: log, emit: emit}
+// NewScanner returns a disabled scanner reading only what pol allows; emit receives reports that
+// contain changes.
+func NewScanner(log *slog.Logger, pol *policy.Policy, emit func(Report)) *Scanner {
+	return &Scanner{log: log, pol: pol, emit: emit}
 }
 
-// UpdateConfig swaps the config. A change of paths starts a new baseline, so files merely coming into
-// scope are not reported as created.
-func (s *Scanner) UpdateConfig(cfg Config) {
+// UpdateConfig checks cfg against the policy (a refusal keeps the running config) and swaps it. A
+// change of paths starts a new baseline, so files merely coming into scope are not reported as created.
+func (s *Scanner) UpdateConfig(cfg Config) error {
+	if err := Check(s.pol, cfg); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !slices.Equal(cfg.Paths, s.cfg.Paths) || !cfg.Enabled {
 		s.baseline = nil
 	}
 	s.cfg = cfg
+	return nil
 }
 
 // Scans counts completed scans.
@@ -115,8 +134,16 @@ func (s *Scanner) Scan(ctx context.Context) {
 		return
 	}
 	current := map[string]Change{}
-	for _, root := range s.cfg.Paths {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	maxFiles := s.pol.Limits().MaxFiles
+	truncated := false
+	for _, configured := range s.cfg.Paths {
+		// Walk from the resolved root (WalkDir follows no symlink below it), checked again each scan.
+		root, err := s.pol.Resolved(configured)
+		if err != nil {
+			s.log.Warn("change detection path refused by the policy", "path", configured, "error", err)
+			continue
+		}
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -124,13 +151,20 @@ func (s *Scanner) Scan(ctx context.Context) {
 				s.log.Debug("change detection cannot read path", "path", path, "error", err)
 				return nil
 			}
+			if d.IsDir() {
+				if s.pol.CheckResolved(path) != nil {
+					return fs.SkipDir // denied: the policy's deny list wins inside an allowed root
+				}
+				return nil
+			}
 			if !d.Type().IsRegular() {
 				return nil
 			}
 			if len(current) >= maxFiles {
+				truncated = true
 				return fs.SkipAll
 			}
-			sum, size, err := hashFile(path)
+			sum, size, err := s.hashFile(path)
 			if err != nil {
 				s.log.Debug("change detection cannot hash file", "path", path, "error", err)
 				return nil
@@ -141,6 +175,9 @@ func (s *Scanner) Scan(ctx context.Context) {
 		if err != nil && ctx.Err() != nil {
 			return
 		}
+	}
+	if truncated {
+		s.log.Warn("change detection scan stopped at the policy's file limit", "max_files", maxFiles)
 	}
 	s.scans++
 	prev := s.baseline
@@ -174,8 +211,8 @@ func (s *Scanner) Scan(ctx context.Context) {
 	}
 }
 
-func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
+func (s *Scanner) hashFile(path string) (string, int64, error) {
+	f, _, err := s.pol.OpenResolved(path)
 	if err != nil {
 		return "", 0, err
 	}

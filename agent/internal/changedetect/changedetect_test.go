@@ -3,28 +3,38 @@ package changedetect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/configsync/configsync/agent/internal/policy"
 )
 
 func TestScanReportsChanges(t *testing.T) {
-	dir := t.TempDir()
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	other, _ := filepath.EvalSymlinks(t.TempDir())
 	a, b := filepath.Join(dir, "a.conf"), filepath.Join(dir, "sub", "b.conf")
 	os.MkdirAll(filepath.Dir(b), 0o700)
 	os.WriteFile(a, []byte("one"), 0o600)
 	os.WriteFile(b, []byte("two"), 0o600)
 	var reps []Report
-	s := NewScanner(slog.New(slog.NewTextHandler(io.Discard, nil)), func(r Report) { reps = append(reps, r) })
+	pol, err := policy.New(policy.Config{ReadPaths: []string{dir, other}, Limits: policy.Limits{MinInterval: time.Second}}, policy.Secrets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewScanner(slog.New(slog.NewTextHandler(io.Discard, nil)), pol, func(r Report) { reps = append(reps, r) })
 
 	cfg, every, err := Parse(json.RawMessage(`{"enabled":false,"paths":["` + dir + `"],"interval":"1s"}`))
 	if err != nil || every != 0 {
 		t.Fatalf("disabled: %v %v", every, err)
 	}
-	s.UpdateConfig(cfg)
+	if err := s.UpdateConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
 	s.Scan(context.Background())
 	if s.Scans() != 0 {
 		t.Fatal("disabled scanner scanned")
@@ -34,7 +44,9 @@ func TestScanReportsChanges(t *testing.T) {
 	if every != time.Second {
 		t.Fatalf("interval %v", every)
 	}
-	s.UpdateConfig(cfg)
+	if err := s.UpdateConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
 	s.Scan(context.Background()) // baseline
 	if len(reps) != 0 {
 		t.Fatalf("baseline reported %+v", reps)
@@ -58,15 +70,59 @@ func TestScanReportsChanges(t *testing.T) {
 		t.Fatal("no-change scan reported")
 	}
 	// New paths start a new baseline.
-	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "x"), []byte("x"), 0o600)
 	cfg, _, _ = Parse(json.RawMessage(`{"enabled":true,"paths":["` + other + `"]}`))
-	s.UpdateConfig(cfg)
+	if err := s.UpdateConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
 	s.Scan(context.Background())
 	if len(reps) != 1 {
 		t.Fatal("files coming into scope reported as created")
 	}
 	if _, d, _ := Parse(json.RawMessage(`{"enabled":true}`)); d != DefaultInterval {
 		t.Fatalf("default interval %v", d)
+	}
+}
+
+// TestPolicy: refused by default, allowed under a read root, refused again through .. or a symlink or
+// below the interval floor; denied files inside an allowed root are never hashed.
+func TestPolicy(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	root := filepath.Join(dir, "root")
+	os.MkdirAll(filepath.Join(root, "private"), 0o700)
+	os.WriteFile(filepath.Join(root, "a"), []byte("a"), 0o600)
+	os.WriteFile(filepath.Join(root, "private", "key"), []byte("k"), 0o600)
+	os.Symlink(dir, filepath.Join(root, "up"))
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	parse := func(s string) Config {
+		c, _, err := Parse(json.RawMessage(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	def, _ := policy.New(policy.DefaultConfig(), policy.Secrets{})
+	var pe *policy.Error
+	if err := NewScanner(quiet, def, nil).UpdateConfig(parse(`{"enabled":true,"paths":["` + root + `"]}`)); !errors.As(err, &pe) {
+		t.Fatalf("default policy: %v", err)
+	}
+	pol, _ := policy.New(policy.Config{ReadPaths: []string{root}, DenyPaths: []string{filepath.Join(root, "private")}}, policy.Secrets{})
+	var reps []Report
+	s := NewScanner(quiet, pol, func(r Report) { reps = append(reps, r) })
+	for _, bad := range []string{`{"enabled":true,"paths":["` + root + `/.."]}`, `{"enabled":true,"paths":["` + root + `/up"]}`,
+		`{"enabled":true,"paths":["` + root + `"],"interval":"1s"}`} {
+		if err := s.UpdateConfig(parse(bad)); !errors.As(err, &pe) {
+			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+	if err := s.UpdateConfig(parse(`{"enabled":true,"paths":["` + root + `"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.Scan(context.Background())
+	os.WriteFile(filepath.Join(root, "private", "key"), []byte("changed"), 0o600)
+	os.WriteFile(filepath.Join(root, "a"), []byte("changed"), 0o600)
+	s.Scan(context.Background())
+	if len(reps) != 1 || len(reps[0].Changes) != 1 || reps[0].Changes[0].Path != filepath.Join(root, "a") || reps[0].Files != 1 {
+		t.Fatalf("reports %+v", reps)
 	}
 }

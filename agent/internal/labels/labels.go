@@ -1,6 +1,7 @@
 // Package labels keeps the host's labels: static key-values from the labels config plus dynamic labels
 // whose values come from a file, a command or an environment variable, each refreshed by its own
-// goroutine. Update swaps the static set and restarts the generators.
+// goroutine. Update checks the config against the local policy, then swaps the static set and restarts
+// the generators; a refused config changes nothing.
 package labels
 
 import (
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 )
 
@@ -68,9 +70,38 @@ func Parse(data json.RawMessage) (agentconfig.LabelsConfig, error) {
 	return c, nil
 }
 
+// Check refuses a labels config the policy does not allow: a file outside policy.read_paths, a command
+// whose resolved executable policy.commands does not list, an environment variable policy.env does not
+// list, or an interval below the policy's minimum. The error names the config path and the rule.
+func Check(pol *policy.Policy, c agentconfig.LabelsConfig) error {
+	for i, g := range c.Dynamic {
+		at := fmt.Sprintf("labels: dynamic[%d]", i)
+		if err := pol.CheckInterval(g.Interval.Std()); err != nil {
+			return fmt.Errorf("%s.interval: %w", at, err)
+		}
+		var err error
+		switch g.Source {
+		case "file":
+			err = pol.CheckRead(g.Path)
+			at += ".path"
+		case "command":
+			_, err = pol.CheckCommand(g.Command)
+			at += ".command"
+		case "env":
+			err = pol.CheckEnv(g.Env)
+			at += ".env"
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+	}
+	return nil
+}
+
 // Manager holds the current labels.
 type Manager struct {
 	log *slog.Logger
+	pol *policy.Policy
 	upd sync.Mutex // serialises Update and Close
 
 	mu      sync.RWMutex
@@ -85,18 +116,22 @@ type Manager struct {
 	updates int64 // dynamic values written, for observability and tests
 }
 
-// NewManager returns a manager with no labels.
-func NewManager(log *slog.Logger) *Manager {
-	return &Manager{log: log, static: map[string]string{}, dynamic: map[string]string{}}
+// NewManager returns a manager with no labels that runs only what pol allows.
+func NewManager(log *slog.Logger, pol *policy.Policy) *Manager {
+	return &Manager{log: log, pol: pol, static: map[string]string{}, dynamic: map[string]string{}}
 }
 
-// Update replaces the static labels and restarts the dynamic generators. Each generator reads its
-// value once before Update returns, so labels are complete right after a config is applied.
-func (m *Manager) Update(cfg agentconfig.LabelsConfig) {
+// Update checks cfg against the policy (a refusal keeps the running labels and generators), then
+// replaces the static labels and restarts the dynamic generators. Each generator reads its value once
+// before Update returns, so labels are complete right after a config is applied.
+func (m *Manager) Update(cfg agentconfig.LabelsConfig) error {
+	if err := Check(m.pol, cfg); err != nil {
+		return err
+	}
 	m.upd.Lock()
 	defer m.upd.Unlock()
 	if m.closed {
-		return
+		return nil
 	}
 	m.mu.Lock()
 	if m.cancel != nil {
@@ -122,6 +157,7 @@ func (m *Manager) Update(cfg agentconfig.LabelsConfig) {
 		m.wg.Add(1)
 		go m.run(ctx, gen, g)
 	}
+	return nil
 }
 
 // Close stops the generators; later Updates are ignored.
@@ -173,7 +209,7 @@ func (m *Manager) run(ctx context.Context, gen int, g agentconfig.DynamicLabel) 
 }
 
 func (m *Manager) refresh(ctx context.Context, gen int, g agentconfig.DynamicLabel) {
-	v, err := read(ctx, g)
+	v, err := m.read(ctx, g)
 	if err != nil {
 		m.log.Warn("dynamic label not read", "label", g.Name, "source", g.Source, "error", err)
 		return
@@ -187,10 +223,13 @@ func (m *Manager) refresh(ctx context.Context, gen int, g agentconfig.DynamicLab
 	m.updates++
 }
 
-func read(ctx context.Context, g agentconfig.DynamicLabel) (string, error) {
+// read reads one dynamic value. The policy is checked again on every read: a path may have become a
+// symlink since the config was applied, and the file is opened without blocking (a FIFO is refused,
+// not waited on).
+func (m *Manager) read(ctx context.Context, g agentconfig.DynamicLabel) (string, error) {
 	switch g.Source {
 	case "file":
-		f, err := os.Open(g.Path)
+		f, _, err := m.pol.OpenFile(g.Path)
 		if err != nil {
 			return "", err
 		}
@@ -201,19 +240,41 @@ func read(ctx context.Context, g agentconfig.DynamicLabel) (string, error) {
 		}
 		return strings.TrimSpace(string(b)), nil
 	case "command":
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := m.pol.CheckCommand(g.Command)
+		if err != nil {
+			return "", err
+		}
+		cctx, cancel := context.WithTimeout(ctx, m.pol.Limits().LabelTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(cctx, g.Command[0], g.Command[1:]...)
+		// The resolved executable with the argv as given: no shell, and an environment of PATH plus the
+		// variables the policy lets labels read, not the agent's whole environment.
+		cmd := exec.CommandContext(cctx, c.Path)
+		cmd.Args = c.Args
+		cmd.Env = commandEnv(m.pol)
+		cmd.Dir = "/"
 		var out bytes.Buffer
 		cmd.Stdout = &limitWriter{w: &out, n: maxValue}
 		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("command %s: %w", g.Command[0], err)
+			return "", fmt.Errorf("command %s: %w", c.Args[0], err)
 		}
 		return strings.TrimSpace(out.String()), nil
 	case "env":
+		if err := m.pol.CheckEnv(g.Env); err != nil {
+			return "", err
+		}
 		return os.Getenv(g.Env), nil
 	}
 	return "", fmt.Errorf("unknown source %q", g.Source)
+}
+
+func commandEnv(pol *policy.Policy) []string {
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	for _, name := range pol.Env() {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
 }
 
 type limitWriter struct {

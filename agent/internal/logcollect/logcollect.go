@@ -1,6 +1,7 @@
 // Package logcollect renders the log_collection config into a Fluent Bit configuration file in the
 // agent's data directory. Fluent Bit reads its config only at start, so a change is logged as requiring
-// a Fluent Bit restart.
+// a Fluent Bit restart. The agent refuses to render a file path that could reach outside the local
+// policy's read roots or into its deny list: Fluent Bit usually runs with more rights than the agent.
 package logcollect
 
 import (
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 )
 
@@ -54,9 +56,20 @@ func Parse(data json.RawMessage) (Config, error) {
 	return c, nil
 }
 
+// Check refuses a log_collection config whose file paths (globs) the policy does not allow.
+func Check(pol *policy.Policy, c Config) error {
+	for i, f := range c.Files {
+		if err := pol.CheckReadPattern(f.Path); err != nil {
+			return fmt.Errorf("log_collection: files[%d].path: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // Renderer writes the Fluent Bit config.
 type Renderer struct {
 	log     *slog.Logger
+	pol     *policy.Policy
 	path    string
 	tag     string // tag prefix: the agent's log subject prefix
 	output  string // rendered [OUTPUT] section
@@ -66,9 +79,9 @@ type Renderer struct {
 
 // NewRenderer renders into dataDir. natsHost/natsPort name where Fluent Bit's nats output sends
 // records; tagPrefix prefixes every input's tag (records are published under it).
-func NewRenderer(log *slog.Logger, dataDir, tagPrefix, natsHost, natsPort string) *Renderer {
+func NewRenderer(log *slog.Logger, pol *policy.Policy, dataDir, tagPrefix, natsHost, natsPort string) *Renderer {
 	out := "[OUTPUT]\n    Name  nats\n    Match " + tagPrefix + ".*\n    Host  " + natsHost + "\n    Port  " + natsPort + "\n"
-	return &Renderer{log: log, path: filepath.Join(dataDir, FileName), tag: tagPrefix, output: out}
+	return &Renderer{log: log, pol: pol, path: filepath.Join(dataDir, FileName), tag: tagPrefix, output: out}
 }
 
 // Path is the rendered file.
@@ -124,9 +137,13 @@ func (r *Renderer) Render(cfg Config) []byte {
 	return b.Bytes()
 }
 
-// Apply renders cfg and replaces the file atomically when its content changes, logging that Fluent Bit
-// must be restarted to pick it up. It reports whether the file changed.
+// Apply checks cfg against the policy (a refusal leaves the rendered file as it is), renders it and
+// replaces the file atomically when its content changes, logging that Fluent Bit must be restarted to
+// pick it up. It reports whether the file changed.
 func (r *Renderer) Apply(cfg Config) (bool, error) {
+	if err := Check(r.pol, cfg); err != nil {
+		return false, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	want := r.Render(cfg)

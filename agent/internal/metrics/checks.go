@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 )
 
@@ -38,10 +39,13 @@ func checkSamples(typ, name string, ok bool, took time.Duration, extra map[strin
 	}
 }
 
+// dialFunc connects; collectors get the policy's (policy.Policy.DialContext), which checks the address
+// a name resolves to before connecting.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // dial connects with the context's deadline and sets it on the connection too.
-func dial(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+func dial(ctx context.Context, d dialFunc, addr string) (net.Conn, error) {
+	c, err := d(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -59,9 +63,9 @@ type httpCheck struct {
 	client             *http.Client
 }
 
-func newHTTPCheck(s agentconfig.Collector) (Collector, error) {
+func newHTTPCheck(s agentconfig.Collector, pol *policy.Policy) (Collector, error) {
 	c := &httpCheck{name: s.Name, url: s.URL, method: s.Method, expect: s.ExpectStatus,
-		username: s.Username, password: s.Password, client: &http.Client{}}
+		username: s.Username, password: s.Password, client: pol.HTTPClient()}
 	if !strings.HasPrefix(c.url, "http://") && !strings.HasPrefix(c.url, "https://") {
 		return nil, fmt.Errorf("url must be http:// or https://")
 	}
@@ -102,9 +106,12 @@ func (c *httpCheck) Collect(ctx context.Context) ([]Sample, error) {
 }
 
 // tcpCheck connects to an address.
-type tcpCheck struct{ name, addr string }
+type tcpCheck struct {
+	name, addr string
+	dial       dialFunc
+}
 
-func newTCPCheck(s agentconfig.Collector) (Collector, error) {
+func newTCPCheck(s agentconfig.Collector, pol *policy.Policy) (Collector, error) {
 	addr := s.Address
 	if addr == "" {
 		return nil, fmt.Errorf("address is required")
@@ -112,14 +119,14 @@ func newTCPCheck(s agentconfig.Collector) (Collector, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("address %q: %w", addr, err)
 	}
-	return &tcpCheck{name: s.Name, addr: addr}, nil
+	return &tcpCheck{name: s.Name, addr: addr, dial: pol.DialContext}, nil
 }
 
 func (c *tcpCheck) Name() string { return "tcp/" + c.name }
 
 func (c *tcpCheck) Collect(ctx context.Context) ([]Sample, error) {
 	start := time.Now()
-	conn, err := dial(ctx, c.addr)
+	conn, err := dial(ctx, c.dial, c.addr)
 	if err != nil {
 		return checkSamples("tcp", c.name, false, time.Since(start), nil), err
 	}
@@ -128,14 +135,17 @@ func (c *tcpCheck) Collect(ctx context.Context) ([]Sample, error) {
 }
 
 // redisCheck authenticates (when a password is set) and PINGs.
-type redisCheck struct{ name, addr, username, password string }
+type redisCheck struct {
+	name, addr, username, password string
+	dial                           dialFunc
+}
 
-func newRedisCheck(s agentconfig.Collector) (Collector, error) {
+func newRedisCheck(s agentconfig.Collector, pol *policy.Policy) (Collector, error) {
 	addr, err := hostPort(s, 6379)
 	if err != nil {
 		return nil, err
 	}
-	return &redisCheck{name: s.Name, addr: addr, username: s.Username, password: s.Password}, nil
+	return &redisCheck{name: s.Name, addr: addr, username: s.Username, password: s.Password, dial: pol.DialContext}, nil
 }
 
 func (c *redisCheck) Name() string { return "redis/" + c.name }
@@ -147,7 +157,7 @@ func (c *redisCheck) Collect(ctx context.Context) ([]Sample, error) {
 }
 
 func (c *redisCheck) ping(ctx context.Context) error {
-	conn, err := dial(ctx, c.addr)
+	conn, err := dial(ctx, c.dial, c.addr)
 	if err != nil {
 		return err
 	}
@@ -193,14 +203,17 @@ func (c *redisCheck) ping(ctx context.Context) error {
 
 // mysqlCheck reads the server's handshake greeting: it proves a MySQL server answers and reports its
 // version. (Authenticating would need the server's auth plugins; the greeting is enough for liveness.)
-type mysqlCheck struct{ name, addr string }
+type mysqlCheck struct {
+	name, addr string
+	dial       dialFunc
+}
 
-func newMySQLCheck(s agentconfig.Collector) (Collector, error) {
+func newMySQLCheck(s agentconfig.Collector, pol *policy.Policy) (Collector, error) {
 	addr, err := hostPort(s, 3306)
 	if err != nil {
 		return nil, err
 	}
-	return &mysqlCheck{name: s.Name, addr: addr}, nil
+	return &mysqlCheck{name: s.Name, addr: addr, dial: pol.DialContext}, nil
 }
 
 func (c *mysqlCheck) Name() string { return "mysql/" + c.name }
@@ -216,7 +229,7 @@ func (c *mysqlCheck) Collect(ctx context.Context) ([]Sample, error) {
 }
 
 func (c *mysqlCheck) greet(ctx context.Context) (string, error) {
-	conn, err := dial(ctx, c.addr)
+	conn, err := dial(ctx, c.dial, c.addr)
 	if err != nil {
 		return "", err
 	}

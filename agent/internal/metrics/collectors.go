@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 )
 
@@ -43,20 +45,65 @@ func redactedField(c agentconfig.Collector) string {
 	return ""
 }
 
-func build(c agentconfig.Collector) (Collector, error) {
+func build(c agentconfig.Collector, pol *policy.Policy) (Collector, error) {
 	switch c.Type {
 	case agentconfig.CollectorHTTP:
-		return newHTTPCheck(c)
+		return newHTTPCheck(c, pol)
 	case agentconfig.CollectorTCP:
-		return newTCPCheck(c)
+		return newTCPCheck(c, pol)
 	case agentconfig.CollectorPostgres:
-		return newPostgresCheck(c)
+		return newPostgresCheck(c, pol)
 	case agentconfig.CollectorRedis:
-		return newRedisCheck(c)
+		return newRedisCheck(c, pol)
 	case agentconfig.CollectorMySQL:
-		return newMySQLCheck(c)
+		return newMySQLCheck(c, pol)
 	}
 	return nil, fmt.Errorf("unknown collector type %q", c.Type)
+}
+
+// CheckCollectors refuses a collectors config the policy does not allow: an interval below the
+// policy's minimum, or a target the network rules refuse as written (a literal denied address, a
+// port not allowed). A host name is decided again on the address it resolves to, at every connection.
+func CheckCollectors(pol *policy.Policy, cs agentconfig.CollectorsConfig) error {
+	for i, c := range cs {
+		if !c.IsEnabled() {
+			continue
+		}
+		if err := checkCollector(pol, c); err != nil {
+			return fmt.Errorf("collectors[%d] (%s/%s): %w", i, c.Type, c.Name, err)
+		}
+	}
+	return nil
+}
+
+func checkCollector(pol *policy.Policy, c agentconfig.Collector) error {
+	if err := pol.CheckInterval(c.Interval.Std()); err != nil {
+		return fmt.Errorf("interval: %w", err)
+	}
+	switch c.Type {
+	case agentconfig.CollectorHTTP:
+		u, err := url.Parse(c.URL)
+		if err != nil {
+			return fmt.Errorf("url: not a URL")
+		}
+		if err := pol.CheckURL(u); err != nil {
+			return fmt.Errorf("url: %w", err)
+		}
+	case agentconfig.CollectorTCP:
+		if err := pol.CheckAddress(c.Address); err != nil {
+			return fmt.Errorf("address: %w", err)
+		}
+	case agentconfig.CollectorPostgres, agentconfig.CollectorRedis, agentconfig.CollectorMySQL:
+		def := map[string]int{agentconfig.CollectorPostgres: 5432, agentconfig.CollectorRedis: 6379, agentconfig.CollectorMySQL: 3306}[c.Type]
+		port := c.Port
+		if port == 0 {
+			port = def
+		}
+		if err := pol.CheckHost(c.Host, port); err != nil {
+			return fmt.Errorf("host: %w", err)
+		}
+	}
+	return nil
 }
 
 // hostPort joins the host and port fields with a default port.

@@ -8,13 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/configsync/configsync/libs/agentconfig"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/configsync/configsync/agent/internal/policy"
+	"github.com/configsync/configsync/libs/agentconfig"
 )
 
 // Sample is one measured value.
@@ -50,6 +52,7 @@ const DefaultTimeout = 10 * time.Second
 // Task runs every collector once per Run.
 type Task struct {
 	log    *slog.Logger
+	pol    *policy.Policy
 	labels func() map[string]string
 	emit   func(Report)
 
@@ -82,9 +85,10 @@ func (p *plugin) scrub(msg string) string {
 	return msg
 }
 
-// NewTask builds the task. labels returns the host labels attached to each report; emit receives it.
-func NewTask(log *slog.Logger, system []Collector, labels func() map[string]string, emit func(Report)) *Task {
-	t := &Task{log: log, system: system, labels: labels, emit: emit}
+// NewTask builds the task. Plugin collectors connect only where pol allows. labels returns the host
+// labels attached to each report; emit receives it.
+func NewTask(log *slog.Logger, pol *policy.Policy, system []Collector, labels func() map[string]string, emit func(Report)) *Task {
+	t := &Task{log: log, pol: pol, system: system, labels: labels, emit: emit}
 	t.timeout.Store(int64(DefaultTimeout))
 	return t
 }
@@ -109,6 +113,9 @@ func (t *Task) ReplacePluginCollectors(data json.RawMessage, secretFields []stri
 	if err != nil {
 		return err
 	}
+	if err := CheckCollectors(t.pol, specs); err != nil {
+		return err
+	}
 	secrets, err := secretValues(data, secretFields)
 	if err != nil {
 		return err
@@ -119,7 +126,7 @@ func (t *Task) ReplacePluginCollectors(data json.RawMessage, secretFields []stri
 		if !s.IsEnabled() {
 			continue
 		}
-		c, err := build(s)
+		c, err := build(s, t.pol)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("collector %s/%s: %w", s.Type, s.Name, err))
 			continue

@@ -60,7 +60,7 @@ func listener(t *testing.T) net.Listener {
 
 func TestReplacePluginCollectorsSwapsWhatIsCollected(t *testing.T) {
 	rep := &reports{}
-	task := NewTask(quiet(), SystemCollectors("/proc", []string{"/"}), func() map[string]string {
+	task := NewTask(quiet(), testPol, SystemCollectors("/proc", []string{"/"}), func() map[string]string {
 		return map[string]string{"env": "test"}
 	}, rep.add)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +135,7 @@ func TestReplacePluginCollectorsSwapsWhatIsCollected(t *testing.T) {
 }
 
 func TestRedactedCollectorRefused(t *testing.T) {
-	task := NewTask(quiet(), nil, nil, nil)
+	task := NewTask(quiet(), testPol, nil, nil, nil)
 	err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"db","host":"h","password":"[REDACTED]"}]`), nil)
 	if err == nil || !strings.Contains(err.Error(), "redacted") {
 		t.Fatalf("err = %v", err)
@@ -170,7 +170,7 @@ func TestCollectorTimeoutHonoured(t *testing.T) {
 		mu.Unlock()
 	}()
 	rep := &reports{}
-	task := NewTask(quiet(), nil, nil, rep.add)
+	task := NewTask(quiet(), testPol, nil, nil, rep.add)
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	if err := task.ReplacePluginCollectors(json.RawMessage(`[{"type":"postgres","name":"hang","host":"127.0.0.1","port":`+port+`}]`), nil); err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestCollectorTimeoutHonoured(t *testing.T) {
 }
 
 func TestPostgresWrongDatabaseReportsServerError(t *testing.T) {
-	c, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"no_such_db_configsync"}`))
+	c, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"no_such_db_configsync"}`), testPol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestRedisAndMySQLChecksAgainstFakes(t *testing.T) {
 		io.WriteString(c, "+PONG\r\n")
 	}()
 	_, rport, _ := net.SplitHostPort(rl.Addr().String())
-	rc, err := newRedisCheck(collector(`{"type":"redis","name":"r","host":"127.0.0.1","port":` + rport + `,"password":"pw"}`))
+	rc, err := newRedisCheck(collector(`{"type":"redis","name":"r","host":"127.0.0.1","port":` + rport + `,"password":"pw"}`), testPol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestRedisAndMySQLChecksAgainstFakes(t *testing.T) {
 		c.Write(append([]byte{byte(len(body)), 0, 0, 0}, body...))
 	}()
 	_, mport, _ := net.SplitHostPort(ml.Addr().String())
-	mc, _ := newMySQLCheck(collector(`{"type":"mysql","name":"m","host":"127.0.0.1","port":` + mport + `}`))
+	mc, _ := newMySQLCheck(collector(`{"type":"mysql","name":"m","host":"127.0.0.1","port":` + mport + `}`), testPol)
 	s, err := mc.Collect(context.Background())
 	if err != nil || s[0].Labels["server_version"] != "8.0.36" {
 		t.Fatalf("mysql: %v %+v", err, s)
@@ -291,7 +291,7 @@ func TestRedisAndMySQLChecksAgainstFakes(t *testing.T) {
 // driver quotes them — here the host, which a credential may carry.
 func TestCollectorErrorsScrubInjectedSecrets(t *testing.T) {
 	rep := &reports{}
-	task := NewTask(quiet(), nil, nil, rep.add)
+	task := NewTask(quiet(), testPol, nil, nil, rep.add)
 	cfg := `[{"type":"tcp","name":"plain","address":"127.0.0.1:1"},{"type":"postgres","name":"db","host":"127.0.0.1","port":1,"username":"monitor-user","password":"pw"}]`
 	if err := task.ReplacePluginCollectors(json.RawMessage(cfg), []string{"/1/host", "/1/password", "/1/username"}); err != nil {
 		t.Fatal(err)

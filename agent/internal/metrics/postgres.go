@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 )
 
@@ -33,17 +34,18 @@ import (
 type postgresCheck struct {
 	name, addr, host, user, password, database string
 	sslMode                                    string
+	dial                                       dialFunc
 	// rootCAs verifies the server under verify-full; nil means the system roots. Only tests set it.
 	rootCAs *x509.CertPool
 }
 
-func newPostgresCheck(s agentconfig.Collector) (Collector, error) {
+func newPostgresCheck(s agentconfig.Collector, pol *policy.Policy) (Collector, error) {
 	addr, err := hostPort(s, 5432)
 	if err != nil {
 		return nil, err
 	}
 	c := &postgresCheck{name: s.Name, addr: addr, host: s.Host, user: s.Username, password: s.Password,
-		database: s.Database, sslMode: s.SSLMode}
+		database: s.Database, sslMode: s.SSLMode, dial: pol.DialContext}
 	switch c.sslMode {
 	case "":
 		c.sslMode = agentconfig.SSLModePrefer
@@ -78,7 +80,7 @@ const sslRequestCode = 80877103
 // connect dials the server and negotiates TLS as sslmode asks. It reports whether the session is
 // encrypted.
 func (c *postgresCheck) connect(ctx context.Context) (net.Conn, bool, error) {
-	nc, err := dial(ctx, c.addr)
+	nc, err := dial(ctx, c.dial, c.addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -94,7 +96,7 @@ func (c *postgresCheck) connect(ctx context.Context) (net.Conn, bool, error) {
 		// The server refused the SSLRequest with an error and hung up (servers before 7.0 do): under
 		// prefer, start over in plaintext.
 		_ = nc.Close()
-		nc, err = dial(ctx, c.addr)
+		nc, err = dial(ctx, c.dial, c.addr)
 		return nc, false, err
 	}
 	return conn, encrypted, nil

@@ -191,7 +191,7 @@ func pgCheck(t *testing.T, host, port, sslmode string, roots *x509.CertPool) *po
 	if sslmode != "" {
 		cfg += `,"sslmode":"` + sslmode + `"`
 	}
-	c, err := newPostgresCheck(collector(cfg + `}`))
+	c, err := newPostgresCheck(collector(cfg + `}`), testPol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestPostgresRequireDownWithoutTLS(t *testing.T) {
 }
 
 func TestPostgresUnknownSSLModeRefused(t *testing.T) {
-	_, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","sslmode":"verify-ca"}`))
+	_, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","sslmode":"verify-ca"}`), testPol)
 	if err == nil || !strings.Contains(err.Error(), "sslmode") {
 		t.Fatalf("err = %v", err)
 	}
@@ -327,7 +327,7 @@ func localServerSSL(t *testing.T) bool {
 func TestPostgresSSLModesAgainstLocalServer(t *testing.T) {
 	sslOn := localServerSSL(t)
 	run := func(sslmode string) (bool, error) {
-		c, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"test","sslmode":"` + sslmode + `"}`))
+		c, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"test","sslmode":"` + sslmode + `"}`), testPol)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -325,3 +326,6 @@ func (p *Policy) CheckFileSize(n int64) error {
 	}
 	return nil
 }
+
+// Env lists the environment variables labels may read.
+func (p *Policy) Env() []string { return slices.Sorted(maps.Keys(p.env)) }

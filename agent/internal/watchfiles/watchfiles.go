@@ -1,7 +1,9 @@
 // Package watchfiles is the file watch scanner: it reports the files under the configured paths (size,
 // mode, modification time, SHA-256 and, for small non-sensitive text files, the content) whenever they
 // appear or change. Sensitive files are reported by hash only, never content; files above
-// max_file_size by metadata only.
+// max_file_size by metadata only. Contents are sent only when the local policy allows it
+// (upload_file_contents); otherwise every file is reported by metadata and hash. Every path must lie
+// under the policy's read roots, and files the policy denies are skipped.
 package watchfiles
 
 import (
@@ -14,7 +16,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 )
 
@@ -31,9 +33,8 @@ type Config = agentconfig.WatchFilesConfig
 // DefaultMaxFileSize applies when the config names none.
 const DefaultMaxFileSize = 1 << 20
 
-const maxFiles = 50_000
-
-// Parse decodes a watch_files config (null: nothing watched) and fills in the default max_file_size.
+// Parse decodes a watch_files config (null: nothing watched). An unset max_file_size stays 0: the
+// scanner then uses DefaultMaxFileSize, or the policy's cap when that is lower.
 func Parse(data json.RawMessage) (Config, error) {
 	var c Config
 	if t := bytes.TrimSpace(data); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
@@ -43,9 +44,6 @@ func Parse(data json.RawMessage) (Config, error) {
 	}
 	if c.MaxFileSize < 0 {
 		return c, fmt.Errorf("watch_files: max_file_size must be positive")
-	}
-	if c.MaxFileSize == 0 {
-		c.MaxFileSize = DefaultMaxFileSize
 	}
 	for _, p := range append(slices.Clone(c.ExcludePatterns), c.SensitiveFiles...) {
 		if _, err := filepath.Match(p, ""); err != nil {
@@ -76,9 +74,24 @@ type Report struct {
 	Removed []string  `json:"removed,omitempty"`
 }
 
+// Check refuses a watch_files config the policy does not allow: a path outside policy.read_paths (or
+// denied), or a max_file_size above the policy's cap.
+func Check(pol *policy.Policy, c Config) error {
+	for i, p := range c.Paths {
+		if err := pol.CheckRead(p); err != nil {
+			return fmt.Errorf("watch_files: paths[%d]: %w", i, err)
+		}
+	}
+	if err := pol.CheckFileSize(c.MaxFileSize); err != nil {
+		return fmt.Errorf("watch_files: max_file_size: %w", err)
+	}
+	return nil
+}
+
 // Scanner holds the config and what was last reported.
 type Scanner struct {
 	log  *slog.Logger
+	pol  *policy.Policy
 	emit func(Report)
 
 	mu   sync.Mutex
@@ -86,20 +99,25 @@ type Scanner struct {
 	seen map[string]string // path -> fingerprint of the last report; nil: next scan is full
 }
 
-// NewScanner returns a scanner watching nothing.
-func NewScanner(log *slog.Logger, emit func(Report)) *Scanner {
-	return &Scanner{log: log, emit: emit, cfg: Config{MaxFileSize: DefaultMaxFileSize}}
+// NewScanner returns a scanner watching nothing, reading only what pol allows.
+func NewScanner(log *slog.Logger, pol *policy.Policy, emit func(Report)) *Scanner {
+	return &Scanner{log: log, pol: pol, emit: emit, cfg: Config{MaxFileSize: min(DefaultMaxFileSize, pol.Limits().MaxFileSize)}}
 }
 
-// UpdateConfig swaps the config; the next scan is a full one under the new rules.
-func (s *Scanner) UpdateConfig(cfg Config) {
+// UpdateConfig checks cfg against the policy (a refusal keeps the running config) and swaps it; the
+// next scan is a full one under the new rules.
+func (s *Scanner) UpdateConfig(cfg Config) error {
+	if cfg.MaxFileSize <= 0 {
+		cfg.MaxFileSize = min(DefaultMaxFileSize, s.pol.Limits().MaxFileSize)
+	}
+	if err := Check(s.pol, cfg); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cfg.MaxFileSize <= 0 {
-		cfg.MaxFileSize = DefaultMaxFileSize
-	}
 	s.cfg = cfg
 	s.seen = nil
+	return nil
 }
 
 func match(patterns []string, path string) bool {
@@ -130,8 +148,16 @@ func (s *Scanner) Scan(ctx context.Context) {
 	full := s.seen == nil
 	now := map[string]string{}
 	var changed []File
-	for _, root := range s.cfg.Paths {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	maxFiles := s.pol.Limits().MaxFiles
+	truncated := false
+	for _, configured := range s.cfg.Paths {
+		// Walk from the resolved root (WalkDir follows no symlink below it), checked again each scan.
+		root, err := s.pol.Resolved(configured)
+		if err != nil {
+			s.log.Warn("watch_files path refused by the policy", "path", configured, "error", err)
+			continue
+		}
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -145,10 +171,17 @@ func (s *Scanner) Scan(ctx context.Context) {
 				}
 				return nil
 			}
+			if d.IsDir() {
+				if s.pol.CheckResolved(path) != nil {
+					return fs.SkipDir // denied: the policy's deny list wins inside an allowed root
+				}
+				return nil
+			}
 			if !d.Type().IsRegular() {
 				return nil
 			}
 			if len(now) >= maxFiles {
+				truncated = true
 				return fs.SkipAll
 			}
 			f, err := s.describe(path)
@@ -166,6 +199,9 @@ func (s *Scanner) Scan(ctx context.Context) {
 		if err != nil && ctx.Err() != nil {
 			return
 		}
+	}
+	if truncated {
+		s.log.Warn("watch_files scan stopped at the policy's file limit", "max_files", maxFiles)
 	}
 	var removed []string
 	for p := range s.seen {
@@ -188,15 +224,11 @@ func (s *Scanner) Scan(ctx context.Context) {
 }
 
 func (s *Scanner) describe(path string) (File, error) {
-	fh, err := os.Open(path)
+	fh, st, err := s.pol.OpenResolved(path)
 	if err != nil {
 		return File{}, err
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return File{}, err
-	}
 	f := File{Path: path, Size: st.Size(), Mode: st.Mode().Perm().String(), ModTime: st.ModTime().UTC(),
 		Sensitive: match(s.cfg.SensitiveFiles, path)}
 	if st.Size() > s.cfg.MaxFileSize {
@@ -206,7 +238,8 @@ func (s *Scanner) describe(path string) (File, error) {
 	h := sha256.New()
 	var buf bytes.Buffer
 	w := io.Writer(h)
-	if !f.Sensitive {
+	upload := !f.Sensitive && s.pol.UploadFileContents()
+	if upload {
 		// Content is only ever read into memory for files that may be reported with it.
 		w = io.MultiWriter(h, &buf)
 	}
@@ -214,7 +247,7 @@ func (s *Scanner) describe(path string) (File, error) {
 		return File{}, err
 	}
 	f.SHA256 = hex.EncodeToString(h.Sum(nil))
-	if !f.Sensitive && utf8.Valid(buf.Bytes()) {
+	if upload && utf8.Valid(buf.Bytes()) {
 		c := buf.String()
 		f.Content = &c
 	}
