@@ -260,7 +260,7 @@ func TestRedisAndMySQLChecksAgainstFakes(t *testing.T) {
 		io.WriteString(c, "+PONG\r\n")
 	}()
 	_, rport, _ := net.SplitHostPort(rl.Addr().String())
-	rc, err := newRedisCheck(collector(`{"type":"redis","name":"r","host":"127.0.0.1","port":` + rport + `,"password":"pw"}`), testPol)
+	rc, err := newRedisCheck(collector(`{"type":"redis","name":"r","host":"127.0.0.1","port":`+rport+`,"password":"pw"}`), testPol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestRedisAndMySQLChecksAgainstFakes(t *testing.T) {
 		c.Write(append([]byte{byte(len(body)), 0, 0, 0}, body...))
 	}()
 	_, mport, _ := net.SplitHostPort(ml.Addr().String())
-	mc, _ := newMySQLCheck(collector(`{"type":"mysql","name":"m","host":"127.0.0.1","port":` + mport + `}`), testPol)
+	mc, _ := newMySQLCheck(collector(`{"type":"mysql","name":"m","host":"127.0.0.1","port":`+mport+`}`), testPol)
 	s, err := mc.Collect(context.Background())
 	if err != nil || s[0].Labels["server_version"] != "8.0.36" {
 		t.Fatalf("mysql: %v %+v", err, s)

@@ -191,7 +191,7 @@ func pgCheck(t *testing.T, host, port, sslmode string, roots *x509.CertPool) *po
 	if sslmode != "" {
 		cfg += `,"sslmode":"` + sslmode + `"`
 	}
-	c, err := newPostgresCheck(collector(cfg + `}`), testPol)
+	c, err := newPostgresCheck(collector(cfg+`}`), testPol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func localServerSSL(t *testing.T) bool {
 func TestPostgresSSLModesAgainstLocalServer(t *testing.T) {
 	sslOn := localServerSSL(t)
 	run := func(sslmode string) (bool, error) {
-		c, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"test","sslmode":"` + sslmode + `"}`), testPol)
+		c, err := newPostgresCheck(collector(`{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"test","sslmode":"`+sslmode+`"}`), testPol)
 		if err != nil {
 			t.Fatal(err)
 		}
