@@ -26,6 +26,7 @@ import (
 	"github.com/configsync/configsync/agent/internal/labels"
 	"github.com/configsync/configsync/agent/internal/logcollect"
 	"github.com/configsync/configsync/agent/internal/metrics"
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/agent/internal/scheduler"
 	"github.com/configsync/configsync/agent/internal/selflog"
 	"github.com/configsync/configsync/agent/internal/tracing"
@@ -78,6 +79,7 @@ type hooks struct {
 
 type agent struct {
 	cfg     Config
+	pol     *policy.Policy
 	log     *slog.Logger
 	level   *slog.LevelVar
 	shipper *selflog.Shipper
@@ -134,6 +136,11 @@ func newAgent(cfg Config) (*agent, error) {
 		cfg.hooks = &hooks{}
 	}
 	a := &agent{cfg: cfg, level: new(slog.LevelVar), refetch: make(chan struct{}, 1)}
+	pol, err := cfg.buildPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("agentrun: %w", err)
+	}
+	a.pol = pol
 	lvl, err := selflog.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		return nil, fmt.Errorf("agentrun: log_level: %w", err)
@@ -148,14 +155,14 @@ func newAgent(cfg Config) (*agent, error) {
 	a.tracing = tracing.New(func(s tracing.Span) { a.observe(KindTraces, s) })
 	a.tracer = a.tracing.Tracer()
 	a.sched = scheduler.New(a.log)
-	a.labels = labels.NewManager(a.log)
-	a.metrics = metrics.NewTask(a.log, metrics.SystemCollectors(cfg.ProcRoot, cfg.DiskPaths), a.labels.Labels,
+	a.labels = labels.NewManager(a.log, pol)
+	a.metrics = metrics.NewTask(a.log, pol, metrics.SystemCollectors(cfg.ProcRoot, cfg.DiskPaths), a.labels.Labels,
 		func(r metrics.Report) { a.observe(KindMetrics, r) })
-	a.changes = changedetect.NewScanner(a.log, func(r changedetect.Report) { a.observe(KindChanges, r) })
-	a.files = watchfiles.NewScanner(a.log, func(r watchfiles.Report) { a.observe(KindFiles, r) })
+	a.changes = changedetect.NewScanner(a.log, pol, func(r changedetect.Report) { a.observe(KindChanges, r) })
+	a.files = watchfiles.NewScanner(a.log, pol, func(r watchfiles.Report) { a.observe(KindFiles, r) })
 	a.health = healthcheck.NewRunner(a.log, a.healthChecks(), func(r healthcheck.Report) { a.observe(KindHealth, r) })
 	host, port := natsHostPort(cfg.NATS.URL)
-	a.logs = logcollect.NewRenderer(a.log, cfg.DataDir, protocol.AgentSubjectPrefix+cfg.AgentID+".applogs", host, port)
+	a.logs = logcollect.NewRenderer(a.log, pol, cfg.DataDir, protocol.AgentSubjectPrefix+cfg.AgentID+".applogs", host, port)
 
 	a.handler = command.NewConfigHandler(command.Options{
 		AgentID:      cfg.AgentID,
@@ -163,6 +170,7 @@ func newAgent(cfg Config) (*agent, error) {
 		Acks:         ackPublisher{a},
 		Log:          a.log,
 		LocalDefault: func(t string) json.RawMessage { return cfg.Defaults[t] },
+		Check:        a.checkPolicy,
 		Tracer:       a.tracer,
 	})
 	a.registerCallbacks()
@@ -174,6 +182,7 @@ func newAgent(cfg Config) (*agent, error) {
 		Log:          a.log,
 		FetchTimeout: cfg.FetchTimeout,
 		Tracer:       a.tracer,
+		Check:        a.checkPolicy,
 		OnApplied:    cfg.hooks.applied,
 	}
 
@@ -191,6 +200,12 @@ func (a *agent) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.log.Info("agent starting", "version", a.cfg.AgentVersion, "data_dir", a.cfg.DataDir)
+	a.warnIfRoot()
+	lim := a.pol.Limits()
+	a.log.Info("local policy in force", "commands", len(a.cfg.Policy.Commands), "read_paths", a.cfg.Policy.ReadPaths,
+		"env", len(a.cfg.Policy.Env), "upload_file_contents", a.pol.UploadFileContents(),
+		"network_allow", len(a.cfg.Policy.Network.Allow), "min_interval", lim.MinInterval,
+		"max_file_size", lim.MaxFileSize, "max_files", lim.MaxFiles)
 
 	client, err := transport.Connect(transport.Options{
 		AgentID: a.cfg.AgentID, URL: a.cfg.NATS.URL, CredsFile: a.cfg.NATS.CredsFile,
@@ -247,6 +262,26 @@ func (a *agent) run(ctx context.Context) error {
 	<-ctx.Done()
 	a.log.Info("agent stopping")
 	return nil
+}
+
+// checkPolicy is the handler's and the syncer's pre-apply check (see checkPolicy).
+func (a *agent) checkPolicy(configType string, data json.RawMessage) error {
+	return checkPolicy(a.pol, configType, data)
+}
+
+// warnIfRoot says loudly that the agent runs as root: whatever the policy allows, a config then acts
+// with every right on the host. deploy/systemd runs it as an unprivileged user instead.
+func (a *agent) warnIfRoot() {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if a.cfg.AllowRoot {
+		a.log.Info("agent running as root (allow_root is set)")
+		return
+	}
+	a.log.Warn("AGENT RUNNING AS ROOT: everything the local policy allows runs with full rights on this host; "+
+		"run it as an unprivileged user (deploy/systemd/configsync-agent.service) or set allow_root: true",
+		"euid", 0)
 }
 
 // reconnected runs after every NATS reconnect: acks in flight when the connection dropped are lost, so

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/agent/internal/changedetect"
+	"github.com/configsync/configsync/agent/internal/command"
 	"github.com/configsync/configsync/agent/internal/healthcheck"
 	"github.com/configsync/configsync/agent/internal/labels"
 	"github.com/configsync/configsync/agent/internal/logcollect"
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/agent/internal/selflog"
 	"github.com/configsync/configsync/agent/internal/tracing"
 	"github.com/configsync/configsync/agent/internal/watchfiles"
@@ -20,16 +22,17 @@ import (
 )
 
 // registerCallbacks wires the hot-reload callback of each of the ten config types. Each receives the
-// config to apply (nil: built-in defaults) and changes the running component in place.
+// config to apply (nil: built-in defaults), checks it against the local policy whatever its origin
+// (push, fetch, cache, local default) and changes the running component in place; a refusal changes
+// nothing.
 func (a *agent) registerCallbacks() {
-	h := a.handler
+	h := policyChecked{a.handler, a.pol}
 	h.RegisterCallback(agentconfig.Labels, func(_ context.Context, _ string, data json.RawMessage, _ int64) error {
 		cfg, err := labels.Parse(data)
 		if err != nil {
 			return err
 		}
-		a.labels.Update(cfg)
-		return nil
+		return a.labels.Update(cfg)
 	})
 	h.RegisterCallback(agentconfig.Intervals, func(_ context.Context, _ string, data json.RawMessage, _ int64) error {
 		var c agentconfig.IntervalsConfig
@@ -53,7 +56,9 @@ func (a *agent) registerCallbacks() {
 		if err != nil {
 			return err
 		}
-		a.changes.UpdateConfig(cfg)
+		if err := a.changes.UpdateConfig(cfg); err != nil {
+			return err
+		}
 		a.sched.UpdateInterval(taskChangeDetection, every)
 		return nil
 	})
@@ -62,7 +67,9 @@ func (a *agent) registerCallbacks() {
 		if err != nil {
 			return err
 		}
-		a.files.UpdateConfig(cfg)
+		if err := a.files.UpdateConfig(cfg); err != nil {
+			return err
+		}
 		a.sched.Trigger(taskWatchFiles) // report under the new rules now, not an inventory interval later
 		return nil
 	})
@@ -139,6 +146,21 @@ func (a *agent) registerCallbacks() {
 		}
 		a.shipper.Apply(c.Enabled != nil && *c.Enabled, lvl)
 		return nil
+	})
+}
+
+// policyChecked registers callbacks that run checkPolicy first.
+type policyChecked struct {
+	h   *command.ConfigHandler
+	pol *policy.Policy
+}
+
+func (p policyChecked) RegisterCallback(configType string, cb command.Callback) {
+	p.h.RegisterCallback(configType, func(ctx context.Context, t string, data json.RawMessage, v int64) error {
+		if err := checkPolicy(p.pol, t, data); err != nil {
+			return err
+		}
+		return cb(ctx, t, data, v)
 	})
 }
 

@@ -28,7 +28,13 @@ func TestTenCallbacksChangeLiveBehaviour(t *testing.T) {
 	ns := startNATS(t, agentID, 0)
 	be := newBackend(t, ns.ClientURL(), agentID, protocol.FetchReply{Configs: map[string]json.RawMessage{}, Versions: map[string]int64{}})
 	dir := t.TempDir()
-	r := start(t, testConfig(t, ns.ClientURL(), agentID, dir))
+	watched, _ := filepath.EvalSymlinks(t.TempDir())
+	cfg := testConfig(t, ns.ClientURL(), agentID, dir)
+	// What this test makes the agent do, the local policy has to allow.
+	cfg.Policy.ReadPaths = []string{watched, "/var/log"}
+	cfg.Policy.Env = []string{"CONFIGSYNC_TEST_WHO"}
+	cfg.Policy.UploadFileContents = true
+	r := start(t, cfg)
 	version := int64(100)
 	push := func(typ, payload string) {
 		t.Helper()
@@ -83,7 +89,6 @@ func TestTenCallbacksChangeLiveBehaviour(t *testing.T) {
 		})
 	})
 
-	watched := t.TempDir()
 	conf := filepath.Join(watched, "app.conf")
 	os.WriteFile(conf, []byte("port=80"), 0o600)
 	os.WriteFile(filepath.Join(watched, "tls.key"), []byte("KEY-MATERIAL"), 0o600)

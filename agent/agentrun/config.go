@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/nats-io/nats.go"
@@ -36,6 +38,15 @@ type Config struct {
 	DiskPaths []string `yaml:"disk_paths"`
 	// Defaults holds a local default per config type, in the type's JSON shape (written as YAML).
 	Defaults Defaults `yaml:"defaults"`
+	// Policy is what a config delivered over NATS may make this agent do on its host. It is read here
+	// only, at start; nothing remote changes it (see agent/README.md).
+	Policy PolicyConfig `yaml:"policy"`
+	// AllowRoot acknowledges running with euid 0: the start-up warning is then an info line.
+	AllowRoot bool `yaml:"allow_root"`
+
+	// ConfigPath is the YAML file the config was loaded from (set by LoadConfig); the policy denies
+	// reading it, like the creds file and the data directory.
+	ConfigPath string `yaml:"-"`
 
 	// AgentVersion is reported in heartbeats (default: Version).
 	AgentVersion string `yaml:"-"`
@@ -46,6 +57,16 @@ type Config struct {
 
 	hooks *hooks // test instrumentation
 }
+
+// PolicyConfig is the policy section of the local YAML; NetworkPolicy and PolicyLimits are its
+// network and limits parts. DefaultConfig holds the defaults (reads under /etc, /var/log and /opt;
+// no commands, no environment variables, no file contents; metadata endpoints denied; 5s minimum
+// intervals, 1 MiB files, 10000 files per scan, 10s per command label).
+type (
+	PolicyConfig  = policy.Config
+	NetworkPolicy = policy.Network
+	PolicyLimits  = policy.Limits
+)
 
 // NATSConfig says how to reach NATS. At most one of CredsFile, User/Password and Token is set.
 type NATSConfig struct {
@@ -101,6 +122,7 @@ func DefaultConfig() Config {
 		LogFormat:    "json",
 		ProcRoot:     "/proc",
 		DiskPaths:    []string{"/"},
+		Policy:       policy.DefaultConfig(),
 	}
 }
 
@@ -111,7 +133,7 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("agent config: %w", err)
 	}
-	cfg, err := ParseConfig(data)
+	cfg, err := parseConfig(data, path)
 	if err != nil {
 		return Config{}, fmt.Errorf("agent config %s: %w", path, err)
 	}
@@ -119,8 +141,15 @@ func LoadConfig(path string) (Config, error) {
 }
 
 // ParseConfig decodes YAML over DefaultConfig and validates the result.
-func ParseConfig(data []byte) (Config, error) {
+func ParseConfig(data []byte) (Config, error) { return parseConfig(data, "") }
+
+func parseConfig(data []byte, path string) (Config, error) {
 	cfg := DefaultConfig()
+	if path != "" {
+		if abs, err := filepath.Abs(path); err == nil {
+			cfg.ConfigPath = abs
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
@@ -167,5 +196,31 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("defaults.%s: %w", t, err))
 		}
 	}
+	if pol, err := c.buildPolicy(); err != nil {
+		errs = append(errs, err)
+	} else {
+		// Local defaults obey the policy too: a default the agent would refuse to apply is a mistake
+		// to report now, not at the first deletion.
+		for t, d := range c.Defaults {
+			if err := checkPolicy(pol, t, d); err != nil {
+				errs = append(errs, fmt.Errorf("defaults.%s: %w", t, err))
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// buildPolicy builds the policy, denying the agent's own files (this config, the NATS creds, the data
+// directory) on top of the built-in deny list.
+func (c Config) buildPolicy() (*policy.Policy, error) {
+	abs := func(p string) string {
+		if p == "" {
+			return ""
+		}
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	return policy.New(c.Policy, policy.Secrets{ConfigFile: abs(c.ConfigPath), CredsFile: abs(c.NATS.CredsFile), DataDir: abs(c.DataDir)})
 }

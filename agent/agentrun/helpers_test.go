@@ -222,6 +222,8 @@ func testConfig(t *testing.T, url, agentID, dataDir string) Config {
 	cfg.BootJitter = 0
 	cfg.FetchTimeout = 2 * time.Second
 	cfg.AgentVersion = "1.0.0-test"
+	// Tests run intervals of milliseconds; the local policy may lower its floor (a remote config cannot).
+	cfg.Policy.Limits.MinInterval = time.Millisecond
 	// Reconnect at once: the production backoff grows to a minute, which would make tests that restart
 	// the server wait on it (the backoff itself is tested in internal/transport).
 	cfg.NATSOptions = append(cfg.NATSOptions, nats.CustomReconnectDelay(func(int) time.Duration { return 50 * time.Millisecond }))

@@ -39,6 +39,10 @@ type Options struct {
 	Log     *slog.Logger
 	// LocalDefault returns the local YAML default of a type (nil if none); used when a type is deleted.
 	LocalDefault func(configType string) json.RawMessage
+	// Check, if set, decides whether a valid config may be applied at all (the agent's local policy).
+	// A refused config is acknowledged failed with the error and never cached: the running config of
+	// its type stays, and the agent keeps reporting the version it holds.
+	Check        func(configType string, data json.RawMessage) error
 	Tracer       trace.Tracer
 	Now          func() time.Time
 }
@@ -102,7 +106,8 @@ func (h *ConfigHandler) HandleMessage(ctx context.Context, data []byte) {
 // Handle runs the config_update flow and returns the ack it published (ok false when the command was
 // rejected before it named a config type, so there was nothing to acknowledge):
 //
-//  1. reject an empty config_type;
+//  1. reject an empty config_type; validate the payload and check it with Options.Check (a refusal is
+//     acknowledged failed and changes nothing);
 //  2. cache.Put the payload (a null payload removes the type); a version older than the cached one is
 //     ignored and acknowledged with the cached version;
 //  3. look up the type's callback;
@@ -128,6 +133,13 @@ func (h *ConfigHandler) Handle(ctx context.Context, cmd protocol.Command) (proto
 		if err := agentconfig.Validate(cmd.ConfigType, cmd.Payload); err != nil {
 			log.Warn("config update rejected", "error", err)
 			return h.ack(ctx, cmd.ConfigType, cmd.Version, err), true
+		}
+		if h.opts.Check != nil {
+			if err := h.opts.Check(cmd.ConfigType, cmd.Payload); err != nil {
+				log.Warn("config update refused by the local policy", "error", err)
+				span.SetAttributes(attribute.Bool("refused", true))
+				return h.ack(ctx, cmd.ConfigType, cmd.Version, err), true
+			}
 		}
 	} else if !agentconfig.Known(cmd.ConfigType) {
 		err := fmt.Errorf("unknown config type %q", cmd.ConfigType)

@@ -45,6 +45,10 @@ type Syncer struct {
 	Log          *slog.Logger
 	FetchTimeout time.Duration
 	Tracer       trace.Tracer
+	// Check, if set, decides whether a fetched config may be applied (the agent's local policy). A
+	// refused config is not cached and is acknowledged failed; the type keeps the config it had (at
+	// startup: the cache's, else the local default).
+	Check func(configType string, data json.RawMessage) error
 
 	// OnApplied, if set, is told of every config applied (tests and diagnostics).
 	OnApplied func(Resolved, error)
@@ -70,11 +74,24 @@ func (s *Syncer) Startup(ctx context.Context) bool {
 	s.Handler.Lock()
 	defer s.Handler.Unlock()
 	fresh := map[string]int64{}
+	refused := map[string]refusal{}
 	if reply != nil {
-		fresh = s.populate(reply)
+		fresh, refused = s.populate(reply)
 	}
 	r := Resolver{Cache: s.Cache, Local: s.Local}
 	for _, t := range StartupOrder {
+		if rf, ok := refused[t]; ok {
+			// Run what the agent had before the refused config: its cache entry, else the local default.
+			res := Resolved{ConfigType: t, Data: s.Local[t], Source: SourceLocal}
+			if e, ok := s.Cache.Get(t); ok && !e.Redacted {
+				res = Resolved{ConfigType: t, Data: e.Data, Version: e.Version, Source: SourceCache}
+			}
+			if err := s.apply(ctx, res, 0, false); err != nil {
+				s.Log.Warn("config apply failed at startup", "config_type", t, "source", string(res.Source), "error", err)
+			}
+			s.Handler.Ack(ctx, t, rf.version, rf.err)
+			continue
+		}
 		res := r.Resolve(t, reply)
 		ackVersion, isFresh := fresh[t]
 		if res.Source == SourceNATS && !isFresh {
@@ -122,12 +139,19 @@ func (s *Syncer) apply(ctx context.Context, res Resolved, ackVersion int64, ack 
 	return err
 }
 
+// refusal is a fetched config the local policy refused.
+type refusal struct {
+	version int64
+	err     error
+}
+
 // populate writes a fetch reply into the cache: every config received is stored (secret fields
 // redacted), every type the reply lists as deleted or does not mention at all is removed (the cache
 // mirrors the backend, so the reported hash can match the expected one), and types the backend could
-// not deliver keep their cached entry. It returns the types the reply changed in the cache, with the
-// version to acknowledge.
-func (s *Syncer) populate(reply *protocol.FetchReply) map[string]int64 {
+// not deliver keep their cached entry, as do types whose config the local policy refuses. It returns
+// the types the reply changed in the cache, with the version to acknowledge, and the refused ones.
+func (s *Syncer) populate(reply *protocol.FetchReply) (map[string]int64, map[string]refusal) {
+	refused := map[string]refusal{}
 	var changes []configcache.Change
 	var cleanup []configcache.Change
 	before := s.Cache.ConfigVersions()
@@ -143,6 +167,13 @@ func (s *Syncer) populate(reply *protocol.FetchReply) map[string]int64 {
 		if err := agentconfig.Validate(t, data); err != nil {
 			s.Log.Warn("fetched config rejected", "config_type", t, "error", err)
 			continue
+		}
+		if s.Check != nil {
+			if err := s.Check(t, data); err != nil {
+				s.Log.Warn("fetched config refused by the local policy", "config_type", t, "version", reply.Versions[t], "error", err)
+				refused[t] = refusal{version: reply.Versions[t], err: err}
+				continue
+			}
 		}
 		changes = append(changes, configcache.Change{ConfigType: t, Data: data, Version: reply.Versions[t],
 			SecretFields: reply.SecretFields[t]})
@@ -183,7 +214,7 @@ func (s *Syncer) populate(reply *protocol.FetchReply) map[string]int64 {
 			s.Log.Warn("fetched config not cached", "config_type", c.ConfigType, "error", errs[i])
 		}
 	}
-	return fresh
+	return fresh, refused
 }
 
 // Resync applies a later fetch: only types whose cached version changed are re-applied (and acked).
@@ -200,9 +231,14 @@ func (s *Syncer) Resync(ctx context.Context, reply *protocol.FetchReply) {
 		e, ok := s.Cache.Get(t)
 		before[t] = state{e.Version, e.Redacted, ok}
 	}
-	fresh := s.populate(reply)
+	fresh, refused := s.populate(reply)
 	r := Resolver{Cache: s.Cache, Local: s.Local}
 	for _, t := range StartupOrder {
+		if rf, ok := refused[t]; ok {
+			// The running config stays; the backend learns why the new one is not applied.
+			s.Handler.Ack(ctx, t, rf.version, rf.err)
+			continue
+		}
 		ackVersion, isFresh := fresh[t]
 		if !isFresh {
 			continue
