@@ -42,9 +42,9 @@ type Options struct {
 	// Check, if set, decides whether a valid config may be applied at all (the agent's local policy).
 	// A refused config is acknowledged failed with the error and never cached: the running config of
 	// its type stays, and the agent keeps reporting the version it holds.
-	Check        func(configType string, data json.RawMessage) error
-	Tracer       trace.Tracer
-	Now          func() time.Time
+	Check  func(configType string, data json.RawMessage) error
+	Tracer trace.Tracer
+	Now    func() time.Time
 }
 
 // ConfigHandler is the generic config_update handler. Changes to the cache and the live config are
