@@ -42,7 +42,10 @@ func TestAgentKilledDuringCacheWrites(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	cfgPath := filepath.Join(dir, "agent.yaml")
-	cfg := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 1s\nlog_format: json\nlog_level: info\n",
+	// The local policy allows what the commands below ask for: watch_files under /srv and healthcheck
+	// intervals from 1s (the defaults would refuse them, and a refused config is never cached).
+	cfg := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 1s\nlog_format: json\nlog_level: info\n"+
+		"policy:\n  read_paths: [/srv]\n  limits:\n    min_interval: 1s\n",
 		agentID, srv.URL(), dataDir)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

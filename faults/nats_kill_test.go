@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/configsync/configsync/agent/agentrun"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery"
 )
@@ -53,9 +55,16 @@ func TestNATSKilledMidEnvironmentPush(t *testing.T) {
 	}
 	// Newer than every override: the effective version of every host.
 	v1 := api.putEnv(ten.EnvID, typ, `{"static":{"rollout":"one"}}`)
+	// The probe label runs a shell, which the agent's local policy must list (the resolved binary).
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := agentrun.DefaultConfig().Policy
+	pol.Commands = []string{sh}
 	agents := make([]*realAgent, len(hosts))
 	for i, h := range hosts {
-		agents[i] = startRealAgent(t, s.nats.URL(), h)
+		agents[i] = startRealAgentWithPolicy(t, s.nats.URL(), h, pol)
 	}
 	s.waitApplied(30*time.Second, hosts, typ, v1)
 	eventually(t, 30*time.Second, "every agent's first heartbeat to be stored", func() (bool, string) {

@@ -37,8 +37,15 @@ type realAgent struct {
 	err    error
 }
 
-// startRealAgent runs an agent for h; edit (optional) changes its wire tap.
+// startRealAgent runs an agent for h under the default local policy; edit (optional) changes its wire
+// tap.
 func startRealAgent(t testing.TB, natsURL string, h host, edit ...func(*wireTap)) *realAgent {
+	t.Helper()
+	return startRealAgentWithPolicy(t, natsURL, h, agentrun.DefaultConfig().Policy, edit...)
+}
+
+// startRealAgentWithPolicy is startRealAgent with the given local policy.
+func startRealAgentWithPolicy(t testing.TB, natsURL string, h host, pol agentrun.PolicyConfig, edit ...func(*wireTap)) *realAgent {
 	t.Helper()
 	a := &realAgent{host: h, dataDir: filepath.Join(t.TempDir(), "agent"), log: &lockedBuffer{}, done: make(chan struct{})}
 	tap := &wireTap{
@@ -77,6 +84,7 @@ func startRealAgent(t testing.TB, natsURL string, h host, edit ...func(*wireTap)
 	cfg.LogFormat = "json"
 	cfg.LogOutput = a.log
 	cfg.NATSOptions = []nats.Option{nats.SetCustomDialer(tap)}
+	cfg.Policy = pol
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	go func() {
