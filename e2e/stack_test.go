@@ -392,6 +392,9 @@ func (s *stack) addAgent(hostname string) *agent {
 			// slowed down so the agents stay quiet.
 			"intervals": map[string]any{"heartbeat": "1s", "metrics": "1h", "inventory": "1h", "processes": "1h"},
 		},
+		// The default local policy (no commands, reads under /etc, /var/log and /opt), with the interval
+		// floor lowered for the one-second heartbeat above: only the local YAML can lower it.
+		"policy": map[string]any{"limits": map[string]any{"min_interval": "1s"}},
 	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -170,12 +171,18 @@ func TestDrift(t *testing.T) {
 	versions, _ := json.Marshal(map[string]int64{"collectors": col.Version, "watch_files": wf.Version})
 
 	// web-1 is in sync; db-1 has the right versions but a wrong hash; old-1 lags on one type and
-	// still holds a deleted type; new-1 never reported.
-	var db, old, fresh idObj
+	// still holds a deleted type; new-1 never reported; refused-1 reports the right hash and versions
+	// but acknowledged the current watch_files as failed (its local policy refused it).
+	var db, old, fresh, refused idObj
 	hostsPath := "/api/v1/environments/" + a.env.String() + "/hosts"
 	h.must(201, "POST", hostsPath, a.token, `{"hostname": "db-1"}`).data(t, &db)
 	h.must(201, "POST", hostsPath, a.token, `{"hostname": "old-1"}`).data(t, &old)
 	h.must(201, "POST", hostsPath, a.token, `{"hostname": "new-1"}`).data(t, &fresh)
+	h.must(201, "POST", hostsPath, a.token, `{"hostname": "refused-1"}`).data(t, &refused)
+	const refusal = "watch_files: paths[0]: policy: read_paths: / is outside policy.read_paths"
+	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, error, applied_at)
+		VALUES ($1, 'watch_files', $2, 'failed', $3, now()), ($1, 'collectors', $4, 'applied', NULL, now())`,
+		refused.ID, wf.Version, refusal, col.Version)
 	report := func(id uuid.UUID, hash string, versions []byte) {
 		h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_hash = $2, config_versions = $3 WHERE id = $1`, id, hash, versions)
 	}
@@ -183,6 +190,7 @@ func TestDrift(t *testing.T) {
 	report(db.ID, strings.Repeat("0", 64), versions)
 	stale, _ := json.Marshal(map[string]int64{"collectors": col.Version, "watch_files": wf.Version - 1, "tracing": 1})
 	report(old.ID, expected, stale)
+	report(refused.ID, expected, versions)
 
 	var d struct {
 		EnvironmentID uuid.UUID `json:"environment_id"`
@@ -196,7 +204,7 @@ func TestDrift(t *testing.T) {
 		} `json:"hosts"`
 	}
 	h.must(200, "GET", "/api/v1/environments/"+a.env.String()+"/drift", a.token, nil).data(t, &d)
-	if d.CheckedHosts != 4 || len(d.Hosts) != 3 {
+	if d.CheckedHosts != 5 || len(d.Hosts) != 4 {
 		t.Fatalf("drift: %+v", d)
 	}
 	reasons := map[string]string{}
@@ -218,10 +226,13 @@ func TestDrift(t *testing.T) {
 	if r := reasons["new-1"]; !strings.Contains(r, "not reported") {
 		t.Fatalf("new-1 reasons: %q", r)
 	}
+	if r, want := reasons["refused-1"], fmt.Sprintf("watch_files: version %d failed to apply: %s", wf.Version, refusal); r != want {
+		t.Fatalf("refused-1 reasons: %q, want %q", r, want)
+	}
 	// Revoked hosts are not checked.
 	h.must(200, "DELETE", "/api/v1/hosts/"+fresh.ID.String(), a.token, nil)
 	h.must(200, "GET", "/api/v1/environments/"+a.env.String()+"/drift", a.token, nil).data(t, &d)
-	if d.CheckedHosts != 3 || len(d.Hosts) != 2 {
+	if d.CheckedHosts != 4 || len(d.Hosts) != 3 {
 		t.Fatalf("after revoke: %+v", d)
 	}
 	h.noLogContains("drift-secret-1")

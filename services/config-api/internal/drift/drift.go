@@ -1,6 +1,6 @@
 // Package drift finds the hosts of an environment whose reported config state differs from what they
-// should hold: a config_hash other than the expected one, or per-type versions other than the
-// effective versions. The expected hash is computed exactly as the agent computes its own: over the
+// should hold: a config_hash other than the expected one, per-type versions other than the
+// effective versions, or an effective version the agent acknowledged as failed (with its error). The expected hash is computed exactly as the agent computes its own: over the
 // effective configs as the agent caches them, collectors with injected secrets redacted — from
 // credential metadata alone, never decrypting anything.
 package drift
@@ -229,6 +229,13 @@ func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.Eff
 			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d is behind the expected version %d", t, got, versions[t]))
 		case got != versions[t]:
 			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d differs from the expected version %d", t, got, versions[t]))
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(versions)) {
+		// The agent acknowledged the expected version as failed (its local policy refused it, or it did
+		// not apply): it runs something else, whatever its hash says.
+		if st, ok := h.ApplyStatus[t]; ok && st.Status == protocol.AckFailed && st.Version == versions[t] {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d failed to apply: %s", t, st.Version, st.Error))
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(h.ConfigVersions)) {
