@@ -8,7 +8,33 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/agent/agentrun"
 )
+
+// TestDemoPolicy: the demo agent's policy allows the README's watch_files curls (their paths are
+// checked as the agent checks a delivered config) and nothing the demo does not need.
+func TestDemoPolicy(t *testing.T) {
+	cfg := agentrun.DefaultConfig()
+	cfg.AgentID, cfg.DataDir = "demo", filepath.Join(t.TempDir(), "agent")
+	cfg.Policy = demoPolicy()
+	cfg.Defaults = agentrun.Defaults{
+		"watch_files": []byte(`{"paths": ["/etc", "/opt", "/var/log"], "exclude_patterns": ["*.log"]}`),
+		"intervals":   []byte(`{"heartbeat": "1s"}`),
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the README's watch_files paths are refused by the demo policy: %v", err)
+	}
+	for name, def := range map[string]string{
+		"labels":      `{"dynamic": [{"name": "x", "source": "command", "command": ["/bin/sh", "-c", "id"]}]}`,
+		"watch_files": `{"paths": ["/root"]}`,
+	} {
+		cfg.Defaults = agentrun.Defaults{name: []byte(def)}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "policy") {
+			t.Errorf("demo policy allowed %s %s: %v", name, def, err)
+		}
+	}
+}
 
 func TestDemoFileRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "devstack.env")

@@ -203,6 +203,7 @@ func (s *stack) startAgent(d demo) error {
 	cfg.DataDir = dir
 	cfg.NATS = agentrun.NATSConfig{URL: s.natsURL, CredsFile: credsFile}
 	cfg.BootJitter = time.Second
+	cfg.Policy = demoPolicy()
 	cfg.LogOutput = logFile
 	ctx, cancel := context.WithCancel(context.Background())
 	s.agentStop = cancel
@@ -216,6 +217,17 @@ func (s *stack) startAgent(d demo) error {
 		}
 	}()
 	return nil
+}
+
+// demoPolicy is the demo agent's local policy: exactly what the README's curls need — watch_files
+// over /etc, /opt and /var/log, by hash and metadata (no file contents, no commands, no environment
+// variables) — with the interval floor lowered to 1s so short intervals can be tried out.
+func demoPolicy() agentrun.PolicyConfig {
+	p := agentrun.DefaultConfig().Policy
+	p.ReadPaths = []string{"/etc", "/opt", "/var/log"}
+	p.Commands, p.Env, p.UploadFileContents = nil, nil, false
+	p.Limits.MinInterval = time.Second
+	return p
 }
 
 func (s *stack) stop(ctx context.Context) error {
