@@ -154,16 +154,22 @@ func (p *Policy) CheckRedirect(req *http.Request, via []*http.Request) error {
 	return p.CheckURL(req.URL)
 }
 
-// HTTPClient is an http.Client whose connections go through DialContext and whose redirects go
-// through CheckRedirect. It uses no proxy: a proxy from the environment would be dialled instead of
-// the target, and the target's address could then not be checked.
+// HTTPClient is the policy's http.Client (one per policy, shared like http.DefaultClient): its
+// connections go through DialContext and its redirects through CheckRedirect. It uses no proxy: a
+// proxy from the environment would be dialled instead of the target, whose address could then not be
+// checked.
 func (p *Policy) HTTPClient() *http.Client {
+	p.httpOnce.Do(func() { p.http = p.newHTTPClient() })
+	return p.http
+}
+
+func (p *Policy) newHTTPClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 nil,
 			DialContext:           p.DialContext,
 			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          4,
+			MaxIdleConns:          16,
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,

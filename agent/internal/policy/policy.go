@@ -14,11 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -147,6 +149,9 @@ type Policy struct {
 	ports    map[int]bool
 	denyNet  []netip.Prefix
 	limits   Limits
+
+	httpOnce sync.Once
+	http     *http.Client
 }
 
 type denyEntry struct {
