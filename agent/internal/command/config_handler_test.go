@@ -268,3 +268,47 @@ func TestRepublishAcks(t *testing.T) {
 		t.Fatalf("republished %+v, want the newest ack per type", f.acks.list)
 	}
 }
+
+// TestCheckRefusesBeforeCaching: a config Options.Check refuses is acknowledged failed with the
+// check's error, never cached and never handed to the callback; the running config stays.
+func TestCheckRefusesBeforeCaching(t *testing.T) {
+	logs := &bytes.Buffer{}
+	c, err := configcache.Open(t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &acks{}
+	refusal := errors.New("labels: dynamic[0].command: policy: commands: sh is not listed in policy.commands")
+	h := NewConfigHandler(Options{AgentID: "agent-1", Cache: c, Acks: a, Log: slog.New(slog.NewJSONHandler(logs, nil)),
+		Check: func(typ string, data json.RawMessage) error {
+			if strings.Contains(string(data), "command") {
+				return refusal
+			}
+			return nil
+		}})
+	var applied []string
+	h.RegisterCallback("labels", func(_ context.Context, _ string, data json.RawMessage, _ int64) error {
+		applied = append(applied, string(data))
+		return nil
+	})
+	if ack, _ := h.Handle(context.Background(), cmd("labels", 1, `{"static":{"env":"prod"}}`)); ack.Status != protocol.AckApplied {
+		t.Fatalf("allowed config: %+v", ack)
+	}
+	ack, _ := h.Handle(context.Background(), cmd("labels", 2, `{"dynamic":[{"name":"x","source":"command","command":["sh"]}]}`))
+	if ack.Status != protocol.AckFailed || ack.Version != 2 || ack.Error != refusal.Error() {
+		t.Fatalf("refused config ack %+v", ack)
+	}
+	if e, _ := c.Get("labels"); e.Version != 1 || c.ConfigVersion() != 1 {
+		t.Fatalf("refused config cached: %+v", e)
+	}
+	if len(applied) != 1 {
+		t.Fatalf("callback ran %d times, want once (the allowed config)", len(applied))
+	}
+	// Redelivered, it is refused again (a failed ack is no reason to skip it).
+	if ack, _ := h.Handle(context.Background(), cmd("labels", 2, `{"dynamic":[{"name":"x","source":"command","command":["sh"]}]}`)); ack.Status != protocol.AckFailed {
+		t.Fatalf("redelivered refused config: %+v", ack)
+	}
+	if !strings.Contains(logs.String(), "refused by the local policy") {
+		t.Fatalf("refusal not logged: %s", logs.String())
+	}
+}

@@ -228,3 +228,59 @@ func TestStartupKeepsNewerPush(t *testing.T) {
 		t.Fatalf("older fetch won: %s", rec.data["labels"])
 	}
 }
+
+// TestCheckRefusesFetchedConfigs: a fetched config Syncer.Check refuses is not cached and is acked
+// failed at its version; at startup the type runs what the cache held (or the local default), and a
+// later re-fetch leaves the running config alone.
+func TestCheckRefusesFetchedConfigs(t *testing.T) {
+	c := openCache(t, t.TempDir())
+	must(t, c.Put("labels", json.RawMessage(`{"static":{"from":"cache"}}`), 2, nil))
+	refused := errors.New("labels: dynamic[0].env: policy: env: environment variable HOME is not listed in policy.env")
+	bad := json.RawMessage(`{"dynamic":[{"name":"h","source":"env","env":"HOME"}]}`)
+	f := &fakeFetcher{reply: &protocol.FetchReply{
+		Configs:  map[string]json.RawMessage{"labels": bad, "intervals": json.RawMessage(`{"metrics":"30s"}`)},
+		Versions: map[string]int64{"labels": 7, "intervals": 4},
+	}}
+	local := map[string]json.RawMessage{"log_shipping": json.RawMessage(`{"enabled":true}`)}
+	s, rec := newSyncer(t, c, f, local)
+	s.Check = func(typ string, data json.RawMessage) error {
+		if string(data) == string(bad) {
+			return refused
+		}
+		return nil
+	}
+	if !s.Startup(context.Background()) {
+		t.Fatal("startup fetch failed")
+	}
+	rec.mu.Lock()
+	if rec.data["labels"] != `{"static":{"from":"cache"}}` || rec.data["intervals"] != `{"metrics":"30s"}` {
+		t.Fatalf("applied %v", rec.data)
+	}
+	var labelsAck protocol.Ack
+	for _, a := range rec.acks {
+		if a.ConfigType == "labels" {
+			labelsAck = a
+		}
+	}
+	rec.mu.Unlock()
+	if labelsAck.Status != protocol.AckFailed || labelsAck.Version != 7 || labelsAck.Error != refused.Error() {
+		t.Fatalf("labels ack %+v", labelsAck)
+	}
+	if e, _ := c.Get("labels"); e.Version != 2 {
+		t.Fatalf("refused config cached: %+v", e)
+	}
+
+	// A re-fetch with the same refusal: acked failed again, nothing re-applied, cache untouched.
+	rec.mu.Lock()
+	rec.applied, rec.acks = nil, nil
+	rec.mu.Unlock()
+	s.Resync(context.Background(), f.reply)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.applied) != 0 || len(rec.acks) != 1 || rec.acks[0].Status != protocol.AckFailed || rec.acks[0].Version != 7 {
+		t.Fatalf("resync applied %v, acked %+v", rec.applied, rec.acks)
+	}
+	if e, _ := c.Get("labels"); e.Version != 2 {
+		t.Fatalf("refused config cached on resync: %+v", e)
+	}
+}
