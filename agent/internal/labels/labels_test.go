@@ -53,7 +53,7 @@ func TestUpdateReplacesStaticAndRestartsGenerators(t *testing.T) {
 	t.Setenv("CONFIGSYNC_TEST_ZONE", "eu-1")
 	echo, err := exec.LookPath("echo")
 	if err != nil {
-		t.Skip("no echo")
+		t.Fatal("no echo in PATH")
 	}
 	m := NewManager(quiet(), mustPolicy(t, policy.Config{ReadPaths: []string{dir}, Env: []string{"CONFIGSYNC_TEST_ZONE"},
 		Commands: []string{echo}, Limits: policy.Limits{MinInterval: time.Millisecond}}))
@@ -148,11 +148,11 @@ func TestPolicyGatesEverySource(t *testing.T) {
 	t.Setenv("CONFIGSYNC_TEST_ZONE", "eu-1")
 	echo, err := exec.LookPath("echo")
 	if err != nil {
-		t.Skip("no echo")
+		t.Fatal("no echo in PATH")
 	}
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		t.Fatal("no sh in PATH")
 	}
 	file := func(p string) string { return fmt.Sprintf(`{"dynamic":[{"name":"x","source":"file","path":%q}]}`, p) }
 	const cmd = `{"dynamic":[{"name":"x","source":"command","command":["echo","hi"]}]}`
@@ -224,11 +224,11 @@ func TestPolicyGatesEverySource(t *testing.T) {
 func TestCommandRunsArgvDirectly(t *testing.T) {
 	echo, err := exec.LookPath("echo")
 	if err != nil {
-		t.Skip("no echo")
+		t.Fatal("no echo in PATH")
 	}
 	env, err := exec.LookPath("env")
 	if err != nil {
-		t.Skip("no env")
+		t.Fatal("no env in PATH")
 	}
 	t.Setenv("CONFIGSYNC_TEST_SECRET", "hidden")
 	t.Setenv("CONFIGSYNC_TEST_ZONE", "eu-1")
@@ -253,7 +253,7 @@ func TestFIFODoesNotBlock(t *testing.T) {
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no FIFOs: %v", err)
+		t.Fatalf("mkfifo: %v", err)
 	}
 	m := NewManager(quiet(), mustPolicy(t, policy.Config{ReadPaths: []string{dir}}))
 	defer m.Close()
