@@ -82,6 +82,7 @@ var (
 		"/etc/ssh/ssh_host_*_key", "/etc/ssl/private",
 		"/root", "/home/*/.ssh",
 		"/proc/*/environ", "/proc/*/mem", "/proc/*/root", "/proc/*/cwd", "/proc/*/fd", "/proc/kcore",
+		"/proc/*/task/*/environ", "/proc/*/task/*/mem", "/proc/*/task/*/root", "/proc/*/task/*/cwd", "/proc/*/task/*/fd",
 		"/var/lib/configsync-agent",
 	}
 	// BuiltinDenyNetworks are never dialled: cloud metadata endpoints (link-local and AWS's IPv6 one).

@@ -78,6 +78,11 @@ func TestDefaultReadRules(t *testing.T) {
 		refusedBy(t, p.CheckRead(denied), RuleReadPaths, "is denied")
 	}
 	refusedBy(t, p.CheckRead("/proc/self/environ"), RuleReadPaths, "is denied")
+	withProc := build(t, Config{ReadPaths: []string{"/proc"}}, Secrets{})
+	for _, denied := range []string{"/proc/self/environ", "/proc/thread-self/environ", "/proc/1/task/1/mem", "/proc/self/root/etc/shadow", "/proc/kcore"} {
+		refusedBy(t, withProc.CheckRead(denied), RuleReadPaths, "is denied")
+	}
+	mustAllow(t, withProc.CheckRead("/proc/self/status"))
 	refusedBy(t, p.CheckRead(creds), RuleReadPaths, "denied (the agent's own files)")
 	refusedBy(t, p.CheckRead(filepath.Join(dir, "data", "config.cache.json")), RuleReadPaths, "denied (the agent's own files)")
 	refusedBy(t, p.CheckRead("/home/u/.bash_history"), RuleReadPaths, "outside policy.read_paths")
