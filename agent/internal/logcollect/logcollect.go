@@ -56,11 +56,37 @@ func Parse(data json.RawMessage) (Config, error) {
 	return c, nil
 }
 
-// Check refuses a log_collection config whose file paths (globs) the policy does not allow.
+// Check refuses a log_collection config whose file paths (globs) the policy does not allow. Fluent
+// Bit's tail Path is a comma-separated list of globs: each is checked; brace patterns are refused (they
+// could combine allowed and denied paths). A "${" in any rendered value is refused: Fluent Bit would
+// substitute an environment variable there, which only policy.env could allow (and does not cover
+// Fluent Bit's environment).
 func Check(pol *policy.Policy, c Config) error {
 	for i, f := range c.Files {
-		if err := pol.CheckReadPattern(f.Path); err != nil {
-			return fmt.Errorf("log_collection: files[%d].path: %w", i, err)
+		for _, v := range []struct{ key, val string }{{"name", f.Name}, {"path", f.Path}, {"parser", f.Parser}, {"tag", f.Tag},
+			{"exclude_paths", strings.Join(f.ExcludePaths, ",")}} {
+			if strings.Contains(v.val, "${") {
+				return fmt.Errorf("log_collection: files[%d].%s: %w", i, v.key,
+					policy.Refuse(policy.RuleEnv, "${...} would make Fluent Bit read an environment variable"))
+			}
+		}
+		for _, glob := range strings.Split(f.Path, ",") {
+			glob = strings.TrimSpace(glob)
+			if strings.ContainsAny(glob, "{}") {
+				return fmt.Errorf("log_collection: files[%d].path: %w", i,
+					policy.Refuse(policy.RuleReadPaths, "%s: brace patterns are not allowed", glob))
+			}
+			if err := pol.CheckReadPattern(glob); err != nil {
+				return fmt.Errorf("log_collection: files[%d].path: %w", i, err)
+			}
+		}
+	}
+	if j := c.Journald; j != nil {
+		for i, u := range j.Units {
+			if strings.Contains(u, "${") {
+				return fmt.Errorf("log_collection: journald.units[%d]: %w", i,
+					policy.Refuse(policy.RuleEnv, "${...} would make Fluent Bit read an environment variable"))
+			}
 		}
 	}
 	return nil

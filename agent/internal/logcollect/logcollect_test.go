@@ -80,13 +80,30 @@ func TestPolicyRefusesPaths(t *testing.T) {
 	if err := Check(def, ok); !policy.IsRefusal(err) {
 		t.Fatalf("default policy allowed %s: %v", logs, err)
 	}
-	for _, bad := range []string{"/etc/*", "/var/log/../../etc/shadow", logs + "/etc/*", "/srv/app.log", "/var/log/../root/*.log"} {
+	for _, bad := range []string{"/etc/*", "/var/log/../../etc/shadow", logs + "/etc/*", "/srv/app.log", "/var/log/../root/*.log",
+		"/var/log/a.log,/etc/shadow", "/var/log/a.log, /root/.bash_history", "/var/log/{a.log,../../etc/shadow}", "relative/*.log"} {
 		c, _ := Parse(json.RawMessage(`{"files":[{"name":"ok","path":"/var/log/ok.log"},{"name":"x","path":"` + bad + `"}]}`))
 		_, err := r.Apply(c)
 		var pe *policy.Error
 		if !errors.As(err, &pe) || pe.Rule != policy.RuleReadPaths || !strings.HasPrefix(err.Error(), "log_collection: files[1].path: policy: read_paths: ") {
 			t.Fatalf("%s: %v", bad, err)
 		}
+	}
+	for _, bad := range []string{`{"files":[{"name":"x","path":"/var/log/${HOME}/a.log"}]}`,
+		`{"files":[{"name":"x","path":"/var/log/a.log","tag":"${NATS_PASSWORD}"}]}`,
+		`{"journald":{"units":["${SECRET}"]}}`} {
+		c, err := Parse(json.RawMessage(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pe *policy.Error
+		if _, err := r.Apply(c); !errors.As(err, &pe) || pe.Rule != policy.RuleEnv {
+			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+	multi, _ := Parse(json.RawMessage(`{"files":[{"name":"two","path":"/var/log/a.log, ` + logs + `/b.log"}]}`))
+	if err := Check(pol, multi); err != nil {
+		t.Fatalf("two allowed paths: %v", err)
 	}
 	if after, _ := os.ReadFile(r.Path()); !bytes.Equal(before, after) {
 		t.Fatal("a refused config was rendered")

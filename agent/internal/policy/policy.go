@@ -124,6 +124,10 @@ func refuse(rule, format string, args ...any) error {
 	return &Error{Rule: rule, Detail: fmt.Sprintf(format, args...)}
 }
 
+// Refuse returns a refusal by rule, for checks a component makes on its own config (such as a value
+// that would make Fluent Bit read an environment variable).
+func Refuse(rule, format string, args ...any) error { return refuse(rule, format, args...) }
+
 // IsRefusal reports whether err is (or wraps) a policy refusal.
 func IsRefusal(err error) bool {
 	var e *Error
