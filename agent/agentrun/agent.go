@@ -234,6 +234,7 @@ func (a *agent) run(ctx context.Context) error {
 		client.Close(sctx)
 		a.shipper.SetPublisher(func(string, []byte) error { return errors.New("agent stopped") })
 		a.labels.Close()
+		a.pol.CloseIdleConnections()
 		_ = a.tracing.Shutdown(sctx)
 		a.log.Info("agent stopped")
 	}()
