@@ -164,12 +164,7 @@ func (p *Policy) HTTPClient() *http.Client {
 }
 
 // CloseIdleConnections closes the HTTP client's idle connections (the agent stops).
-func (p *Policy) CloseIdleConnections() {
-	p.httpOnce.Do(func() {}) // a client never created stays uncreated
-	if p.http != nil {
-		p.http.CloseIdleConnections()
-	}
-}
+func (p *Policy) CloseIdleConnections() { p.HTTPClient().CloseIdleConnections() }
 
 func (p *Policy) newHTTPClient() *http.Client {
 	return &http.Client{
