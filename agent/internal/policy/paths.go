@@ -189,11 +189,20 @@ func (p *Policy) check(name, real string) error {
 }
 
 // CheckReadPattern checks a glob of files (log_collection tails them through Fluent Bit, which the
-// agent does not control): its literal leading directories are resolved, every path it can match must
-// lie under a read root, and it must not be able to match anything denied.
+// agent does not control): it has no "..", its literal leading directories are resolved, every path it
+// can match must lie under a read root, it must not be able to match anything denied, and every file it
+// matches now must pass CheckRead (a symlink below a wildcard, which Fluent Bit would follow, cannot
+// lead out). Files appearing later are Fluent Bit's to open: run it unprivileged too.
 func (p *Policy) CheckReadPattern(glob string) error {
 	if !filepath.IsAbs(glob) {
 		return refuse(RuleReadPaths, "%q is not an absolute path", glob)
+	}
+	for _, s := range strings.Split(glob, "/") {
+		// Below a wildcard, ".." would be resolved by whatever directory matched, symlinks included,
+		// which no check made here can see: a pattern has no "..".
+		if s == ".." {
+			return refuse(RuleReadPaths, "%s: \"..\" is not allowed in a file pattern", glob)
+		}
 	}
 	segs := splitPath(filepath.Clean(glob))
 	for _, s := range segs {
@@ -220,15 +229,33 @@ func (p *Policy) CheckReadPattern(glob string) error {
 			return refuse(RuleReadPaths, "%s could match %s, which is denied (%s)", shown, d.pat.raw, d.source)
 		}
 	}
+	covered := false
 	for _, r := range p.read {
 		if coversAll(r.segs, full, len(lit)) {
-			return nil
+			covered = true
+			break
 		}
 	}
-	if len(p.read) == 0 {
-		return refuse(RuleReadPaths, "%s: file reads are off (policy.read_paths is empty)", shown)
+	if !covered {
+		if len(p.read) == 0 {
+			return refuse(RuleReadPaths, "%s: file reads are off (policy.read_paths is empty)", shown)
+		}
+		return refuse(RuleReadPaths, "%s is outside policy.read_paths", shown)
 	}
-	return refuse(RuleReadPaths, "%s is outside policy.read_paths", shown)
+	// What the glob matches now, through symlinks below its wildcards (Fluent Bit follows them): each
+	// match must pass as a plain read would.
+	matches, _ := filepath.Glob(joinSegs(full))
+	for _, m := range matches {
+		if err := p.CheckRead(m); err != nil {
+			detail := err.Error()
+			var pe *Error
+			if errors.As(err, &pe) {
+				detail = pe.Detail
+			}
+			return refuse(RuleReadPaths, "%s matches %s: %s", glob, m, detail)
+		}
+	}
+	return nil
 }
 
 // coversAll reports whether the root covers every path the glob full can match: each root segment must

@@ -157,7 +157,8 @@ func TestReadPatterns(t *testing.T) {
 	refusedBy(t, p.CheckReadPattern("/etc/ssh/*"), RuleReadPaths, "could match /etc/ssh/ssh_host_*_key")
 	refusedBy(t, p.CheckReadPattern("/var/*/x.log"), RuleReadPaths, "outside policy.read_paths")
 	refusedBy(t, p.CheckReadPattern("/*/log/x.log"), RuleReadPaths, "could match /root")
-	refusedBy(t, p.CheckReadPattern("/var/log/../../root/*.log"), RuleReadPaths, "could match /root")
+	refusedBy(t, p.CheckReadPattern("/var/log/../../root/*.log"), RuleReadPaths, `".." is not allowed`)
+	refusedBy(t, p.CheckReadPattern("/var/log/*/../../../etc/shadow"), RuleReadPaths, `".." is not allowed`)
 	refusedBy(t, p.CheckReadPattern("/home/*/app.log"), RuleReadPaths, "outside policy.read_paths")
 
 	dir := realTemp(t)
@@ -168,6 +169,13 @@ func TestReadPatterns(t *testing.T) {
 	q := build(t, Config{ReadPaths: []string{filepath.Join(dir, "logs")}}, Secrets{})
 	mustAllow(t, q.CheckReadPattern(filepath.Join(dir, "logs", "*.log")))
 	refusedBy(t, q.CheckReadPattern(filepath.Join(dir, "logs", "etc", "*")), RuleReadPaths, "resolved to /etc/*")
+	// A symlink below the wildcard: the literal prefix is fine, the match is not.
+	write(t, filepath.Join(dir, "secret", "x.log"), "s")
+	if err := os.Symlink(filepath.Join(dir, "secret"), filepath.Join(dir, "logs", "app")); err != nil {
+		t.Fatal(err)
+	}
+	refusedBy(t, q.CheckReadPattern(filepath.Join(dir, "logs", "*", "x.log")), RuleReadPaths,
+		"matches "+filepath.Join(dir, "logs", "app", "x.log")+": "+filepath.Join(dir, "logs", "app", "x.log")+" (resolved to")
 }
 
 func TestOpenFile(t *testing.T) {
