@@ -47,13 +47,10 @@ func Validate(configType string, raw json.RawMessage) error {
 // secret field at any other place is refused as Validate refuses it: the backend only ever delivers
 // secrets it injected from a credential.
 func ValidateDelivered(configType string, raw json.RawMessage, secretFields []string) error {
-	if secretFields == nil {
-		secretFields = []string{}
-	}
 	return validate(configType, raw, secretFields)
 }
 
-// validate is Validate (secretFields nil: no secret field anywhere) and ValidateDelivered.
+// validate is Validate (no secretFields: no secret field anywhere) and ValidateDelivered.
 func validate(configType string, raw json.RawMessage, secretFields []string) error {
 	t, ok := registry[configType]
 	if !ok {
@@ -144,7 +141,8 @@ type validator struct {
 	d    *document
 	typ  string
 	path []pathSeg
-	// secretFields are the pointers at which a secret field is accepted (ValidateDelivered); nil: none.
+	// secretFields are the pointers at which a secret field is accepted (ValidateDelivered); none for
+	// Validate.
 	secretFields []string
 }
 
