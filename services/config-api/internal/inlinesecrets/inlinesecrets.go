@@ -293,8 +293,10 @@ const maxCredentialName = 200
 // digest of it. One per collector of each row, so a re-run finds its own.
 func CredentialName(ref configs.Ref, typ, name string) string {
 	prefix := fmt.Sprintf("inline %s %s %s/", ref.Scope, ref.ID, typ)
+	// config-api trims credential names: a name with surrounding space gets the digest form too, so a
+	// re-run finds the credential by the name it was stored under.
 	if utf8.ValidString(name) && strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 &&
-		len(prefix)+len(name) <= maxCredentialName {
+		strings.TrimSpace(name) == name && len(prefix)+len(name) <= maxCredentialName {
 		return prefix + name
 	}
 	sum := sha256.Sum256([]byte(name))
