@@ -171,9 +171,10 @@ func payloadFor(configType string, v int64) json.RawMessage {
 		}
 		b, _ = json.Marshal(map[string]any{"static": static})
 	case agentconfig.WatchFiles:
-		paths := make([]string, n)
+		// Within the cap on paths, longer paths keep the payload as large as 200 would be.
+		paths := make([]string, min(n, agentconfig.MaxPaths))
 		for i := range paths {
-			paths[i] = fmt.Sprintf("/srv/app-%d/v%d/%s", i, v, strings.Repeat("x", 60))
+			paths[i] = fmt.Sprintf("/srv/app-%d/v%d/%s", i, v, strings.Repeat("x", 100))
 		}
 		b, _ = json.Marshal(map[string]any{"paths": paths, "max_file_size": v})
 	case agentconfig.Healthcheck:

@@ -22,11 +22,11 @@ const agentID = "550e8400-e29b-41d4-a716-446655440000"
 // (applied, stale, deleted) and a clean stop.
 func TestFullFlow(t *testing.T) {
 	ns := startNATS(t, agentID, 0)
-	secretCollectors := `[{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"username":"postgres","database":"test","password":"s3cr3t-pw"}]`
+	secretCollectors := `[{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"database":"test","password":"s3cr3t-pw"}]`
 	be := newBackend(t, ns.ClientURL(), agentID, protocol.FetchReply{
 		Configs: map[string]json.RawMessage{
 			"labels":     json.RawMessage(`{"static":{"env":"prod"}}`),
-			"intervals":  json.RawMessage(`{"heartbeat":"20ms","metrics":"20ms"}`),
+			"intervals":  json.RawMessage(`{"heartbeat":"1s","metrics":"1s"}`),
 			"collectors": json.RawMessage(secretCollectors),
 		},
 		Versions:     map[string]int64{"labels": 3, "intervals": 4, "collectors": 7},
@@ -55,7 +55,7 @@ func TestFullFlow(t *testing.T) {
 	// The heartbeat reports the hash libs/agentconfig computes over the redacted entries.
 	wantHash := agentconfig.ConfigHash([]agentconfig.CacheEntry{
 		{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{"env":"prod"}}`)},
-		{ConfigType: "intervals", ConfigData: json.RawMessage(`{"heartbeat":"20ms","metrics":"20ms"}`)},
+		{ConfigType: "intervals", ConfigData: json.RawMessage(`{"heartbeat":"1s","metrics":"1s"}`)},
 		{ConfigType: "collectors", ConfigData: json.RawMessage(strings.Replace(secretCollectors, "s3cr3t-pw", agentconfig.RedactedValue, 1))},
 	})
 	be.waitFor("heartbeat", func() bool {
@@ -91,7 +91,7 @@ func TestFullFlow(t *testing.T) {
 	}
 
 	// A failing push is acked failed with the error text and still cached.
-	be.push("collectors", 11, `[{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"password":"[REDACTED]"}]`)
+	be.push("collectors", 11, `[{"type":"postgres","name":"pg","host":"127.0.0.1","port":5432,"password":"[REDACTED]"}]`, "/0/password")
 	be.waitFor("failed ack", func() bool {
 		a, ok := be.ackFor("collectors", 11)
 		return ok && a.Status == protocol.AckFailed && strings.Contains(a.Error, "redacted")

@@ -48,14 +48,15 @@ func TestTenCallbacksChangeLiveBehaviour(t *testing.T) {
 	}
 
 	t.Run("intervals", func(t *testing.T) {
-		// At the default 30s heartbeat, 20 heartbeats would take ten minutes.
+		// At the default 30s heartbeat, 3 more heartbeats would take a minute and a half; at the 1s
+		// floor, three seconds.
 		be.waitFor("first heartbeat", func() bool { return len(be.heartbeats) >= 1 })
-		push("intervals", `{"heartbeat":"5ms","metrics":"10ms"}`)
-		be.waitFor("fast heartbeats", func() bool { return len(be.heartbeats) >= 20 })
-		if r.a.heartbeats.Load() < 20 {
+		push("intervals", `{"heartbeat":"1s","metrics":"1s"}`)
+		be.waitFor("fast heartbeats", func() bool { return len(be.heartbeats) >= 4 })
+		if r.a.heartbeats.Load() < 4 {
 			t.Fatal("heartbeat counter disagrees")
 		}
-		push("intervals", `{"heartbeat":"1h","metrics":"10ms"}`)
+		push("intervals", `{"heartbeat":"1h","metrics":"1s"}`)
 	})
 
 	t.Run("labels", func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestTenCallbacksChangeLiveBehaviour(t *testing.T) {
 
 	t.Run("change_detection", func(t *testing.T) {
 		scans := r.a.changes.Scans()
-		push("change_detection", fmt.Sprintf(`{"enabled":true,"paths":[%q],"interval":"10ms"}`, watched))
+		push("change_detection", fmt.Sprintf(`{"enabled":true,"paths":[%q],"interval":"1s"}`, watched))
 		be.waitFor("baseline scan", func() bool { return r.a.changes.Scans() >= scans+2 })
 		os.WriteFile(conf, []byte("port=8080"), 0o600)
 		be.waitFor("change reported", func() bool {
@@ -170,7 +171,7 @@ func TestTenCallbacksChangeLiveBehaviour(t *testing.T) {
 			t.Fatal("debug line logged at info level")
 		}
 		push("agent_settings", `{"log_level":"debug","memory_limit_mb":512,"collector_timeout":"3s"}`)
-		push("intervals", `{"heartbeat":"2h","metrics":"10ms"}`) // produces a debug line
+		push("intervals", `{"heartbeat":"2h","metrics":"1s"}`) // produces a debug line
 		be.waitFor("debug line", func() bool { return r.logs.contains("task interval changed") })
 		if got := debug.SetMemoryLimit(-1); got != 512<<20 {
 			t.Fatalf("memory limit %d", got)

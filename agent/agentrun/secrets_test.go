@@ -35,12 +35,12 @@ func TestSecretsNeverLeaveTheAgentAtDebug(t *testing.T) {
 	be := newBackend(t, ns.ClientURL(), agentID, protocol.FetchReply{
 		Configs: map[string]json.RawMessage{
 			"collectors":     json.RawMessage(collectors),
-			"intervals":      json.RawMessage(`{"metrics":"20ms","heartbeat":"20ms"}`),
+			"intervals":      json.RawMessage(`{"metrics":"1s","heartbeat":"1s"}`),
 			"log_shipping":   json.RawMessage(`{"enabled":true,"level":"debug"}`),
 			"agent_settings": json.RawMessage(`{"log_level":"debug"}`),
 		},
 		Versions:     map[string]int64{"collectors": 7, "intervals": 7, "log_shipping": 7, "agent_settings": 7},
-		SecretFields: map[string][]string{"collectors": {"/0/password", "/1/password"}},
+		SecretFields: map[string][]string{"collectors": {"/0/password", "/0/username", "/1/password", "/1/username"}},
 	})
 	dir := t.TempDir()
 	cfg := testConfig(t, ns.ClientURL(), agentID, dir)

@@ -22,11 +22,11 @@ func benchCollectors() (env, host json.RawMessage) {
 		case 1:
 			fmt.Fprintf(&b, `  {"type": "tcp", "name": "ingress-port-%02d", "address": "10.0.%d.%d:%d", "interval": "15s", "timeout": "3s", "enabled": true}`, i, i, i*3, 8000+i)
 		case 2:
-			fmt.Fprintf(&b, `  {"type": "postgres", "name": "pg-%02d", "host": "pg-%02d.prod.eu-west-1.db.internal", "port": 5432, "database": "app_%02d", "username": "monitor", "credential_id": "0c7d2f4a-5b1e-4c3d-9e8f-0000000000%02d", "interval": "1m", "timeout": "10s", "enabled": true}`, i, i, i, i)
+			fmt.Fprintf(&b, `  {"type": "postgres", "name": "pg-%02d", "host": "pg-%02d.prod.eu-west-1.db.internal", "port": 5432, "database": "app_%02d", "sslmode": "require", "credential_id": "0c7d2f4a-5b1e-4c3d-9e8f-0000000000%02d", "interval": "1m", "timeout": "10s", "enabled": true}`, i, i, i, i)
 		case 3:
 			fmt.Fprintf(&b, `  {"type": "mysql", "name": "mysql-%02d", "host": "mysql-%02d.prod.eu-west-1.db.internal", "port": 3306, "database": "orders", "credential_id": "6a1f0b3c-2d4e-4f5a-8b6c-7d8e9f0a1b2c", "interval": "1m", "timeout": "10s"}`, i, i)
 		case 4:
-			fmt.Fprintf(&b, `  {"type": "redis", "name": "cache-%02d", "host": "redis-%02d.prod.eu-west-1.cache.internal", "port": 6379, "database": "0", "username": "metrics-reader", "interval": "20s", "timeout": "2s"}`, i, i)
+			fmt.Fprintf(&b, `  {"type": "redis", "name": "cache-%02d", "host": "redis-%02d.prod.eu-west-1.cache.internal", "port": 6379, "database": "0", "credential_id": "9b8a7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d", "interval": "20s", "timeout": "2s"}`, i, i)
 		}
 	}
 	b.WriteString("\n]")

@@ -198,3 +198,35 @@ func injectFields(collectors json.RawMessage, lookup func(id string) ([]secretFi
 	slices.Sort(pointers)
 	return out, pointers, nil
 }
+
+// InlineSecrets returns the paths of the secret fields (SecretFields) written inline in a stored
+// collectors config, e.g. "collectors[0].password", in document order. Validate refuses such configs;
+// the backend uses this to refuse delivering rows stored before it did, and to find the rows to move
+// into credentials. A missing config has none; a config that is not an array of objects is an error.
+func InlineSecrets(collectors json.RawMessage) ([]string, error) {
+	if !present(collectors) {
+		return nil, nil
+	}
+	d := getDocument()
+	defer putDocument(d)
+	root, err := d.parse(collectors)
+	if err != nil {
+		return nil, fmt.Errorf("agentconfig: inline secrets: %w", err)
+	}
+	if d.nodes[root].kind != kindArray {
+		return nil, fmt.Errorf("agentconfig: inline secrets: collectors config is not an array")
+	}
+	var paths []string
+	for pos, c := range d.kidsOf(root) {
+		if d.nodes[c].kind != kindObject {
+			continue
+		}
+		kids := d.kidsOf(c)
+		for j := 0; j < len(kids); j += 2 {
+			if name := string(d.text(kids[j], nil)); IsSecretField(name) {
+				paths = append(paths, Collectors+"["+strconv.Itoa(pos)+"]."+name)
+			}
+		}
+	}
+	return paths, nil
+}

@@ -113,8 +113,8 @@ func TestInjectSecrets(t *testing.T) {
 	if strings.Contains(string(got), "credential_id") {
 		t.Error("credential_id left in the payload")
 	}
-	if err := Validate(Collectors, got); err != nil {
-		t.Errorf("injected config no longer validates: %v", err)
+	if err := ValidateDelivered(Collectors, got, pointers); err != nil {
+		t.Errorf("injected config does not validate as delivered: %v", err)
 	}
 }
 

@@ -3,14 +3,42 @@ package agentconfig
 import (
 	"maps"
 	"slices"
+	"time"
 )
 
 // The validation rules of each config type. They mirror the JSON Schemas in schemas/ (see
 // TestSchemasAgreeWithValidate) and the typed shapes in shapes.go (see TestShapesDecodeValidConfigs).
 
+const maxInt32 = 1<<31 - 1 // counts stay decodable into int on 32-bit agents
+
+// Floors and caps. They bound what one config can make every agent of an environment do: how often it
+// polls, publishes or runs something, how much it reads into memory and how many things it watches. The
+// README's limits table lists them; a change here is a change of what the API accepts.
 const (
-	maxInt32       = 1<<31 - 1 // counts stay decodable into int on 32-bit agents
-	maxSafeInteger = 1<<53 - 1 // largest integer every JSON reader keeps exactly
+	// MinDuration and MaxDuration bound every duration field of every type (intervals, timeouts,
+	// flush intervals): nothing an agent does on a timer may run more often than once a second.
+	MinDuration = time.Second
+	MaxDuration = 24 * time.Hour
+	// MaxFileSize caps watch_files.max_file_size: the scanner reads a file whole into memory.
+	MaxFileSize = 16 << 20
+	// MaxCollectors caps the entries of one collectors list (environment default or host override).
+	MaxCollectors = 256
+	// MaxStaticLabels and MaxDynamicLabels cap labels.static members and labels.dynamic entries.
+	MaxStaticLabels  = 256
+	MaxDynamicLabels = 64
+	// MaxArgs caps a command label's argv.
+	MaxArgs = 64
+	// MaxPaths caps every list of paths or patterns (change_detection.paths, watch_files.paths,
+	// exclude_patterns and sensitive_files, log files' exclude_paths, journald.units).
+	MaxPaths = 128
+	// MaxLogFiles caps log_collection.files.
+	MaxLogFiles = 128
+	// MaxHealthcheckIntervalSeconds and MaxHealthcheckTimeoutSeconds cap the healthcheck type, whose
+	// values are whole seconds (at least 1).
+	MaxHealthcheckIntervalSeconds = 86400
+	MaxHealthcheckTimeoutSeconds  = 3600
+	// MaxLogBufferMB caps log_collection.mem_buf_limit_mb.
+	MaxLogBufferMB = 4096
 )
 
 var (
@@ -18,9 +46,13 @@ var (
 	stringRule         = &rule{kind: ruleString}
 	nonEmptyStringRule = &rule{kind: ruleString, nonEmpty: true}
 	durationRule       = &rule{kind: ruleDuration}
-	pathListRule       = &rule{kind: ruleList, items: nonEmptyStringRule}
-	globListRule       = &rule{kind: ruleList, items: &rule{kind: ruleGlob}}
+	pathListRule       = &rule{kind: ruleList, items: nonEmptyStringRule, maxItems: MaxPaths}
+	globListRule       = &rule{kind: ruleList, items: &rule{kind: ruleGlob}, maxItems: MaxPaths}
 	portRule           = integerRule(1, 65535)
+	// secretRule is a collector field a credential supplies (SecretFields). Validate refuses it: a
+	// stored config references a credential_id instead. ValidateDelivered accepts it, as any string,
+	// exactly at the pointers the backend reports it injected.
+	secretRule = &rule{kind: ruleSecret}
 )
 
 func integerRule(lo, hi float64) *rule { return &rule{kind: ruleInteger, min: lo, max: hi} }
@@ -32,8 +64,8 @@ func objectOf(fields map[string]*rule) *rule {
 }
 
 // identityList is a list of objects whose identity members must be unique within the list.
-func identityList(o *objectRule, identity ...string) *rule {
-	return &rule{kind: ruleList, identity: identity, items: &rule{kind: ruleObject, object: o}}
+func identityList(o *objectRule, maxItems int, identity ...string) *rule {
+	return &rule{kind: ruleList, identity: identity, items: &rule{kind: ruleObject, object: o}, maxItems: maxItems}
 }
 
 // Collector types and the fields each adds to the common ones.
@@ -65,8 +97,8 @@ var databaseCollectorFields = map[string]*rule{
 	"host":          nonEmptyStringRule,
 	"port":          portRule,
 	"database":      stringRule,
-	"username":      stringRule,
-	"password":      stringRule,
+	"username":      secretRule,
+	"password":      secretRule,
 	"credential_id": credentialIDRule,
 }
 
@@ -93,8 +125,8 @@ var collectorVariants = map[string]map[string]*rule{
 		"url":           {kind: ruleURL},
 		"method":        enumRule("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"),
 		"expect_status": integerRule(100, 599),
-		"username":      stringRule, // basic auth
-		"password":      stringRule,
+		"username":      secretRule, // basic auth
+		"password":      secretRule,
 		"credential_id": credentialIDRule,
 	},
 	CollectorTCP: {
@@ -120,7 +152,7 @@ var collectorsRule = identityList(
 		discriminator: "type",
 		variants:      collectorVariants,
 	},
-	"type", "name",
+	MaxCollectors, "type", "name",
 )
 
 var intervalsRule = objectOf(map[string]*rule{
@@ -138,7 +170,7 @@ const (
 )
 
 var labelsRule = objectOf(map[string]*rule{
-	"static": {kind: ruleStringMap},
+	"static": {kind: ruleStringMap, maxItems: MaxStaticLabels},
 	"dynamic": identityList(
 		&objectRule{
 			noun: "dynamic label",
@@ -151,11 +183,11 @@ var labelsRule = objectOf(map[string]*rule{
 			discriminator: "source",
 			variants: map[string]map[string]*rule{
 				LabelSourceFile:    {"path": nonEmptyStringRule},
-				LabelSourceCommand: {"command": {kind: ruleArgv}},
+				LabelSourceCommand: {"command": {kind: ruleArgv, maxItems: MaxArgs}},
 				LabelSourceEnv:     {"env": nonEmptyStringRule},
 			},
 		},
-		"name",
+		MaxDynamicLabels, "name",
 	),
 })
 
@@ -179,7 +211,7 @@ var logCollectionRule = objectOf(map[string]*rule{
 			},
 			required: []string{"name"},
 		},
-		"name",
+		MaxLogFiles, "name",
 	),
 	"journald": objectOf(map[string]*rule{
 		"enabled":        boolRule,
@@ -188,7 +220,7 @@ var logCollectionRule = objectOf(map[string]*rule{
 	}),
 	"enabled":          boolRule,
 	"flush_interval":   durationRule,
-	"mem_buf_limit_mb": integerRule(0, maxInt32),
+	"mem_buf_limit_mb": integerRule(0, MaxLogBufferMB),
 })
 
 // Log levels, in the orders the spec lists them.
@@ -207,12 +239,12 @@ var watchFilesRule = objectOf(map[string]*rule{
 	"paths":            pathListRule,
 	"exclude_patterns": globListRule,
 	"sensitive_files":  globListRule,
-	"max_file_size":    integerRule(1, maxSafeInteger),
+	"max_file_size":    integerRule(1, MaxFileSize),
 })
 
 var healthcheckRule = objectOf(map[string]*rule{
-	"interval_seconds": integerRule(1, maxInt32),
-	"timeout_seconds":  integerRule(1, maxInt32),
+	"interval_seconds": integerRule(1, MaxHealthcheckIntervalSeconds),
+	"timeout_seconds":  integerRule(1, MaxHealthcheckTimeoutSeconds),
 })
 
 var tracingRule = objectOf(map[string]*rule{

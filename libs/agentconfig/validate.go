@@ -28,11 +28,30 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("invalid %s config: %s: %s", e.Type, e.Path, e.Message)
 }
 
-// Validate checks raw against the rules of configType. It returns nil, a *ValidationError, or an error
-// wrapping ErrUnknownType. Environment configs and host overrides are checked by the same rules: no
-// field is required except those that identify list entries (collector type and name, dynamic label
-// name and source, log file name), because a host override is a partial document.
+// Validate checks a stored or operator-written config (what the API accepts, an agent's local defaults)
+// against the rules of configType. It returns nil, a *ValidationError, or an error wrapping
+// ErrUnknownType. Environment configs and host overrides are checked by the same rules: no field is
+// required except those that identify list entries (collector type and name, dynamic label name and
+// source, log file name), because a host override is a partial document.
+//
+// A stored collector never holds a secret inline: username and password are refused
+// ("collectors[0].password: ..."), and come only from a credential through credential_id. A config as
+// the agent receives it, with the credential's fields injected, is checked by ValidateDelivered.
 func Validate(configType string, raw json.RawMessage) error {
+	return validate(configType, raw, nil)
+}
+
+// ValidateDelivered checks a config as an agent receives it from the backend: the rules of Validate,
+// except that secret fields (SecretFields) are accepted exactly at secretFields, the RFC 6901 pointers
+// the backend reports it injected (protocol's secret_fields, e.g. "/0/password"), and nowhere else. A
+// secret field at any other place is refused as Validate refuses it: the backend only ever delivers
+// secrets it injected from a credential.
+func ValidateDelivered(configType string, raw json.RawMessage, secretFields []string) error {
+	return validate(configType, raw, secretFields)
+}
+
+// validate is Validate (no secretFields: no secret field anywhere) and ValidateDelivered.
+func validate(configType string, raw json.RawMessage, secretFields []string) error {
 	t, ok := registry[configType]
 	if !ok {
 		return unknownType(configType)
@@ -47,7 +66,7 @@ func Validate(configType string, raw json.RawMessage) error {
 		return &ValidationError{Type: configType, Message: err.Error()}
 	}
 	var segs [8]pathSeg
-	v := validator{d: d, typ: configType, path: segs[:0]}
+	v := validator{d: d, typ: configType, path: segs[:0], secretFields: secretFields}
 	if t.root.kind == ruleList {
 		v.pushName(configType) // "collectors[2].interval" rather than "[2].interval"
 	}
@@ -63,7 +82,7 @@ type ruleKind uint8
 const (
 	ruleString    ruleKind = iota // a string; nonEmpty: at least one character
 	ruleEnum                      // a string from enum
-	ruleDuration                  // a time.ParseDuration string greater than zero
+	ruleDuration                  // a time.ParseDuration string from MinDuration to MaxDuration
 	ruleBool                      // true or false
 	ruleInteger                   // an integer token (no fraction or exponent) in [min, max]
 	ruleNumber                    // any number in [min, max]
@@ -76,6 +95,7 @@ const (
 	ruleObject                    // an object checked by object
 	ruleUUID                      // a canonical lowercase UUID string (8-4-4-4-12 hex digits)
 	ruleForbidden                 // a member that may not appear here; message says why
+	ruleSecret                    // a string a credential supplies: refused unless delivered (see ValidateDelivered)
 )
 
 // rule is one node of a type's validation tree. The JSON Schema files say the same thing for tools;
@@ -89,6 +109,7 @@ type rule struct {
 	object   *objectRule
 	identity []string // ruleList of objects: members that identify an entry, unique within the list
 	message  string   // ruleForbidden: the error message
+	maxItems int      // ruleList, ruleArgv, ruleStringMap: the most items (members) allowed; 0: no cap
 }
 
 // objectRule lists the members an object may have. With a discriminator, the value of that member
@@ -120,6 +141,9 @@ type validator struct {
 	d    *document
 	typ  string
 	path []pathSeg
+	// secretFields are the pointers at which a secret field is accepted (ValidateDelivered); none for
+	// Validate.
+	secretFields []string
 }
 
 func (v *validator) push(key []byte) {
@@ -157,6 +181,26 @@ func (v *validator) pathString() string {
 	return string(b)
 }
 
+// pointer is the RFC 6901 pointer of the current value within the document: the path without the
+// name of a list root ("collectors[2].password" is "/2/password").
+func (v *validator) pointer() string {
+	var b []byte
+	for k, s := range v.path {
+		switch s.step {
+		case stepIndex:
+			b = append(b, '/')
+			b = strconv.AppendInt(b, int64(s.index), 10)
+		case stepKey:
+			b = append(append(b, '/'), escapePointerToken(string(s.key))...)
+		case stepName:
+			if k > 0 { // at 0: the list root's name, not part of the document
+				b = append(append(b, '/'), escapePointerToken(s.name)...)
+			}
+		}
+	}
+	return string(b)
+}
+
 // appendPathKey appends one object key to a path: ".key", or `["key"]` when the key holds characters
 // that would make the path ambiguous. first omits the dot.
 func appendPathKey(dst, key []byte, first bool) []byte {
@@ -182,7 +226,13 @@ func appendPathKey(dst, key []byte, first bool) []byte {
 // backend finds the configs that reference a credential by exact match on it.
 const uuidMessage = `must be a lowercase UUID (8-4-4-4-12 hexadecimal digits, such as "3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c")`
 
-const durationMessage = `must be a duration greater than zero, such as "30s" or "5m"`
+var durationMessage = fmt.Sprintf(`must be a duration from %s to %s, such as "30s" or "5m"`, MinDuration, formatHours(MaxDuration))
+
+// formatHours writes a whole number of hours as "24h" rather than time.Duration's "24h0m0s".
+func formatHours(d time.Duration) string { return strconv.Itoa(int(d/time.Hour)) + "h" }
+
+// inlineSecretMessage is why Validate refuses a secret field.
+const inlineSecretMessage = "inline secrets are not accepted: store the value in a credential and reference it with credential_id"
 
 func (v *validator) check(r *rule, i int32) *ValidationError {
 	n := &v.d.nodes[i]
@@ -210,8 +260,15 @@ func (v *validator) check(r *rule, i int32) *ValidationError {
 		if n.kind != kindString {
 			return v.fail(durationMessage)
 		}
-		if d, err := time.ParseDuration(string(v.d.text(i, nil))); err != nil || d <= 0 {
+		if d, err := time.ParseDuration(string(v.d.text(i, nil))); err != nil || d < MinDuration || d > MaxDuration {
 			return v.fail(durationMessage)
+		}
+	case ruleSecret:
+		if n.kind != kindString {
+			return v.fail("must be a string")
+		}
+		if !slices.Contains(v.secretFields, v.pointer()) {
+			return v.fail(inlineSecretMessage)
 		}
 	case ruleInteger:
 		if n.kind == kindNumber {
@@ -255,6 +312,9 @@ func (v *validator) check(r *rule, i int32) *ValidationError {
 		if r.nonEmpty && len(kids) == 0 {
 			return v.fail("must have at least one item")
 		}
+		if r.maxItems > 0 && len(kids) > r.maxItems {
+			return v.fail(fmt.Sprintf("must have at most %d items", r.maxItems))
+		}
 		for j, item := range kids {
 			v.pushIndex(j)
 			if e := v.check(r.items, item); e != nil {
@@ -269,6 +329,9 @@ func (v *validator) check(r *rule, i int32) *ValidationError {
 		if n.kind != kindArray || len(kids) == 0 {
 			return v.fail("must be a non-empty array of strings (program and arguments)")
 		}
+		if r.maxItems > 0 && len(kids) > r.maxItems {
+			return v.fail(fmt.Sprintf("must have at most %d items (program and arguments)", r.maxItems))
+		}
 		for j, item := range kids {
 			v.pushIndex(j)
 			if v.d.nodes[item].kind != kindString {
@@ -282,6 +345,9 @@ func (v *validator) check(r *rule, i int32) *ValidationError {
 	case ruleStringMap:
 		if n.kind != kindObject {
 			return v.fail("must be an object of string values")
+		}
+		if r.maxItems > 0 && len(kids)/2 > r.maxItems {
+			return v.fail(fmt.Sprintf("must have at most %d members", r.maxItems))
 		}
 		for j := 0; j < len(kids); j += 2 {
 			v.push(v.d.text(kids[j], nil))

@@ -120,30 +120,38 @@ type BatchHost struct {
 
 // CredentialMeta describes a stored credential. It never carries secret values.
 type CredentialMeta struct {
-	ID            string    `json:"id"`
-	ClientID      string    `json:"client_id"`
-	EnvironmentID string    `json:"environment_id,omitempty"`
-	Name          string    `json:"name"`
-	Fields        []string  `json:"fields"`
-	KeyVersion    string    `json:"key_version"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	ID            string   `json:"id"`
+	ClientID      string   `json:"client_id"`
+	EnvironmentID string   `json:"environment_id,omitempty"`
+	Name          string   `json:"name"`
+	Fields        []string `json:"fields"`
+	KeyVersion    string   `json:"key_version"`
+	// AllowedTargets are the host:port patterns the credential may be injected for (canonical,
+	// sorted); empty: any target.
+	AllowedTargets []string  `json:"allowed_targets,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // CredentialCreateRequest stores a new credential. Secret maps field names (e.g. "password") to values.
+// AllowedTargets (host:port patterns such as "db.internal:5432" or "*.prod.example.com:*") bind it to
+// the collectors' targets it may be injected for; empty: any.
 type CredentialCreateRequest struct {
-	ClientID      string            `json:"client_id"`
-	EnvironmentID string            `json:"environment_id,omitempty"`
-	Name          string            `json:"name"`
-	Secret        map[string]string `json:"secret"`
+	ClientID       string            `json:"client_id"`
+	EnvironmentID  string            `json:"environment_id,omitempty"`
+	Name           string            `json:"name"`
+	Secret         map[string]string `json:"secret"`
+	AllowedTargets []string          `json:"allowed_targets,omitempty"`
 }
 
 // CredentialRotateRequest replaces a credential's secret, or with no Secret re-encrypts it under the
-// newest key.
+// newest key. A non-nil AllowedTargets replaces the allowed targets (pointing to an empty list clears
+// them: any target); nil keeps them.
 type CredentialRotateRequest struct {
-	ClientID string            `json:"client_id"`
-	ID       string            `json:"id"`
-	Secret   map[string]string `json:"secret,omitempty"`
+	ClientID       string            `json:"client_id"`
+	ID             string            `json:"id"`
+	Secret         map[string]string `json:"secret,omitempty"`
+	AllowedTargets *[]string         `json:"allowed_targets,omitempty"`
 }
 
 // CredentialRef names one credential of a client (get, delete).

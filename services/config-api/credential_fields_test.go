@@ -90,7 +90,7 @@ func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 		t.Fatalf("inject reply: %s", msg.Data)
 	}
 	injected := reply.Results[0].Collectors
-	if err := agentconfig.Validate(agentconfig.Collectors, injected); err != nil {
+	if err := agentconfig.ValidateDelivered(agentconfig.Collectors, injected, reply.Results[0].SecretFields); err != nil {
 		t.Fatalf("the agent would reject the injected collectors: %v", err)
 	}
 	var cs agentconfig.CollectorsConfig

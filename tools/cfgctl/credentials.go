@@ -26,12 +26,19 @@ func (k *commands) credentials(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("credentials "+verb, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var file, env *string
-	var force *bool
+	var force, clearTargets *bool
+	var targets []string
 	switch verb {
 	case "create", "rotate":
 		file = fs.String("f", "", `secret file: YAML or JSON map of field to value ("-" reads standard input)`)
+		fs.Func("target", `an allowed target, host:port ("db.internal:5432", "*.prod.example.com:*"); repeatable`, func(v string) error {
+			targets = append(targets, v)
+			return nil
+		})
 		if verb == "create" {
 			env = fs.String("env", "", "environment id the credential belongs to (default: the whole client)")
+		} else {
+			clearTargets = fs.Bool("clear-targets", false, "remove every allowed target (the credential may then go to any target)")
 		}
 	case "delete":
 		force = fs.Bool("force", false, "delete even while configs reference the credential")
@@ -67,6 +74,9 @@ func (k *commands) credentials(ctx context.Context, args []string) error {
 			return err
 		}
 		body := map[string]any{"name": pos[1], "secret": secret}
+		if len(targets) > 0 {
+			body["allowed_targets"] = targets
+		}
 		if *env != "" {
 			body["environment_id"] = *env
 		}
@@ -76,14 +86,28 @@ func (k *commands) credentials(ctx context.Context, args []string) error {
 		}
 		return k.printCredential(raw)
 	case "rotate":
-		// Without a secret the API re-encrypts the credential under the newest key.
+		// Without a secret the API re-encrypts the credential under the newest key; -target and
+		// -clear-targets replace the allowed targets, with or without a new secret.
+		if *clearTargets && len(targets) > 0 {
+			return usagef("credentials rotate: -clear-targets and -target exclude each other")
+		}
 		var body any
+		fields := map[string]any{}
 		if *file != "" {
 			secret, err := readSecretFile(k.in, *file)
 			if err != nil {
 				return err
 			}
-			body = map[string]any{"secret": secret}
+			fields["secret"] = secret
+		}
+		switch {
+		case *clearTargets:
+			fields["allowed_targets"] = []string{}
+		case len(targets) > 0:
+			fields["allowed_targets"] = targets
+		}
+		if len(fields) > 0 {
+			body = fields
 		}
 		var raw json.RawMessage
 		if err := k.c.do(ctx, http.MethodPost, base+"/"+url.PathEscape(pos[1])+"/rotate", nil, body, &raw); err != nil {
@@ -180,10 +204,10 @@ func (k *commands) printCredentials(raw json.RawMessage) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(k.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tENVIRONMENT\tFIELDS\tKEY VERSION\tUPDATED")
+	fmt.Fprintln(tw, "ID\tNAME\tENVIRONMENT\tFIELDS\tTARGETS\tKEY VERSION\tUPDATED")
 	for _, c := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", text(c["id"]), text(c["name"]), text(c["environment_id"]),
-			fieldList(c["fields"]), text(c["key_version"]), text(firstOf(c, "updated_at", "created_at")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", text(c["id"]), text(c["name"]), text(c["environment_id"]),
+			fieldList(c["fields"]), targetList(c["allowed_targets"]), text(c["key_version"]), text(firstOf(c, "updated_at", "created_at")))
 	}
 	return tw.Flush()
 }
@@ -201,7 +225,16 @@ func (k *commands) printCredential(raw json.RawMessage) error {
 		fmt.Fprintf(tw, "%s:\t%s\n", key, text(c[key]))
 	}
 	fmt.Fprintf(tw, "fields:\t%s\n", fieldList(c["fields"]))
+	fmt.Fprintf(tw, "allowed_targets:\t%s\n", targetList(c["allowed_targets"]))
 	return tw.Flush()
+}
+
+// targetList prints allowed targets, or "any" when there are none.
+func targetList(v any) string {
+	if s := fieldList(v); s != "" {
+		return s
+	}
+	return "any"
 }
 
 func fieldList(v any) string {

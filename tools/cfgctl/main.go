@@ -64,13 +64,17 @@ Registry:
   types                                      config types with merge strategy
 Credentials (metadata only; secret values are read from SECRETFILE, never from arguments):
   credentials list   <clientID>
-  credentials create <clientID> <name> -f SECRETFILE [-env envID]
-  credentials rotate <clientID> <credID> [-f SECRETFILE]  without -f: re-encrypt under the newest key
+  credentials create <clientID> <name> -f SECRETFILE [-env envID] [-target HOST:PORT ...]
+  credentials rotate <clientID> <credID> [-f SECRETFILE] [-target HOST:PORT ... | -clear-targets]
+                                             without -f: re-encrypt under the newest key; -target
+                                             (repeatable) replaces the allowed targets
   credentials delete <clientID> <credID> [-force]        in use: exit 4 unless -force
 
 FILE is JSON or YAML holding the config data ("-" reads standard input).
 HOSTSFILE has one host a line, "hostname" or "hostname agent_id"; blank lines and # comments are skipped.
 SECRETFILE is a YAML or JSON map of field to value, e.g. {"username": "monitor", "password": "..."}.
+HOST:PORT is an allowed target the credential may be injected for: host name, IP ([v6] in brackets),
+"*.suffix" or "*", and a port or "*" (e.g. db.internal:5432, *.prod.example.com:*); none: any target.
 NATS credentials are written only to -creds-out / -creds-dir files and never printed, except that
 -o json prints the API's raw answer, credentials included; without a file they are shown once and lost.
 Exit codes: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict/412, 5 invalid input, 6 auth, 7 drift.

@@ -422,3 +422,57 @@ func TestSecretFileErrorsNeverQuoteValues(t *testing.T) {
 		t.Errorf("%d requests sent for broken secret files", len(*got))
 	}
 }
+
+// -target sets allowed targets at create and replaces them at rotate (alone or with a new secret);
+// -clear-targets sends an empty list; the metadata shows them, or "any".
+func TestCredentialTargetFlags(t *testing.T) {
+	const bound = `{"id":"c-1","client_id":"cl-1","name":"pg","fields":["password"],"allowed_targets":["*.prod.example.com:*","db.internal:5432"],"key_version":"k1"}`
+	srv, got := fakeAPI(t, map[string]func(http.ResponseWriter){
+		"GET /api/v1/clients/cl-1/credentials":             data(`[` + bound + `,` + credMeta + `]`),
+		"POST /api/v1/clients/cl-1/credentials":            data(bound),
+		"POST /api/v1/clients/cl-1/credentials/c-1/rotate": data(bound),
+	})
+	targets := func(body map[string]any) []string {
+		list, ok := body["allowed_targets"].([]any)
+		if !ok {
+			return nil
+		}
+		out := []string{}
+		for _, v := range list {
+			out = append(out, v.(string))
+		}
+		return out
+	}
+	out, _, err := runWithIO(t, srv, `{"password": "s3cr3t"}`, "credentials", "create", "cl-1", "pg", "-f", "-",
+		"-target", "db.internal:5432", "-target", "*.prod.example.com:*")
+	r := (*got)[len(*got)-1]
+	if err != nil || strings.Join(targets(r.Body), " ") != "db.internal:5432 *.prod.example.com:*" {
+		t.Fatalf("create -target: %v, body %+v", err, r.Body)
+	}
+	if !strings.Contains(out, "allowed_targets:  *.prod.example.com:*, db.internal:5432") {
+		t.Errorf("create output:\n%s", out)
+	}
+
+	// Targets alone: no secret in the body.
+	if _, _, err := runWithIO(t, srv, "", "credentials", "rotate", "cl-1", "c-1", "-target", "db2.internal:5432"); err != nil {
+		t.Fatal(err)
+	}
+	r = (*got)[len(*got)-1]
+	if _, has := r.Body["secret"]; has || strings.Join(targets(r.Body), " ") != "db2.internal:5432" {
+		t.Errorf("rotate -target body %+v", r.Body)
+	}
+	if _, _, err := runWithIO(t, srv, "", "credentials", "rotate", "cl-1", "c-1", "-clear-targets"); err != nil {
+		t.Fatal(err)
+	}
+	if r = (*got)[len(*got)-1]; targets(r.Body) == nil || len(targets(r.Body)) != 0 {
+		t.Errorf("rotate -clear-targets body %+v", r.Body)
+	}
+	n := len(*got)
+	if _, _, err := runWithIO(t, srv, "", "credentials", "rotate", "cl-1", "c-1", "-clear-targets", "-target", "x:1"); exitCode(err) != exitUsage || len(*got) != n {
+		t.Errorf("-clear-targets with -target: exit %d (%v)", exitCode(err), err)
+	}
+	out, _, err = runWithIO(t, srv, "", "credentials", "list", "cl-1")
+	if err != nil || !strings.Contains(out, "TARGETS") || !strings.Contains(out, "*.prod.example.com:*, db.internal:5432") || !strings.Contains(out, "any") {
+		t.Errorf("list: %v\n%s", err, out)
+	}
+}

@@ -130,7 +130,7 @@ func (h *ConfigHandler) Handle(ctx context.Context, cmd protocol.Command) (proto
 
 	deleted := isNull(cmd.Payload)
 	if !deleted {
-		if err := agentconfig.Validate(cmd.ConfigType, cmd.Payload); err != nil {
+		if err := agentconfig.ValidateDelivered(cmd.ConfigType, cmd.Payload, cmd.SecretFields); err != nil {
 			log.Warn("config update rejected", "error", err)
 			return h.ack(ctx, cmd.ConfigType, cmd.Version, err), true
 		}

@@ -32,10 +32,12 @@ func FuzzHandleMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fx := newFixture(t, nil)
+		var sent protocol.Command
+		_ = json.Unmarshal(data, &sent)
 		for _, typ := range agentconfig.TypeNames() {
 			fx.h.RegisterCallback(typ, func(_ context.Context, configType string, payload json.RawMessage, _ int64) error {
 				if payload != nil {
-					if err := agentconfig.Validate(configType, payload); err != nil {
+					if err := agentconfig.ValidateDelivered(configType, payload, sent.SecretFields); err != nil {
 						t.Fatalf("%s callback got a config the registry refuses: %v", configType, err)
 					}
 				}
@@ -64,7 +66,7 @@ func FuzzHandleMessage(f *testing.F) {
 					t.Fatalf("unknown type %q acked as applied", a.ConfigType)
 				}
 				if !isNull(cmd.Payload) {
-					if err := agentconfig.Validate(cmd.ConfigType, cmd.Payload); err != nil {
+					if err := agentconfig.ValidateDelivered(cmd.ConfigType, cmd.Payload, cmd.SecretFields); err != nil {
 						t.Fatalf("invalid config acked as applied: %v", err)
 					}
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/configsync/configsync/libs/agentconfig"
@@ -51,7 +52,12 @@ func FuzzFetchReply(f *testing.F) {
 			if applied == "" || applied == "null" {
 				continue
 			}
-			if err := agentconfig.Validate(typ, json.RawMessage(applied)); err != nil {
+			// From the reply or the cache: a secret field is valid at the pointers of either.
+			pointers := slices.Clone(reply.SecretFields[typ])
+			if typ == agentconfig.Collectors {
+				pointers = append(pointers, "/0/password")
+			}
+			if err := agentconfig.ValidateDelivered(typ, json.RawMessage(applied), pointers); err != nil {
 				t.Fatalf("%s applied although the registry refuses it: %v", typ, err)
 			}
 		}
@@ -65,7 +71,7 @@ func FuzzFetchReply(f *testing.F) {
 			if !ok || e.Redacted {
 				continue
 			}
-			if err := agentconfig.Validate(typ, e.Data); err != nil {
+			if err := agentconfig.ValidateDelivered(typ, e.Data, c.SecretFields(typ)); err != nil {
 				t.Fatalf("cached %s is invalid: %v", typ, err)
 			}
 		}

@@ -164,7 +164,7 @@ func (s *Syncer) populate(reply *protocol.FetchReply) (map[string]int64, map[str
 			changes = append(changes, configcache.Change{ConfigType: t, Version: reply.Versions[t], Delete: true})
 			continue
 		}
-		if err := agentconfig.Validate(t, data); err != nil {
+		if err := agentconfig.ValidateDelivered(t, data, reply.SecretFields[t]); err != nil {
 			s.Log.Warn("fetched config rejected", "config_type", t, "error", err)
 			continue
 		}

@@ -58,8 +58,9 @@ func TestResolverChain(t *testing.T) {
 
 	// Backend answered: NATS wins.
 	reply := &protocol.FetchReply{
-		Configs:  map[string]json.RawMessage{"collectors": json.RawMessage(pgCollectors)},
-		Versions: map[string]int64{"collectors": 6},
+		Configs:      map[string]json.RawMessage{"collectors": json.RawMessage(pgCollectors)},
+		Versions:     map[string]int64{"collectors": 6},
+		SecretFields: map[string][]string{"collectors": {"/0/password"}},
 	}
 	if got = r.Resolve("collectors", reply); got.Source != SourceNATS || got.Version != 6 {
 		t.Fatalf("collectors = %+v", got)
@@ -178,8 +179,9 @@ func TestStartupBackendUnreachableUsesCacheThenRecovers(t *testing.T) {
 	c = openCache(t, dir) // restart
 	local := map[string]json.RawMessage{"collectors": json.RawMessage(`[]`)}
 	f := &fakeFetcher{reply: &protocol.FetchReply{
-		Configs:  map[string]json.RawMessage{"labels": json.RawMessage(`{"static":{"from":"nats"}}`), "collectors": json.RawMessage(pgCollectors)},
-		Versions: map[string]int64{"labels": 3, "collectors": 5},
+		Configs:      map[string]json.RawMessage{"labels": json.RawMessage(`{"static":{"from":"nats"}}`), "collectors": json.RawMessage(pgCollectors)},
+		Versions:     map[string]int64{"labels": 3, "collectors": 5},
+		SecretFields: map[string][]string{"collectors": {"/0/password"}},
 	}}
 	f.fails.Store(3)
 	s, rec := newSyncer(t, c, f, local)

@@ -142,3 +142,41 @@ WHERE environment_id = ANY(@environment_ids::uuid[]) AND config_type = @config_t
 SELECT id, host_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at
 FROM host_configs
 WHERE host_id = ANY(@host_ids::uuid[]) AND config_type = @config_type;
+
+-- name: ListEnvironmentsWithInlineSecrets :many
+-- Environments whose live collectors config holds a secret inline (a collector with a username or a
+-- password member), stored before the API refused them; config-api migrate-inline-secrets moves them
+-- into credentials. A sequential scan of one type's rows: an operator command, run once.
+SELECT ec.environment_id
+FROM environment_configs ec
+WHERE ec.config_type = 'collectors'
+  AND ec.deleted_at IS NULL
+  AND jsonb_path_exists(ec.config_data, '$[*] ? (exists(@.password) || exists(@.username))')
+ORDER BY ec.environment_id;
+
+-- name: ListHostsWithInlineSecrets :many
+-- Hosts (revoked ones too: the secret is at rest all the same) whose live collectors override holds a
+-- secret inline.
+SELECT hc.host_id
+FROM host_configs hc
+WHERE hc.config_type = 'collectors'
+  AND hc.deleted_at IS NULL
+  AND jsonb_path_exists(hc.config_data, '$[*] ? (exists(@.password) || exists(@.username))')
+ORDER BY hc.host_id;
+
+-- name: ListRevisionsWithInlineSecrets :many
+-- Collectors revisions after id whose old or new data holds an inline secret value not yet replaced by
+-- "[REDACTED]", in id order.
+SELECT id, old_data, new_data
+FROM config_revisions
+WHERE config_type = 'collectors'
+  AND id > @after_id
+  AND (jsonb_path_exists(old_data, '$[*] ? ((exists(@.password) && @.password != "[REDACTED]") || (exists(@.username) && @.username != "[REDACTED]"))')
+    OR jsonb_path_exists(new_data, '$[*] ? ((exists(@.password) && @.password != "[REDACTED]") || (exists(@.username) && @.username != "[REDACTED]"))'))
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: ScrubRevision :exec
+UPDATE config_revisions
+SET old_data = @old_data, new_data = @new_data
+WHERE id = @id;

@@ -1,5 +1,7 @@
 // Command config-api serves ConfigSync's operator REST API. `config-api bootstrap-token -name NAME`
-// instead prints a new admin API token (it needs only DATABASE_URL).
+// instead prints a new admin API token (it needs only DATABASE_URL). `config-api migrate-inline-secrets`
+// moves the secrets collectors configs hold inline into credentials (it needs DATABASE_URL and the NATS
+// settings, and the credential service running), printing progress and a summary.
 package main
 
 import (
@@ -25,6 +27,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "bootstrap-token" {
 		if err := bootstrapToken(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "config-api bootstrap-token:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "migrate-inline-secrets" {
+		if err := migrateInlineSecrets(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "config-api migrate-inline-secrets:", err)
 			os.Exit(1)
 		}
 		return
@@ -75,4 +84,44 @@ func bootstrapToken(args []string) error {
 	}
 	fmt.Println(token)
 	return nil
+}
+
+// migrateInlineSecrets runs configapi.MigrateInlineSecrets with the service's own settings: progress
+// and the summary on stdout, logs on stderr.
+func migrateInlineSecrets(args []string) error {
+	fs := flag.NewFlagSet("migrate-inline-secrets", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", time.Hour, "give up after this long (a later run continues where this one stopped)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var (
+		logCfg  logging.Config
+		dbCfg   pgdb.Config
+		natsCfg natsconn.Config
+		apiCfg  configapi.Config
+	)
+	for _, c := range []any{&logCfg, &dbCfg, &natsCfg, &apiCfg} {
+		if err := envconfig.Load(c); err != nil {
+			return err
+		}
+	}
+	log, err := logging.New(logCfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	pool, err := pgdb.Open(ctx, dbCfg, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	nc, err := natsconn.Connect(natsCfg, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	_, err = configapi.MigrateInlineSecrets(ctx, apiCfg, pool, nc, log, os.Stdout)
+	return err
 }

@@ -90,10 +90,20 @@ func NewService(backend Backend, announcer Announcer, tenants Tenants, guard *te
 }
 
 // CreateInput is a new credential. Secret maps field names (e.g. "password") to values.
+// AllowedTargets are host:port patterns binding the credential to the collectors' targets it may be
+// injected for (empty: any); the credential service validates them.
 type CreateInput struct {
-	Name          string
-	EnvironmentID uuid.NullUUID
-	Secret        map[string]string
+	Name           string
+	EnvironmentID  uuid.NullUUID
+	Secret         map[string]string
+	AllowedTargets []string
+}
+
+// RotateInput changes a credential: a new Secret (none: re-encrypt the stored one under the newest key)
+// and, when AllowedTargets is not nil, new allowed targets (an empty list clears them).
+type RotateInput struct {
+	Secret         map[string]string
+	AllowedTargets *[]string
 }
 
 // Create stores a credential for a client, optionally scoped to one of its environments.
@@ -108,7 +118,10 @@ func (s *Service) Create(ctx context.Context, p tenancy.Principal, clientID uuid
 	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
 		return protocol.CredentialMeta{}, err
 	}
-	req := protocol.CredentialCreateRequest{ClientID: clientID.String(), Name: name, Secret: in.Secret}
+	if err := validTargets(in.AllowedTargets); err != nil {
+		return protocol.CredentialMeta{}, err
+	}
+	req := protocol.CredentialCreateRequest{ClientID: clientID.String(), Name: name, Secret: in.Secret, AllowedTargets: in.AllowedTargets}
 	if in.EnvironmentID.Valid {
 		env, err := s.tenants.Environment(ctx, p, in.EnvironmentID.UUID)
 		if err != nil {
@@ -243,20 +256,29 @@ func inUseMessage(id uuid.UUID, use configs.CredentialUse) string {
 
 // Rotate replaces a credential's secret and re-announces the client's configs that reference it, so
 // agents receive the new secret. With no secret it re-encrypts the stored one under the newest key;
-// agents would receive the same plaintext, so nothing is re-announced. Rotating again with the same
-// secret re-encrypts it and re-announces, which is how a rotation whose re-announce failed is retried.
-func (s *Service) Rotate(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID, secret map[string]string) (protocol.CredentialMeta, error) {
+// agents would receive the same plaintext, so nothing is re-announced, unless the allowed targets
+// change too (collectors aimed elsewhere are then withheld, or delivered again). Rotating again with the
+// same secret re-encrypts it and re-announces, which is how a rotation whose re-announce failed is
+// retried.
+func (s *Service) Rotate(ctx context.Context, p tenancy.Principal, clientID, id uuid.UUID, in RotateInput) (protocol.CredentialMeta, error) {
+	secret := in.Secret
 	if err := validSecret(secret, false); err != nil {
 		return protocol.CredentialMeta{}, err
+	}
+	if in.AllowedTargets != nil {
+		if err := validTargets(*in.AllowedTargets); err != nil {
+			return protocol.CredentialMeta{}, err
+		}
 	}
 	if _, err := s.tenants.Client(ctx, p, clientID); err != nil {
 		return protocol.CredentialMeta{}, err
 	}
-	meta, err := s.backend.Rotate(ctx, protocol.CredentialRotateRequest{ClientID: clientID.String(), ID: id.String(), Secret: secret})
+	meta, err := s.backend.Rotate(ctx, protocol.CredentialRotateRequest{ClientID: clientID.String(), ID: id.String(), Secret: secret,
+		AllowedTargets: in.AllowedTargets})
 	if err != nil {
 		return protocol.CredentialMeta{}, s.miss(ctx, p, id, fmt.Errorf("credentials: rotate: %w", err))
 	}
-	if len(secret) == 0 {
+	if len(secret) == 0 && in.AllowedTargets == nil {
 		s.audit(ctx, p, tenancy.ActionCredentialRotate, clientID, meta, nil)
 		return meta, nil
 	}
@@ -314,11 +336,26 @@ func (s *Service) audit(ctx context.Context, p tenancy.Principal, action string,
 	if meta.Fields != nil {
 		detail["fields"] = meta.Fields // field names only, never values
 	}
+	if meta.AllowedTargets != nil {
+		detail["allowed_targets"] = meta.AllowedTargets
+	}
 	s.guard.Record(ctx, p, action, uuid.NullUUID{UUID: clientID, Valid: true}, tenancy.KindCredential, id, detail)
 }
 
 func ref(clientID, id uuid.UUID) protocol.CredentialRef {
 	return protocol.CredentialRef{ClientID: clientID.String(), ID: id.String()}
+}
+
+// MaxAllowedTargets bounds a credential's allowed targets (the credential service enforces the same).
+const MaxAllowedTargets = 32
+
+// validTargets checks what config-api can check of allowed targets before asking the credential
+// service, which validates each pattern's syntax and answers 400 naming it.
+func validTargets(targets []string) error {
+	if len(targets) > MaxAllowedTargets {
+		return fault.Invalidf("allowed_targets has %d entries, at most %d are allowed", len(targets), MaxAllowedTargets)
+	}
+	return nil
 }
 
 // validSecret checks field names and sizes; values are never echoed in messages. A field name must be

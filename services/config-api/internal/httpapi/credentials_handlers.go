@@ -10,13 +10,17 @@ import (
 
 // createCredentialRequest carries secret values: it is never logged and never echoed.
 type createCredentialRequest struct {
-	Name          string            `json:"name"`
-	EnvironmentID *uuid.UUID        `json:"environment_id"`
-	Secret        map[string]string `json:"secret"`
+	Name           string            `json:"name"`
+	EnvironmentID  *uuid.UUID        `json:"environment_id"`
+	Secret         map[string]string `json:"secret"`
+	AllowedTargets []string          `json:"allowed_targets"`
 }
 
+// rotateCredentialRequest: a present allowed_targets (even []) replaces the targets; absent or null
+// keeps them.
 type rotateCredentialRequest struct {
-	Secret map[string]string `json:"secret"`
+	Secret         map[string]string `json:"secret"`
+	AllowedTargets *[]string         `json:"allowed_targets"`
 }
 
 func (a *API) createCredential(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -28,7 +32,7 @@ func (a *API) createCredential(w http.ResponseWriter, r *http.Request, p princip
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	in := credentials.CreateInput{Name: req.Name, Secret: req.Secret}
+	in := credentials.CreateInput{Name: req.Name, Secret: req.Secret, AllowedTargets: req.AllowedTargets}
 	if req.EnvironmentID != nil {
 		in.EnvironmentID = uuid.NullUUID{UUID: *req.EnvironmentID, Valid: true}
 	}
@@ -90,7 +94,8 @@ func (a *API) rotateCredential(w http.ResponseWriter, r *http.Request, p princip
 	if err := decodeOptional(w, r, &req); err != nil {
 		return err
 	}
-	meta, err := a.svc.Credentials.Rotate(r.Context(), p, clientID, credID, req.Secret)
+	meta, err := a.svc.Credentials.Rotate(r.Context(), p, clientID, credID,
+		credentials.RotateInput{Secret: req.Secret, AllowedTargets: req.AllowedTargets})
 	if err != nil {
 		return err
 	}

@@ -44,30 +44,35 @@ type Record struct {
 	Fields        []string
 	Ciphertext    string
 	KeyVersion    string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// AllowedTargets are the host:port patterns the credential may be injected for, canonical and
+	// sorted (see targets.go); empty: any target.
+	AllowedTargets []string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // Meta returns the record's metadata, the only view of a credential that leaves the service.
 func (r Record) Meta() protocol.CredentialMeta {
 	return protocol.CredentialMeta{
-		ID:            r.ID,
-		ClientID:      r.ClientID,
-		EnvironmentID: r.EnvironmentID,
-		Name:          r.Name,
-		Fields:        slices.Clone(r.Fields),
-		KeyVersion:    r.KeyVersion,
-		CreatedAt:     r.CreatedAt,
-		UpdatedAt:     r.UpdatedAt,
+		ID:             r.ID,
+		ClientID:       r.ClientID,
+		EnvironmentID:  r.EnvironmentID,
+		Name:           r.Name,
+		Fields:         slices.Clone(r.Fields),
+		KeyVersion:     r.KeyVersion,
+		AllowedTargets: slices.Clone(r.AllowedTargets),
+		CreatedAt:      r.CreatedAt,
+		UpdatedAt:      r.UpdatedAt,
 	}
 }
 
-// Sealed is what the Injector needs of a credential: its scope and ciphertext.
+// Sealed is what the Injector needs of a credential: its scope, allowed targets and ciphertext.
 type Sealed struct {
-	ID            string
-	ClientID      string
-	EnvironmentID string
-	Ciphertext    string
+	ID             string
+	ClientID       string
+	EnvironmentID  string
+	Ciphertext     string
+	AllowedTargets []string
 }
 
 // Store persists credentials. Lookups are scoped by client: another client's credential is ErrNotFound.
@@ -79,7 +84,8 @@ type Store interface {
 	Get(ctx context.Context, clientID, id string) (Record, error)
 	// List returns a client's credentials in name order; with environmentID, only those scoped to it.
 	List(ctx context.Context, clientID, environmentID string) ([]Record, error)
-	// Update applies fn to the locked row and stores what it returns (fields, ciphertext, key version).
+	// Update applies fn to the locked row and stores what it returns (fields, ciphertext, key version,
+	// allowed targets).
 	Update(ctx context.Context, clientID, id string, fn func(Record) (Record, error)) (Record, error)
 	// Delete removes one credential of a client and returns what it was.
 	Delete(ctx context.Context, clientID, id string) (Record, error)
@@ -117,7 +123,11 @@ func (s *Service) Create(ctx context.Context, req protocol.CredentialCreateReque
 	if err != nil {
 		return protocol.CredentialMeta{}, err
 	}
-	r := Record{ID: uuid.NewString(), ClientID: clientID, EnvironmentID: envID, Name: req.Name, Fields: fields}
+	targets, err := normalizeTargets(req.AllowedTargets)
+	if err != nil {
+		return protocol.CredentialMeta{}, err
+	}
+	r := Record{ID: uuid.NewString(), ClientID: clientID, EnvironmentID: envID, Name: req.Name, Fields: fields, AllowedTargets: targets}
 	if r.Ciphertext, err = s.seal(ctx, r, req.Secret); err != nil {
 		return protocol.CredentialMeta{}, err
 	}
@@ -130,7 +140,8 @@ func (s *Service) Create(ctx context.Context, req protocol.CredentialCreateReque
 }
 
 // Rotate replaces a credential's secret with req.Secret, or, without one, re-encrypts the stored secret
-// under the cipher's newest key (after a key rotation in the keyring or in Vault).
+// under the cipher's newest key (after a key rotation in the keyring or in Vault). With
+// req.AllowedTargets it also replaces the allowed targets (an empty list: any target).
 func (s *Service) Rotate(ctx context.Context, req protocol.CredentialRotateRequest) (protocol.CredentialMeta, error) {
 	clientID, id, err := parseRef(req.ClientID, req.ID)
 	if err != nil {
@@ -142,7 +153,16 @@ func (s *Service) Rotate(ctx context.Context, req protocol.CredentialRotateReque
 			return protocol.CredentialMeta{}, err
 		}
 	}
+	var targets []string
+	if req.AllowedTargets != nil {
+		if targets, err = normalizeTargets(*req.AllowedTargets); err != nil {
+			return protocol.CredentialMeta{}, err
+		}
+	}
 	stored, err := s.store.Update(ctx, clientID, id, func(r Record) (Record, error) {
+		if req.AllowedTargets != nil {
+			r.AllowedTargets = targets
+		}
 		secret := req.Secret
 		if secret == nil {
 			old, err := s.open(ctx, r)

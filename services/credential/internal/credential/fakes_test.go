@@ -115,7 +115,7 @@ func (s *memStore) SealedByIDs(_ context.Context, ids []string) (map[string]cred
 	out := map[string]credential.Sealed{}
 	for _, id := range ids {
 		if r, ok := s.rows[id]; ok {
-			out[id] = credential.Sealed{ID: r.ID, ClientID: r.ClientID, EnvironmentID: r.EnvironmentID, Ciphertext: r.Ciphertext}
+			out[id] = credential.Sealed{ID: r.ID, ClientID: r.ClientID, EnvironmentID: r.EnvironmentID, Ciphertext: r.Ciphertext, AllowedTargets: r.AllowedTargets}
 		}
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package credential
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,8 +17,9 @@ import (
 // Injector resolves credential references in batches of collector configs: every collector with a
 // credential_id loses it and gains the credential's decrypted fields inline. Each item is all-or-nothing
 // (the spec's credential resolution rules): if any credential it references is missing, belongs to
-// another client, is scoped to another environment or cannot be decrypted, the item fails with
-// credential_failed and a reason naming the credential, and other items are unaffected.
+// another client, is scoped to another environment, has allowed targets that a collector referencing it
+// does not aim at (targets.go) or cannot be decrypted, the item fails with credential_failed and a
+// reason naming the credential, and other items are unaffected.
 //
 // A batch reads every referenced credential in one store query and decrypts every distinct credential
 // that some item may use in one Cipher call, whatever the number of items. Decrypted secrets live only
@@ -74,8 +76,9 @@ func (in *Injector) Inject(ctx context.Context, items []protocol.InjectItem) ([]
 		}
 	}
 
-	// Scope every reference; only credentials some item may actually use get decrypted, so a
-	// cross-client reference never causes a decryption.
+	// Scope every reference and check the targets of the credentials bound to some; only credentials
+	// some item may actually use get decrypted, so a cross-client reference or a collector aimed at a
+	// target its credential does not allow never causes a decryption.
 	need := map[string]bool{}
 	for i := range plans {
 		p := &plans[i]
@@ -86,6 +89,9 @@ func (in *Injector) Inject(ctx context.Context, items []protocol.InjectItem) ([]
 			if p.fail = scope(raw, canonical[raw], sealed, p); p.fail != nil {
 				break
 			}
+		}
+		if p.fail == nil {
+			p.fail = targetFailure(items[i].Collectors, p.ids, canonical, sealed)
 		}
 		if p.fail == nil {
 			for _, raw := range p.ids {
@@ -156,6 +162,25 @@ func scope(raw, id string, sealed map[string]Sealed, p *itemPlan) *failure {
 		return &failure{code: protocol.CodeCredentialFailed, rule: "is scoped to another environment", credentialID: raw}
 	}
 	return nil
+}
+
+// targetFailure checks the collectors of an item against the allowed targets of the credentials it
+// references (see targets.go). Credentials without allowed targets go anywhere; when none of the item's
+// has any, the collectors are not even decoded.
+func targetFailure(collectors json.RawMessage, ids []string, canonical map[string]string, sealed map[string]Sealed) *failure {
+	var bound map[string][]string
+	for _, raw := range ids {
+		if t := sealed[canonical[raw]].AllowedTargets; len(t) > 0 {
+			if bound == nil {
+				bound = map[string][]string{}
+			}
+			bound[raw] = t
+		}
+	}
+	if bound == nil {
+		return nil
+	}
+	return checkTargets(collectors, bound)
 }
 
 // decrypt opens every needed credential in one Cipher call. It returns the secrets by canonical id and,

@@ -58,13 +58,14 @@ func (s *Store) Create(ctx context.Context, r credential.Record) (credential.Rec
 			}
 		}
 		row, err = q.InsertCredential(ctx, sqlcdb.InsertCredentialParams{
-			ID:            id,
-			ClientID:      clientID,
-			EnvironmentID: env,
-			Name:          r.Name,
-			Fields:        r.Fields,
-			Ciphertext:    r.Ciphertext,
-			KeyVersion:    r.KeyVersion,
+			ID:             id,
+			ClientID:       clientID,
+			EnvironmentID:  env,
+			Name:           r.Name,
+			Fields:         r.Fields,
+			Ciphertext:     r.Ciphertext,
+			KeyVersion:     r.KeyVersion,
+			AllowedTargets: targetsParam(r.AllowedTargets),
 		})
 		return err
 	})
@@ -135,11 +136,12 @@ func (s *Store) Update(ctx context.Context, clientID, id string, fn func(credent
 			return err
 		}
 		out, err = q.UpdateCredentialSecret(ctx, sqlcdb.UpdateCredentialSecretParams{
-			ID:         cid,
-			ClientID:   cl,
-			Fields:     next.Fields,
-			Ciphertext: next.Ciphertext,
-			KeyVersion: next.KeyVersion,
+			ID:             cid,
+			ClientID:       cl,
+			Fields:         next.Fields,
+			Ciphertext:     next.Ciphertext,
+			KeyVersion:     next.KeyVersion,
+			AllowedTargets: targetsParam(next.AllowedTargets),
 		})
 		if err != nil {
 			return fmt.Errorf("postgres: update credential: %w", err)
@@ -182,6 +184,9 @@ func (s *Store) SealedByIDs(ctx context.Context, ids []string) (map[string]crede
 	out := make(map[string]credential.Sealed, len(rows))
 	for _, row := range rows {
 		s := credential.Sealed{ID: row.ID.String(), ClientID: row.ClientID.String(), Ciphertext: row.Ciphertext}
+		if len(row.AllowedTargets) > 0 {
+			s.AllowedTargets = row.AllowedTargets
+		}
 		if row.EnvironmentID.Valid {
 			s.EnvironmentID = row.EnvironmentID.UUID.String()
 		}
@@ -201,10 +206,21 @@ func record(row sqlcdb.Credential) credential.Record {
 		CreatedAt:  row.CreatedAt,
 		UpdatedAt:  row.UpdatedAt,
 	}
+	if len(row.AllowedTargets) > 0 {
+		r.AllowedTargets = row.AllowedTargets
+	}
 	if row.EnvironmentID.Valid {
 		r.EnvironmentID = row.EnvironmentID.UUID.String()
 	}
 	return r
+}
+
+// targetsParam is never nil: the column is NOT NULL, and pgx sends a nil slice as NULL.
+func targetsParam(targets []string) []string {
+	if targets == nil {
+		return []string{}
+	}
+	return targets
 }
 
 func rowError(op, id string, err error) error {

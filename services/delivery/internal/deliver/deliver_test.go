@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,4 +287,55 @@ func mapsEqual(a, b map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// Collectors stored with secrets inline (before the API refused them) are never delivered: fetches get
+// a type error naming the fields (not their values) and the migration command, pushes skip the hosts,
+// and the credential service is not asked. The other types and hosts are unaffected.
+func TestInlineSecretsAreNotDelivered(t *testing.T) {
+	r := newFleet(3)
+	r.hosts[2].online = true // newFleet leaves every third host offline
+	r.envCfg["collectors"] = cfg("collectors", 4, `[{"type":"http","name":"web","url":"http://x"}]`)
+	r.envCfg["tracing"] = cfg("tracing", 1, `{"enabled":true}`)
+	r.hosts[1].overrides["collectors"] = cfg("collectors", 9, `[{"type":"tcp","name":"t"},{"type":"mysql","name":"db","username":"mon","password":"hunter2-inline"}]`)
+	r.hosts[2].overrides["collectors"] = cfg("collectors", 10, `[{"type":"postgres","name":"db","password":"hunter2-inline","credential_id":"c1"}]`)
+	inj := &fakeInjector{}
+	f := NewFetcher(r, inj, zap.NewNop())
+	for _, tt := range []struct {
+		agent, fields string
+	}{
+		{"agent-00001", "collectors[1].username, collectors[1].password"},
+		{"agent-00002", "collectors[0].password"},
+	} {
+		reply, err := f.Fetch(context.Background(), tt.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := reply.TypeErrors["collectors"]
+		if !ok || e.Code != protocol.CodeCredentialFailed || !strings.Contains(e.Message, tt.fields) ||
+			!strings.Contains(e.Message, "config-api migrate-inline-secrets") || strings.Contains(e.Message, "hunter2") {
+			t.Fatalf("%s: type errors %+v", tt.agent, reply.TypeErrors)
+		}
+		if _, ok := reply.Configs["collectors"]; ok || reply.Versions["tracing"] != 1 {
+			t.Fatalf("%s: reply %+v", tt.agent, reply)
+		}
+	}
+	if len(inj.requests) != 0 {
+		t.Fatalf("credential service asked %d times for inline secrets", len(inj.requests))
+	}
+	reply, err := f.Fetch(context.Background(), "agent-00000")
+	if err != nil || reply.TypeErrors != nil || reply.Versions["collectors"] != 4 {
+		t.Fatalf("host without inline secrets: %+v, %v", reply, err)
+	}
+
+	pub := &fakePublisher{}
+	res, err := newTestPusher(r, inj, pub, 2).Push(context.Background(),
+		protocol.ConfigChanged{EventID: "ev", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1", ConfigType: "collectors", Version: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pub.byAgent()
+	if res.SkippedCredentials != 2 || len(got["agent-00000"]) != 1 || len(got["agent-00001"])+len(got["agent-00002"]) != 0 {
+		t.Fatalf("push result %+v, published to %v", res, got)
+	}
 }

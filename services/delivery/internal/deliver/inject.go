@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/configsync/configsync/libs/agentconfig"
@@ -27,21 +28,56 @@ type injected struct {
 	err          *protocol.Error
 }
 
-// needsInjection reports whether a collectors config references credentials. A config that cannot be
-// read is sent to the credential service too, which refuses it with a reason.
+// needsInjection reports whether a collectors config references credentials, or holds secrets inline
+// (refused by injectAll). A config that cannot be read is sent to the credential service too, which
+// refuses it with a reason.
 func needsInjection(collectors json.RawMessage) bool {
 	if isNull(collectors) {
 		return false
 	}
 	ids, err := agentconfig.CredentialIDs(collectors)
-	return err != nil || len(ids) > 0
+	if err != nil || len(ids) > 0 {
+		return true
+	}
+	inline, err := agentconfig.InlineSecrets(collectors)
+	return err != nil || len(inline) > 0
+}
+
+// maxNamedInlineSecrets bounds the paths an inline-secrets error names.
+const maxNamedInlineSecrets = 5
+
+// inlineSecretsError is why a collectors config that holds secrets inline is not delivered, or nil when
+// it holds none. Such rows were stored before the API refused inline secrets; they stay undeliverable
+// (the agent keeps what it has) until `config-api migrate-inline-secrets` moves the values into
+// credentials. The message names the fields' paths, never their values.
+func inlineSecretsError(collectors json.RawMessage) *protocol.Error {
+	paths, err := agentconfig.InlineSecrets(collectors)
+	if err != nil || len(paths) == 0 {
+		return nil
+	}
+	named := strings.Join(paths[:min(len(paths), maxNamedInlineSecrets)], ", ")
+	if len(paths) > maxNamedInlineSecrets {
+		named += fmt.Sprintf(" and %d more", len(paths)-maxNamedInlineSecrets)
+	}
+	return protocol.Errorf(protocol.CodeCredentialFailed,
+		"collectors hold secrets inline (%s); inline secrets are no longer delivered: an operator must run `config-api migrate-inline-secrets` to move them into credentials", named)
 }
 
 // injectAll asks the credential service for every item (keys unique), a bounded number of requests
 // at a time, each within the size limits. An item-level failure is a result; an error means the
-// service could not be asked (nothing may be delivered from these lists).
+// service could not be asked (nothing may be delivered from these lists). Items holding secrets inline
+// fail without asking.
 func injectAll(ctx context.Context, inj Injector, items []protocol.InjectItem) (map[string]injected, error) {
 	out := make(map[string]injected, len(items))
+	ask := items[:0:0]
+	for _, it := range items {
+		if e := inlineSecretsError(it.Collectors); e != nil {
+			out[it.Key] = injected{err: e}
+			continue
+		}
+		ask = append(ask, it)
+	}
+	items = ask
 	if len(items) == 0 {
 		return out, nil
 	}

@@ -389,6 +389,38 @@ func (q *Queries) ListEnvironmentRevisions(ctx context.Context, arg ListEnvironm
 	return items, nil
 }
 
+const listEnvironmentsWithInlineSecrets = `-- name: ListEnvironmentsWithInlineSecrets :many
+SELECT ec.environment_id
+FROM environment_configs ec
+WHERE ec.config_type = 'collectors'
+  AND ec.deleted_at IS NULL
+  AND jsonb_path_exists(ec.config_data, '$[*] ? (exists(@.password) || exists(@.username))')
+ORDER BY ec.environment_id
+`
+
+// Environments whose live collectors config holds a secret inline (a collector with a username or a
+// password member), stored before the API refused them; config-api migrate-inline-secrets moves them
+// into credentials. A sequential scan of one type's rows: an operator command, run once.
+func (q *Queries) ListEnvironmentsWithInlineSecrets(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listEnvironmentsWithInlineSecrets)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var environment_id uuid.UUID
+		if err := rows.Scan(&environment_id); err != nil {
+			return nil, err
+		}
+		items = append(items, environment_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listHostConfigsOfType = `-- name: ListHostConfigsOfType :many
 SELECT id, host_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at
 FROM host_configs
@@ -473,6 +505,81 @@ func (q *Queries) ListHostRevisions(ctx context.Context, arg ListHostRevisionsPa
 			&i.Actor,
 			&i.CreatedAt,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listHostsWithInlineSecrets = `-- name: ListHostsWithInlineSecrets :many
+SELECT hc.host_id
+FROM host_configs hc
+WHERE hc.config_type = 'collectors'
+  AND hc.deleted_at IS NULL
+  AND jsonb_path_exists(hc.config_data, '$[*] ? (exists(@.password) || exists(@.username))')
+ORDER BY hc.host_id
+`
+
+// Hosts (revoked ones too: the secret is at rest all the same) whose live collectors override holds a
+// secret inline.
+func (q *Queries) ListHostsWithInlineSecrets(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listHostsWithInlineSecrets)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var host_id uuid.UUID
+		if err := rows.Scan(&host_id); err != nil {
+			return nil, err
+		}
+		items = append(items, host_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRevisionsWithInlineSecrets = `-- name: ListRevisionsWithInlineSecrets :many
+SELECT id, old_data, new_data
+FROM config_revisions
+WHERE config_type = 'collectors'
+  AND id > $1
+  AND (jsonb_path_exists(old_data, '$[*] ? ((exists(@.password) && @.password != "[REDACTED]") || (exists(@.username) && @.username != "[REDACTED]"))')
+    OR jsonb_path_exists(new_data, '$[*] ? ((exists(@.password) && @.password != "[REDACTED]") || (exists(@.username) && @.username != "[REDACTED]"))'))
+ORDER BY id
+LIMIT $2
+`
+
+type ListRevisionsWithInlineSecretsParams struct {
+	AfterID int64
+	MaxRows int32
+}
+
+type ListRevisionsWithInlineSecretsRow struct {
+	ID      int64
+	OldData []byte
+	NewData []byte
+}
+
+// Collectors revisions after id whose old or new data holds an inline secret value not yet replaced by
+// "[REDACTED]", in id order.
+func (q *Queries) ListRevisionsWithInlineSecrets(ctx context.Context, arg ListRevisionsWithInlineSecretsParams) ([]ListRevisionsWithInlineSecretsRow, error) {
+	rows, err := q.db.Query(ctx, listRevisionsWithInlineSecrets, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRevisionsWithInlineSecretsRow
+	for rows.Next() {
+		var i ListRevisionsWithInlineSecretsRow
+		if err := rows.Scan(&i.ID, &i.OldData, &i.NewData); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -640,6 +747,23 @@ func (q *Queries) LockHosts(ctx context.Context, arg LockHostsParams) ([]LockHos
 		return nil, err
 	}
 	return items, nil
+}
+
+const scrubRevision = `-- name: ScrubRevision :exec
+UPDATE config_revisions
+SET old_data = $1, new_data = $2
+WHERE id = $3
+`
+
+type ScrubRevisionParams struct {
+	OldData []byte
+	NewData []byte
+	ID      int64
+}
+
+func (q *Queries) ScrubRevision(ctx context.Context, arg ScrubRevisionParams) error {
+	_, err := q.db.Exec(ctx, scrubRevision, arg.OldData, arg.NewData, arg.ID)
+	return err
 }
 
 const upsertEnvironmentConfig = `-- name: UpsertEnvironmentConfig :one

@@ -12,7 +12,7 @@ import (
 )
 
 const credentialByID = `-- name: CredentialByID :one
-SELECT id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at
+SELECT id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at, allowed_targets
 FROM credentials
 WHERE id = $1 AND client_id = $2
 `
@@ -35,12 +35,13 @@ func (q *Queries) CredentialByID(ctx context.Context, arg CredentialByIDParams) 
 		&i.KeyVersion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedTargets,
 	)
 	return i, err
 }
 
 const credentialByIDForUpdate = `-- name: CredentialByIDForUpdate :one
-SELECT id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at
+SELECT id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at, allowed_targets
 FROM credentials
 WHERE id = $1 AND client_id = $2
 FOR UPDATE
@@ -65,21 +66,23 @@ func (q *Queries) CredentialByIDForUpdate(ctx context.Context, arg CredentialByI
 		&i.KeyVersion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedTargets,
 	)
 	return i, err
 }
 
 const credentialsByIDs = `-- name: CredentialsByIDs :many
-SELECT id, client_id, environment_id, ciphertext
+SELECT id, client_id, environment_id, ciphertext, allowed_targets
 FROM credentials
 WHERE id = ANY ($1::uuid[])
 `
 
 type CredentialsByIDsRow struct {
-	ID            uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.NullUUID
-	Ciphertext    string
+	ID             uuid.UUID
+	ClientID       uuid.UUID
+	EnvironmentID  uuid.NullUUID
+	Ciphertext     string
+	AllowedTargets []string
 }
 
 // Every credential among ids, whatever its client: the injector checks scoping itself so that it can
@@ -98,6 +101,7 @@ func (q *Queries) CredentialsByIDs(ctx context.Context, ids []uuid.UUID) ([]Cred
 			&i.ClientID,
 			&i.EnvironmentID,
 			&i.Ciphertext,
+			&i.AllowedTargets,
 		); err != nil {
 			return nil, err
 		}
@@ -112,7 +116,7 @@ func (q *Queries) CredentialsByIDs(ctx context.Context, ids []uuid.UUID) ([]Cred
 const deleteCredential = `-- name: DeleteCredential :one
 DELETE FROM credentials
 WHERE id = $1 AND client_id = $2
-RETURNING id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at
+RETURNING id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at, allowed_targets
 `
 
 type DeleteCredentialParams struct {
@@ -133,6 +137,7 @@ func (q *Queries) DeleteCredential(ctx context.Context, arg DeleteCredentialPara
 		&i.KeyVersion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedTargets,
 	)
 	return i, err
 }
@@ -154,19 +159,20 @@ func (q *Queries) EnvironmentClientID(ctx context.Context, id uuid.UUID) (uuid.U
 }
 
 const insertCredential = `-- name: InsertCredential :one
-INSERT INTO credentials (id, client_id, environment_id, name, fields, ciphertext, key_version)
-VALUES ($1, $2, $3, $4, $5::text[], $6, $7)
-RETURNING id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at
+INSERT INTO credentials (id, client_id, environment_id, name, fields, ciphertext, key_version, allowed_targets)
+VALUES ($1, $2, $3, $4, $5::text[], $6, $7, $8::text[])
+RETURNING id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at, allowed_targets
 `
 
 type InsertCredentialParams struct {
-	ID            uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.NullUUID
-	Name          string
-	Fields        []string
-	Ciphertext    string
-	KeyVersion    string
+	ID             uuid.UUID
+	ClientID       uuid.UUID
+	EnvironmentID  uuid.NullUUID
+	Name           string
+	Fields         []string
+	Ciphertext     string
+	KeyVersion     string
+	AllowedTargets []string
 }
 
 func (q *Queries) InsertCredential(ctx context.Context, arg InsertCredentialParams) (Credential, error) {
@@ -178,6 +184,7 @@ func (q *Queries) InsertCredential(ctx context.Context, arg InsertCredentialPara
 		arg.Fields,
 		arg.Ciphertext,
 		arg.KeyVersion,
+		arg.AllowedTargets,
 	)
 	var i Credential
 	err := row.Scan(
@@ -190,12 +197,13 @@ func (q *Queries) InsertCredential(ctx context.Context, arg InsertCredentialPara
 		&i.KeyVersion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedTargets,
 	)
 	return i, err
 }
 
 const listCredentials = `-- name: ListCredentials :many
-SELECT id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at
+SELECT id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at, allowed_targets
 FROM credentials
 WHERE client_id = $1
   AND ($2::uuid IS NULL OR environment_id = $2::uuid)
@@ -227,6 +235,7 @@ func (q *Queries) ListCredentials(ctx context.Context, arg ListCredentialsParams
 			&i.KeyVersion,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.AllowedTargets,
 		); err != nil {
 			return nil, err
 		}
@@ -240,17 +249,19 @@ func (q *Queries) ListCredentials(ctx context.Context, arg ListCredentialsParams
 
 const updateCredentialSecret = `-- name: UpdateCredentialSecret :one
 UPDATE credentials
-SET fields = $1::text[], ciphertext = $2, key_version = $3, updated_at = now()
-WHERE id = $4 AND client_id = $5
-RETURNING id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at
+SET fields = $1::text[], ciphertext = $2, key_version = $3,
+    allowed_targets = $4::text[], updated_at = now()
+WHERE id = $5 AND client_id = $6
+RETURNING id, client_id, environment_id, name, fields, ciphertext, key_version, created_at, updated_at, allowed_targets
 `
 
 type UpdateCredentialSecretParams struct {
-	Fields     []string
-	Ciphertext string
-	KeyVersion string
-	ID         uuid.UUID
-	ClientID   uuid.UUID
+	Fields         []string
+	Ciphertext     string
+	KeyVersion     string
+	AllowedTargets []string
+	ID             uuid.UUID
+	ClientID       uuid.UUID
 }
 
 func (q *Queries) UpdateCredentialSecret(ctx context.Context, arg UpdateCredentialSecretParams) (Credential, error) {
@@ -258,6 +269,7 @@ func (q *Queries) UpdateCredentialSecret(ctx context.Context, arg UpdateCredenti
 		arg.Fields,
 		arg.Ciphertext,
 		arg.KeyVersion,
+		arg.AllowedTargets,
 		arg.ID,
 		arg.ClientID,
 	)
@@ -272,6 +284,7 @@ func (q *Queries) UpdateCredentialSecret(ctx context.Context, arg UpdateCredenti
 		&i.KeyVersion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedTargets,
 	)
 	return i, err
 }

@@ -52,15 +52,16 @@ type ConfigRevision struct {
 }
 
 type Credential struct {
-	ID            uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.NullUUID
-	Name          string
-	Fields        []string
-	Ciphertext    string
-	KeyVersion    string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID             uuid.UUID
+	ClientID       uuid.UUID
+	EnvironmentID  uuid.NullUUID
+	Name           string
+	Fields         []string
+	Ciphertext     string
+	KeyVersion     string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	AllowedTargets []string
 }
 
 type Environment struct {
