@@ -61,7 +61,7 @@ func TestPolicyRefusalsAreVisibleAndKeepThePreviousConfig(t *testing.T) {
 	refused("labels", fmt.Sprintf(`{"dynamic":[{"name":"x","source":"file","path":%q}]}`, filepath.Join(dir, configcache.FileName)),
 		"denied (the agent's own files)")
 	refused("watch_files", `{"paths":["/"]}`, "watch_files: paths[0]: policy: read_paths: / is outside policy.read_paths")
-	refused("watch_files", `{"paths":["/etc"],"max_file_size":1073741824}`, "watch_files: max_file_size: policy: limits:")
+	refused("watch_files", `{"paths":["/etc"],"max_file_size":8388608}`, "watch_files: max_file_size: policy: limits:")
 	refused("change_detection", `{"enabled":true,"paths":["/root"]}`, "change_detection: paths[0]: policy: read_paths: /root is denied")
 	refused("log_collection", `{"files":[{"name":"all","path":"/etc/*"}]}`, "log_collection: files[0].path: policy: read_paths: /etc/* could match /etc/shadow")
 	refused("collectors", `[{"type":"http","name":"imds","url":"http://169.254.169.254/latest/meta-data/"}]`,
