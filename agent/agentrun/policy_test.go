@@ -66,7 +66,7 @@ func TestPolicyRefusalsAreVisibleAndKeepThePreviousConfig(t *testing.T) {
 	refused("log_collection", `{"files":[{"name":"all","path":"/etc/*"}]}`, "log_collection: files[0].path: policy: read_paths: /etc/* could match /etc/shadow")
 	refused("collectors", `[{"type":"http","name":"imds","url":"http://169.254.169.254/latest/meta-data/"}]`,
 		"collectors[0] (http/imds): url: policy: network: 169.254.169.254 is denied")
-	refused("intervals", `{"heartbeat":"1ms"}`, "intervals: heartbeat: policy: limits: interval 1ms is below the minimum 5s")
+	refused("intervals", `{"heartbeat":"2s"}`, "intervals: heartbeat: policy: limits: interval 2s is below the minimum 5s")
 	refused("healthcheck", `{"interval_seconds":1}`, "healthcheck: interval_seconds: policy: limits:")
 
 	// The previous configs keep running, and the heartbeat reports the versions held.
