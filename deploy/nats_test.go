@@ -126,7 +126,9 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 		servers = append(servers, s)
 	}
 
-	svc, err := nats.Connect(servers[1].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds("delivery"))))
+	// config-api's user is the one that may manage the streams (libs/natsauth ServicePermissions).
+	svc, err := nats.Connect(servers[1].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds(natsauth.ConfigAPIService))),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService)))
 	if err != nil {
 		t.Fatalf("service user cannot connect: %v", err)
 	}
@@ -141,7 +143,8 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	var stream jetstream.Stream
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		stream, err = js.CreateOrUpdateStream(attempt, jetstream.StreamConfig{Name: "DEPLOY_CHECK", Subjects: []string{"deploycheck.>"}, Replicas: 3})
+		stream, err = js.CreateOrUpdateStream(attempt, jetstream.StreamConfig{Name: protocol.EventsStream, Subjects: []string{protocol.EventsSubjects}, Replicas: 3,
+			MaxBytes: 1 << 20, MaxMsgSize: 1 << 10})
 		cancelAttempt()
 		if err == nil || ctx.Err() != nil {
 			break
@@ -151,7 +154,7 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("service user cannot create an R3 stream: %v", err)
 	}
-	if _, err := js.Publish(ctx, "deploycheck.x", []byte("1")); err != nil {
+	if _, err := js.Publish(ctx, protocol.ConfigChangedSubject, []byte("1")); err != nil {
 		t.Fatalf("publish to the R3 stream: %v", err)
 	}
 	if info, err := stream.Info(ctx); err != nil || len(info.Cluster.Replicas) != 2 {
@@ -167,18 +170,25 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 		t.Fatalf("agent user cannot connect: %v", err)
 	}
 	defer agent.Close()
-	own, err := svc.SubscribeSync(protocol.HeartbeatSubject("agent-a"))
+	// delivery's user receives the agent's fetches (the subject it serves).
+	del, err := nats.Connect(servers[0].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds(natsauth.DeliveryService))),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.DeliveryService)))
+	if err != nil {
+		t.Fatalf("delivery user cannot connect: %v", err)
+	}
+	defer del.Close()
+	own, err := del.SubscribeSync(protocol.FetchSubject("agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Flush(); err != nil {
+	if err := del.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	// The subscription is on another node: its interest reaches the agent's node over the route
 	// asynchronously, so publish until one arrives (a message sent before that has no receiver).
 	var lastErr error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte("{}")); err != nil {
+		if err := agent.Publish(protocol.FetchSubject("agent-a"), []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
 		if _, lastErr = own.NextMsg(200 * time.Millisecond); lastErr == nil {
@@ -186,7 +196,7 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 		}
 	}
 	if lastErr != nil {
-		t.Errorf("the agent's heartbeat on its own subject did not arrive: %v", lastErr)
+		t.Errorf("the agent's fetch on its own subject did not arrive: %v", lastErr)
 	}
 	if _, err := agent.SubscribeSync(protocol.CommandSubject("agent-b")); err != nil {
 		t.Fatal(err)

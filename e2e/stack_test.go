@@ -71,7 +71,8 @@ type stack struct {
 	natsErr    error // from configuring operator mode on a (re)start
 	dbURL      string
 	db         *pgxpool.Pool
-	svcCreds   string
+	svcCreds   map[string]string // service kind -> its own NATS user's creds file
+	obsCreds   string            // the observer's unrestricted user
 	sysCreds   string
 	issuerFile string
 	keyring    string
@@ -174,7 +175,7 @@ func (s *stack) restartNATS() {
 // local keyring the credential replicas share.
 func (s *stack) writeSecrets() {
 	t := s.t
-	svc, err := s.auth.ServiceCreds("configsync-services")
+	obs, err := s.auth.UnrestrictedCreds("e2e-observer")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +195,24 @@ func (s *stack) writeSecrets() {
 	if err := os.MkdirAll(secrets, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s.svcCreds = filepath.Join(secrets, "services.creds")
+	s.obsCreds = filepath.Join(secrets, "observer.creds")
 	s.sysCreds = filepath.Join(secrets, "system.creds")
 	s.issuerFile = filepath.Join(secrets, "config-api-issuer.json")
 	s.keyring = filepath.Join(secrets, "keyring")
+	// Every service connects as its own least-privilege user (natsauth.ServicePermissions).
+	s.svcCreds = map[string]string{}
+	for _, kind := range serviceNames {
+		c, err := s.auth.ServiceCreds(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.svcCreds[kind] = filepath.Join(secrets, kind+".creds")
+		if err := os.WriteFile(s.svcCreds[kind], c.File, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for path, data := range map[string][]byte{
-		s.svcCreds:   svc.File,
+		s.obsCreds:   obs.File,
 		s.sysCreds:   sys.File,
 		s.issuerFile: issuer,
 		s.keyring:    []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n"),
@@ -219,8 +232,9 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		"DATABASE_URL="+s.dbURL,
 		"DATABASE_MAX_CONNS=4",
 		"NATS_URL="+s.nats.URL(),
-		"NATS_CREDS="+s.svcCreds,
+		"NATS_CREDS="+s.svcCreds[kind],
 		"NATS_NAME="+name,
+		"NATS_INBOX_PREFIX="+natsauth.ServiceInboxPrefix(kind),
 		"HTTP_ADDR="+httpAddr,
 		"HTTP_SHUTDOWN_TIMEOUT=3s",
 		"CONFIGSYNC_ONLINE_WINDOW="+onlineWindow.String(),
@@ -241,6 +255,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		)
 	case "delivery":
 		env = append(env,
+			"NATS_MANAGE_STREAMS=false",
 			"CONFIGSYNC_UPSTREAM_TIMEOUT=2s",
 			"CONFIGSYNC_FETCH_TIMEOUT=5s",
 			"CONFIGSYNC_PUSH_ACK_WAIT=3s",
@@ -248,6 +263,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		)
 	case "ack-ingest":
 		env = append(env,
+			"NATS_MANAGE_STREAMS=false",
 			"CONFIGSYNC_INGEST_ACK_WAIT=3s",
 			"CONFIGSYNC_INGEST_RETRY_DELAY=250ms",
 			"CONFIGSYNC_INGEST_MAX_RETRY_DELAY=2s",

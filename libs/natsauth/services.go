@@ -27,6 +27,11 @@ var ServiceNames = []string{ConfigAPIService, ResolverService, CredentialService
 // no agent can subscribe to: agents may subscribe only _INBOX.<own id>.> (a different first token).
 func ServiceInboxPrefix(name string) string { return "_INBOX_" + name }
 
+// MonitorInboxPrefix is the inbox prefix of monitoring clients (an operator's `nats micro stats`
+// --inbox-prefix, test observers): the micro services may answer $SRV requests there, and nowhere else
+// outside the services' own inboxes.
+const MonitorInboxPrefix = "_INBOX_monitor"
+
 // ServicePermission is one service user's allow-lists. Everything not listed is denied.
 type ServicePermission struct {
 	Service   string
@@ -58,8 +63,12 @@ func jsStreamAdmin(stream string) []string {
 	}
 }
 
-// microService is what a nats.go micro service needs beyond its endpoints: the $SRV discovery subjects.
-const microService = "$SRV.>"
+// microService is what a nats.go micro service needs beyond its endpoints: the $SRV discovery subjects,
+// and answering them on the monitoring inbox.
+const (
+	microService = "$SRV.>"
+	microAnswers = MonitorInboxPrefix + ".>"
+)
 
 func inboxOf(name string) string { return ServiceInboxPrefix(name) + ".>" }
 
@@ -74,7 +83,8 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 //   - delivery: answers agents' fetches (subscribes configsync.agent.*.config.fetch, replies to the
 //     agents' _INBOX.<id>.> inboxes), pushes configsync.cmd.<id>, requests resolver (resolve,
 //     resolve_agents, resolve_batch) and credential inject, consumes CONFIGSYNC_EVENTS.
-//   - resolver and credential: micro services; they reply only to config-api's and delivery's inboxes.
+//   - resolver and credential: micro services; they reply only to config-api's and delivery's inboxes
+//     (and answer $SRV requests on MonitorInboxPrefix).
 //   - ack-ingest: consumes CONFIGSYNC_ACKS and CONFIGSYNC_HEARTBEATS; it publishes nothing else.
 func ServicePermissions() []ServicePermission {
 	return []ServicePermission{
@@ -94,19 +104,19 @@ func ServicePermissions() []ServicePermission {
 		},
 		{
 			Service:   ResolverService,
-			Publish:   []string{inboxOf(ConfigAPIService), inboxOf(DeliveryService)},
+			Publish:   []string{inboxOf(ConfigAPIService), inboxOf(DeliveryService), microAnswers},
 			Subscribe: []string{"configsync.svc." + ResolverService + ".>", microService},
 		},
 		{
 			Service:   CredentialService,
-			Publish:   []string{inboxOf(ConfigAPIService), inboxOf(DeliveryService)},
+			Publish:   []string{inboxOf(ConfigAPIService), inboxOf(DeliveryService), microAnswers},
 			Subscribe: []string{"configsync.svc." + CredentialService + ".>", microService},
 		},
 		{
 			Service: DeliveryService,
 			Publish: join(
 				[]string{
-					protocol.CommandSubjectPrefix + "*", "_INBOX.>",
+					protocol.CommandSubjectPrefix + "*", "_INBOX.>", microAnswers,
 					protocol.ResolveSubject, protocol.ResolveAgentsSubject, protocol.ResolveBatchSubject,
 					protocol.CredentialInjectSubject,
 				},

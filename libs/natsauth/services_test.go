@@ -228,6 +228,13 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 	if got := consumeOne(t, ack, protocol.HeartbeatsStream, protocol.HeartbeatSubjectAll); string(got) != `{"hb":1}` {
 		t.Fatalf("ack-ingest consumed heartbeat %q", got)
 	}
+	// A monitoring client gets the micro services' $SRV answers on its inbox.
+	monitor := connect(t, ns, must(a.UnrestrictedCreds("monitor")), nats.CustomInboxPrefix(natsauth.MonitorInboxPrefix))
+	for _, name := range []string{protocol.ResolverServiceName, protocol.CredentialServiceName, "delivery"} {
+		if _, err := monitor.Request("$SRV.PING."+name, nil, 3*time.Second); err != nil {
+			t.Fatalf("$SRV.PING.%s: %v", name, err)
+		}
+	}
 	for _, c := range []serviceConn{api, res, cred, del, ack} {
 		c.noErrors(t)
 	}

@@ -97,12 +97,24 @@ func (s *stack) start(ctx context.Context) error {
 
 // environment sets the variables the service modules read, the same ones the separate binaries use.
 func (s *stack) environment() error {
-	svcCreds, err := s.auth.ServiceCreds("devstack-services")
+	// The five services share this process and one NATS connection: one user allowed what each of
+	// them is (natsauth.ServicePermissions), with config-api's inbox prefix, the one the responders
+	// may answer.
+	svcCreds, err := s.auth.CombinedServiceCreds("devstack-services", natsauth.ServiceNames...)
 	if err != nil {
 		return err
 	}
 	credsFile := filepath.Join(s.dataDir, "services.creds")
 	if err := os.WriteFile(credsFile, svcCreds.File, 0o600); err != nil {
+		return err
+	}
+	// Load generators (tools/loadgen) simulate a whole fleet on a few connections and watch the
+	// streams: an unrestricted user of the account, for this local stack only.
+	benchCreds, err := s.auth.UnrestrictedCreds("devstack-bench")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.dataDir, "bench.creds"), benchCreds.File, 0o600); err != nil {
 		return err
 	}
 	sysCreds, err := s.auth.SystemCreds("devstack-config-api")
@@ -126,6 +138,7 @@ func (s *stack) environment() error {
 		"DATABASE_MAX_CONNS":        "30",
 		"NATS_URL":                  s.natsURL,
 		"NATS_CREDS":                credsFile,
+		"NATS_INBOX_PREFIX":         natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService),
 		"HTTP_ADDR":                 s.opts.httpAddr,
 		"CREDENTIAL_CIPHER":         "local",
 		"CONFIGSYNC_KEYRING_FILE":   filepath.Join(s.dataDir, "keyring"),
@@ -134,7 +147,7 @@ func (s *stack) environment() error {
 		"NATS_SYSTEM_CREDS":         sysFile,
 	}
 	for k, v := range vars {
-		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" {
+		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" && k != "NATS_INBOX_PREFIX" {
 			continue // the operator's own setting wins
 		}
 		if err := os.Setenv(k, v); err != nil {

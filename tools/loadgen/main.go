@@ -82,7 +82,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.api, "api", "", "config-api base URL of a running stack (e.g. http://127.0.0.1:8080); empty starts a private devstack")
 	flag.StringVar(&f.token, "token", "", "admin API token of the running stack")
 	flag.StringVar(&f.natsURL, "nats", "", "NATS URL of the running stack")
-	flag.StringVar(&f.creds, "creds", "", "NATS credentials file with the services' permissions (devstack: <data>/services.creds)")
+	flag.StringVar(&f.creds, "creds", "", "NATS credentials file allowed to act as the whole fleet (devstack: <data>/bench.creds, an unrestricted user)")
 	flag.StringVar(&f.database, "database", "", "PostgreSQL URL of the running stack: exact persist times and cheap polling (else the API's host list is polled)")
 	flag.StringVar(&f.devstackEnv, "devstack-env", "", "read -api, -token, -nats (and -creds beside it) from a running devstack's devstack.env")
 	flag.StringVar(&f.servicePIDs, "service-pids", "", "comma-separated pids of the service processes whose RSS to report (running stack)")
@@ -115,7 +115,7 @@ func run() (int, error) {
 		f.api = firstNonEmpty(f.api, vals["CONFIGSYNC_API_URL"])
 		f.token = firstNonEmpty(f.token, vals["CONFIGSYNC_TOKEN"])
 		f.natsURL = firstNonEmpty(f.natsURL, vals["CONFIGSYNC_NATS_URL"])
-		f.creds = firstNonEmpty(f.creds, filepath.Join(filepath.Dir(f.devstackEnv), "services.creds"))
+		f.creds = firstNonEmpty(f.creds, filepath.Join(filepath.Dir(f.devstackEnv), "bench.creds"))
 	}
 	backend := scenario.Backend{}
 	var pids []int

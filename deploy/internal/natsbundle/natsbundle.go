@@ -10,7 +10,9 @@
 //	                          to issue agent credentials and re-sign the account with revocations.
 //	nats/auth.conf            included by deploy/nats/nats-server.conf: trusted operator, system account,
 //	                          full resolver, preloaded account JWTs.
-//	services/<service>.creds  one unrestricted user of the CONFIGSYNC account per service.
+//	services/<service>.creds  one least-privilege user of the CONFIGSYNC account per service, with the
+//	                          allow-lists of natsauth.ServicePermissions (the service connects with
+//	                          NATS_INBOX_PREFIX=_INBOX_<service>).
 //	services/system.creds     a system-account user (config-api pushes revocations with it).
 //	agents/<agent id>.creds   an agent user per requested agent (normally config-api issues these when a
 //	                          host registers; this is for fixed fleets such as compose).
@@ -44,7 +46,7 @@ const (
 )
 
 // Services are the backend services that each get their own NATS user.
-var Services = []string{"config-api", "resolver", "credential", "delivery", "ack-ingest"}
+var Services = natsauth.ServiceNames
 
 // ServiceCreds is the path of a service's creds file inside the output directory.
 func ServiceCreds(service string) string { return "services/" + service + ".creds" }

@@ -133,9 +133,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.waitForEnv(ctx, 3*time.Minute); err != nil {
 		return nil, err
 	}
-	s.CredsFile = filepath.Join(s.Dir, "services.creds")
+	// The fleet simulator needs the unrestricted bench user: the services' own user may not act as agents.
+	s.CredsFile = filepath.Join(s.Dir, "bench.creds")
 	if _, err := os.Stat(s.CredsFile); err != nil {
-		return nil, fmt.Errorf("devstack wrote no services.creds: %w", err)
+		return nil, fmt.Errorf("devstack wrote no bench.creds: %w", err)
 	}
 	return s, nil
 }
