@@ -38,7 +38,7 @@ type realAgent struct {
 }
 
 // startRealAgent runs an agent for h; edit (optional) changes its wire tap.
-func startRealAgent(t testing.TB, natsURL string, h host, edit ...func(*wireTap)) *realAgent {
+func startRealAgent(t testing.TB, s *stack, h host, edit ...func(*wireTap)) *realAgent {
 	t.Helper()
 	a := &realAgent{host: h, dataDir: filepath.Join(t.TempDir(), "agent"), log: &lockedBuffer{}, done: make(chan struct{})}
 	tap := &wireTap{
@@ -71,7 +71,7 @@ func startRealAgent(t testing.TB, natsURL string, h host, edit ...func(*wireTap)
 	cfg := agentrun.DefaultConfig()
 	cfg.AgentID = h.AgentID
 	cfg.DataDir = a.dataDir
-	cfg.NATS = agentrun.NATSConfig{URL: natsURL}
+	cfg.NATS = agentrun.NATSConfig{URL: s.nats.URL(), CredsFile: s.agentCreds(h.AgentID)}
 	cfg.BootJitter = 0
 	cfg.FetchTimeout = 3 * time.Second
 	cfg.LogFormat = "json"

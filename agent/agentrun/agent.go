@@ -195,7 +195,7 @@ func (a *agent) run(ctx context.Context) error {
 	client, err := transport.Connect(transport.Options{
 		AgentID: a.cfg.AgentID, URL: a.cfg.NATS.URL, CredsFile: a.cfg.NATS.CredsFile,
 		User: a.cfg.NATS.User, Password: a.cfg.NATS.Password, Token: a.cfg.NATS.Token,
-		Log: a.log, OnReconnect: a.reconnected, Extra: a.cfg.NATSOptions,
+		TLS: a.cfg.NATS.transportTLS(), Log: a.log, OnReconnect: a.reconnected, Extra: a.cfg.NATSOptions,
 	})
 	if err != nil {
 		// Only a malformed URL or unreadable creds file gets here; the server being down does not.

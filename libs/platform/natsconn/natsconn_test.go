@@ -358,3 +358,20 @@ func TestTLSOptionsNeedCertAndKeyTogether(t *testing.T) {
 		t.Fatalf("no TLS: %d options, %v", len(opts), err)
 	}
 }
+
+// NATS_TLS_CA turns TLS on: the connection verifies the server against that CA.
+func TestConnectWithTLS(t *testing.T) {
+	srv := testinfra.NATS(t, testinfra.WithTLS())
+	log, _ := testinfra.Logger(t)
+	nc, err := Connect(Config{URL: srv.URL(), TLSCA: srv.CAFile()}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.TLSConnectionState(); err != nil {
+		t.Fatalf("not a TLS connection: %v", err)
+	}
+}
