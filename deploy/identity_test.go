@@ -23,6 +23,9 @@ func checkServiceIdentity(t *testing.T, where, svc string, env map[string]string
 	if got, want := env["NATS_INBOX_PREFIX"], natsauth.ServiceInboxPrefix(svc); got != want {
 		t.Errorf("%s: NATS_INBOX_PREFIX=%q, want %q (the only inbox its user may subscribe)", where, got, want)
 	}
+	if env["NATS_TLS_CA"] == "" {
+		t.Errorf("%s: no NATS_TLS_CA (NATS serves TLS only)", where)
+	}
 	manage := env["NATS_MANAGE_STREAMS"]
 	if manage == "" {
 		manage = "true" // natsconn's default

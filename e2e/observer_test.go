@@ -61,6 +61,7 @@ func newObserver(t testing.TB, s *stack) *observer {
 	nc, err := nats.Connect(s.nats.URL(), nats.UserCredentials(s.obsCreds), nats.Name(observerName),
 		// The micro services answer $SRV.STATS only on the monitoring inbox (natsauth.ServicePermissions).
 		nats.CustomInboxPrefix(natsauth.MonitorInboxPrefix),
+		nats.RootCAs(s.nats.CAFile()),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatalf("e2e: observer connect: %v", err)

@@ -144,7 +144,8 @@ func (s *stack) startNATS() {
 	}
 	s.auth = auth
 	resolverDir := filepath.Join(s.dir, "nats-accounts")
-	s.nats = testinfra.NATS(t, testinfra.WithServerOptions(func(o *server.Options) {
+	// TLS only: every service, agent and the observer verify the server against the test's CA.
+	s.nats = testinfra.NATS(t, testinfra.WithTLS(), testinfra.WithServerOptions(func(o *server.Options) {
 		o.ServerName = "configsync-e2e"
 		if err := natsserver.Configure(o, auth, resolverDir); err != nil {
 			s.natsMu.Lock()
@@ -153,7 +154,7 @@ func (s *stack) startNATS() {
 		}
 	}))
 	s.checkNATSConfig()
-	t.Logf("NATS (operator mode, JetStream in %s) at %s", s.nats.StoreDir(), s.nats.URL())
+	t.Logf("NATS (operator mode, TLS only, JetStream in %s) at %s", s.nats.StoreDir(), s.nats.URL())
 }
 
 func (s *stack) checkNATSConfig() {
@@ -235,6 +236,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		"NATS_CREDS="+s.svcCreds[kind],
 		"NATS_NAME="+name,
 		"NATS_INBOX_PREFIX="+natsauth.ServiceInboxPrefix(kind),
+		"NATS_TLS_CA="+s.nats.CAFile(),
 		"HTTP_ADDR="+httpAddr,
 		"HTTP_SHUTDOWN_TIMEOUT=3s",
 		"CONFIGSYNC_ONLINE_WINDOW="+onlineWindow.String(),
@@ -396,7 +398,7 @@ func (s *stack) addAgent(hostname string) *agent {
 	a := &agent{hostname: hostname, hostID: host.ID, agentID: host.AgentID, dataDir: filepath.Join(home, "data")}
 	cfg := map[string]any{
 		"agent_id":      host.AgentID,
-		"nats":          map[string]any{"url": s.nats.URL(), "creds_file": credsPath},
+		"nats":          map[string]any{"url": s.nats.URL(), "creds_file": credsPath, "tls": map[string]any{"ca_file": s.nats.CAFile()}},
 		"data_dir":      a.dataDir,
 		"boot_jitter":   "500ms",
 		"fetch_timeout": "2s",

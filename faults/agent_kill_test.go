@@ -36,14 +36,14 @@ import (
 // agent loads it as is: no corrupt file set aside, temp files of the interrupted write cleaned up.
 func TestAgentKilledDuringCacheWrites(t *testing.T) {
 	t.Parallel()
-	srv := testinfra.NATS(t)
+	srv := testinfra.NATS(t, testinfra.WithTLS())
 	nc := srv.Connect(t)
 	const agentID = "cache-kill-agent"
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	cfgPath := filepath.Join(dir, "agent.yaml")
-	cfg := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 1s\nlog_format: json\nlog_level: info\n",
-		agentID, srv.URL(), dataDir)
+	cfg := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\n  tls:\n    ca_file: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 1s\nlog_format: json\nlog_level: info\n",
+		agentID, srv.URL(), srv.CAFile(), dataDir)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

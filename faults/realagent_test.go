@@ -65,13 +65,15 @@ func startRealAgent(t testing.TB, s *stack, h host, edit ...func(*wireTap)) *rea
 			}
 		},
 	}
+	tap.tls = s.nats.TLSFiles()
 	for _, e := range edit {
 		e(tap)
 	}
 	cfg := agentrun.DefaultConfig()
 	cfg.AgentID = h.AgentID
 	cfg.DataDir = a.dataDir
-	cfg.NATS = agentrun.NATSConfig{URL: s.nats.URL(), CredsFile: s.agentCreds(h.AgentID)}
+	cfg.NATS = agentrun.NATSConfig{URL: s.nats.URL(), CredsFile: s.agentCreds(h.AgentID),
+		TLS: &agentrun.NATSTLSConfig{CAFile: s.nats.CAFile()}}
 	cfg.BootJitter = 0
 	cfg.FetchTimeout = 3 * time.Second
 	cfg.LogFormat = "json"

@@ -68,7 +68,8 @@ func newStack(t *testing.T) *stack {
 	}
 	s.auth, s.credsDir = auth, t.TempDir()
 	resolverDir := filepath.Join(s.credsDir, "nats-accounts")
-	s.nats = testinfra.NATS(t, testinfra.WithServerOptions(func(o *server.Options) {
+	// TLS only, as deployed: every service and agent verifies the server against the test's CA.
+	s.nats = testinfra.NATS(t, testinfra.WithTLS(), testinfra.WithServerOptions(func(o *server.Options) {
 		if err := natsserver.Configure(o, auth, resolverDir); err != nil {
 			panic(fmt.Sprintf("faults: NATS operator mode: %v", err))
 		}
@@ -149,6 +150,7 @@ func (s *stack) serviceNATS(kind string) natsconn.Config {
 		CredsFile:     s.writeCreds(kind, must(s.auth.ServiceCreds(kind))),
 		InboxPrefix:   natsauth.ServiceInboxPrefix(kind),
 		ManageStreams: kind == natsauth.ConfigAPIService,
+		TLSCA:         s.nats.CAFile(),
 	}
 }
 
@@ -156,7 +158,7 @@ func (s *stack) serviceNATS(kind string) natsconn.Config {
 func (s *stack) serviceEnv(kind string) []string {
 	c := s.serviceNATS(kind)
 	return []string{"NATS_URL=" + c.URL, "NATS_CREDS=" + c.CredsFile, "NATS_INBOX_PREFIX=" + c.InboxPrefix,
-		fmt.Sprintf("NATS_MANAGE_STREAMS=%t", c.ManageStreams)}
+		fmt.Sprintf("NATS_MANAGE_STREAMS=%t", c.ManageStreams), "NATS_TLS_CA=" + c.TLSCA}
 }
 
 // agentCreds issues agentID its own agent user and returns the creds file.

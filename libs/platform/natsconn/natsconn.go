@@ -52,7 +52,10 @@ func Connect(cfg Config, log *zap.Logger, extra ...nats.Option) (*nats.Conn, err
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
-		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
+		// The same jitter with TLS as without: a handful of service connections need no wider spread,
+		// and nats.go's 5 s TLS default would keep the services away longer than their agents after a
+		// NATS restart.
+		nats.ReconnectJitter(500*time.Millisecond, 500*time.Millisecond),
 		nats.DrainTimeout(10 * time.Second),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("nats connected", zap.String("server", nc.ConnectedUrlRedacted()))
