@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/logrelay"
 	"github.com/configsync/configsync/agent/internal/transport"
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
@@ -31,6 +32,9 @@ type Config struct {
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is json (default) or text.
 	LogFormat string `yaml:"log_format"`
+	// LogRelayAddr is the loopback address of the log relay Fluent Bit posts collected logs to (the
+	// agent publishes them over its own NATS connection). Empty: no relay. Default 127.0.0.1:24280.
+	LogRelayAddr string `yaml:"log_relay_addr"`
 	// ProcRoot is where the system collectors read /proc (a container can mount the host's elsewhere).
 	ProcRoot string `yaml:"proc_root"`
 	// DiskPaths are the mount points whose usage the disk collector reports (default /).
@@ -120,6 +124,7 @@ func DefaultConfig() Config {
 		FetchTimeout: 10 * time.Second,
 		LogLevel:     "info",
 		LogFormat:    "json",
+		LogRelayAddr: logrelay.DefaultAddr,
 		ProcRoot:     "/proc",
 		DiskPaths:    []string{"/"},
 	}
