@@ -174,7 +174,8 @@ func TestComposeSecretsPaths(t *testing.T) {
 	if genVolume == "" {
 		t.Fatalf("nats-auth writes to %s, where no named volume is mounted", genOut)
 	}
-	issued := map[string]bool{natsbundle.IssuerFile: true, natsbundle.AuthConf: true, natsbundle.SystemCreds: true}
+	issued := map[string]bool{natsbundle.IssuerFile: true, natsbundle.AuthConf: true, natsbundle.SystemCreds: true,
+		natsbundle.ServicesCA: true, natsbundle.AgentsCA: true}
 	for _, s := range natsbundle.Services {
 		issued[natsbundle.ServiceCreds(s)] = true
 	}
@@ -192,7 +193,7 @@ func TestComposeSecretsPaths(t *testing.T) {
 	}
 	for _, name := range sortedServiceNames(p) {
 		svc := p.Services[name]
-		for _, k := range []string{"NATS_CREDS", "NATS_AUTHORITY_FILE", "NATS_SYSTEM_CREDS"} {
+		for _, k := range []string{"NATS_CREDS", "NATS_AUTHORITY_FILE", "NATS_SYSTEM_CREDS", "NATS_TLS_CA"} {
 			if v := svc.Environment[k]; v != nil && !inVolume(svc, *v) {
 				t.Errorf("compose service %s: %s=%s is not a file natsauthgen writes into a volume mounted there", name, k, *v)
 			}
@@ -215,6 +216,9 @@ func TestComposeSecretsPaths(t *testing.T) {
 			}
 			if cfg.NATS.CredsFile == "" || path.Base(cfg.NATS.CredsFile) != cfg.AgentID+".creds" || !inVolume(svc, cfg.NATS.CredsFile) {
 				t.Errorf("compose agent %s (%s): creds_file %s is not the creds natsauthgen issued for it", name, cfg.AgentID, cfg.NATS.CredsFile)
+			}
+			if cfg.NATS.TLS == nil || !inVolume(svc, cfg.NATS.TLS.CAFile) {
+				t.Errorf("compose agent %s: nats.tls.ca_file %v is not the CA natsauthgen wrote (NATS serves TLS only)", name, cfg.NATS.TLS)
 			}
 			if v := volumeAt(svc, cfg.DataDir); v == "" {
 				t.Errorf("compose agent %s: data_dir %s is not on a volume (the root filesystem is read-only)", name, cfg.DataDir)

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/url"
@@ -37,6 +38,10 @@ func natsNode(t *testing.T, authorityDir, serverName string) *server.Options {
 	if err := os.WriteFile(filepath.Join(dir, "auth", natsbundle.AuthorityFile), seeds, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The same local CA too, as every node mounts the one bundle.
+	if err := os.CopyFS(filepath.Join(dir, "auth", natsbundle.TLSDir), os.DirFS(filepath.Join(authorityDir, natsbundle.TLSDir))); err != nil {
+		t.Fatal(err)
+	}
 	res, err := natsbundle.Write(natsbundle.Options{Out: filepath.Join(dir, "auth"), ResolverDir: filepath.Join(dir, "jwt")})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +50,9 @@ func natsNode(t *testing.T, authorityDir, serverName string) *server.Options {
 		t.Fatal("natsbundle created a new authority although authority.json existed")
 	}
 	conf := filepath.Join(dir, "nats-server.conf")
-	if err := os.WriteFile(conf, []byte(natsConfText(t)), 0o600); err != nil {
+	// The TLS files sit in the auth mount (/etc/nats/auth in the containers): here, dir/auth.
+	text := strings.ReplaceAll(natsConfText(t), "/etc/nats/auth/", filepath.Join(dir, "auth")+"/")
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SERVER_NAME", serverName)
@@ -74,6 +81,12 @@ func TestNATSConfig(t *testing.T) {
 	}
 	if len(opts.TrustedOperators) != 1 || opts.SystemAccount == "" {
 		t.Errorf("operator mode: %d trusted operators, system account %q", len(opts.TrustedOperators), opts.SystemAccount)
+	}
+	if opts.TLSConfig == nil || opts.AllowNonTLS {
+		t.Error("the client port does not require TLS")
+	}
+	if opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Error("cluster routes are not TLS with verified peers")
 	}
 	if _, ok := opts.AccountResolver.(*server.DirAccResolver); !ok {
 		t.Errorf("account resolver is %T, want the full (directory) resolver", opts.AccountResolver)
@@ -126,7 +139,16 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 		servers = append(servers, s)
 	}
 
-	svc, err := nats.Connect(servers[1].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds("delivery"))))
+	// TLS only: a client that does not verify the servers with the bundle's CA is refused.
+	if nc, err := nats.Connect(servers[1].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds(natsauth.ConfigAPIService))),
+		nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("a client without the CA connected")
+	}
+	servicesCA := nats.RootCAs(filepath.Join(authority, natsbundle.ServicesCA))
+	// config-api's user is the one that may manage the streams (libs/natsauth ServicePermissions).
+	svc, err := nats.Connect(servers[1].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds(natsauth.ConfigAPIService))),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService)), servicesCA)
 	if err != nil {
 		t.Fatalf("service user cannot connect: %v", err)
 	}
@@ -141,7 +163,8 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	var stream jetstream.Stream
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		stream, err = js.CreateOrUpdateStream(attempt, jetstream.StreamConfig{Name: "DEPLOY_CHECK", Subjects: []string{"deploycheck.>"}, Replicas: 3})
+		stream, err = js.CreateOrUpdateStream(attempt, jetstream.StreamConfig{Name: protocol.EventsStream, Subjects: []string{protocol.EventsSubjects}, Replicas: 3,
+			MaxBytes: 1 << 20, MaxMsgSize: 1 << 10})
 		cancelAttempt()
 		if err == nil || ctx.Err() != nil {
 			break
@@ -151,7 +174,7 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("service user cannot create an R3 stream: %v", err)
 	}
-	if _, err := js.Publish(ctx, "deploycheck.x", []byte("1")); err != nil {
+	if _, err := js.Publish(ctx, protocol.ConfigChangedSubject, []byte("1")); err != nil {
 		t.Fatalf("publish to the R3 stream: %v", err)
 	}
 	if info, err := stream.Info(ctx); err != nil || len(info.Cluster.Replicas) != 2 {
@@ -161,24 +184,32 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	violations := make(chan error, 4)
 	agent, err := nats.Connect(servers[2].ClientURL(),
 		nats.UserCredentials(filepath.Join(authority, natsbundle.AgentCreds("agent-a"))),
+		nats.RootCAs(filepath.Join(authority, natsbundle.AgentsCA)),
 		nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
 	if err != nil {
 		t.Fatalf("agent user cannot connect: %v", err)
 	}
 	defer agent.Close()
-	own, err := svc.SubscribeSync(protocol.HeartbeatSubject("agent-a"))
+	// delivery's user receives the agent's fetches (the subject it serves).
+	del, err := nats.Connect(servers[0].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.ServiceCreds(natsauth.DeliveryService))),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.DeliveryService)), servicesCA)
+	if err != nil {
+		t.Fatalf("delivery user cannot connect: %v", err)
+	}
+	defer del.Close()
+	own, err := del.SubscribeSync(protocol.FetchSubject("agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Flush(); err != nil {
+	if err := del.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	// The subscription is on another node: its interest reaches the agent's node over the route
 	// asynchronously, so publish until one arrives (a message sent before that has no receiver).
 	var lastErr error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte("{}")); err != nil {
+		if err := agent.Publish(protocol.FetchSubject("agent-a"), []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
 		if _, lastErr = own.NextMsg(200 * time.Millisecond); lastErr == nil {
@@ -186,7 +217,7 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 		}
 	}
 	if lastErr != nil {
-		t.Errorf("the agent's heartbeat on its own subject did not arrive: %v", lastErr)
+		t.Errorf("the agent's fetch on its own subject did not arrive: %v", lastErr)
 	}
 	if _, err := agent.SubscribeSync(protocol.CommandSubject("agent-b")); err != nil {
 		t.Fatal(err)
@@ -230,7 +261,7 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := nats.Connect(servers[0].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.SystemCreds)))
+	sys, err := nats.Connect(servers[0].ClientURL(), nats.UserCredentials(filepath.Join(authority, natsbundle.SystemCreds)), servicesCA)
 	if err != nil {
 		t.Fatalf("system user cannot connect: %v", err)
 	}
@@ -241,7 +272,8 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	for _, s := range servers {
 		refused := false
 		for deadline := time.Now().Add(10 * time.Second); !refused && time.Now().Before(deadline); {
-			nc, err := nats.Connect(s.ClientURL(), nats.UserCredentials(agentCreds), nats.NoReconnect())
+			nc, err := nats.Connect(s.ClientURL(), nats.UserCredentials(agentCreds), nats.NoReconnect(),
+				nats.RootCAs(filepath.Join(authority, natsbundle.AgentsCA)))
 			if refused = err != nil; !refused {
 				nc.Close()
 				time.Sleep(100 * time.Millisecond)

@@ -179,7 +179,7 @@ func (s *stack) agentConn(a *agent) *nats.Conn {
 		s.t.Fatal(err)
 	}
 	nc, err := nats.Connect(s.nats.URL(), nats.UserCredentials(path), nats.Name("e2e-fetch/"+a.agentID),
-		nats.CustomInboxPrefix(protocol.InboxPrefix(a.agentID)))
+		nats.CustomInboxPrefix(protocol.InboxPrefix(a.agentID)), nats.RootCAs(s.nats.CAFile()))
 	if err != nil {
 		s.t.Fatalf("e2e: connect as agent %s: %v", a.hostname, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -57,7 +58,10 @@ func newObserver(t testing.TB, s *stack) *observer {
 	t.Helper()
 	o := &observer{t: t, s: s, inboxes: map[string]string{}, inboxSubs: map[string]*nats.Subscription{}, owners: map[string]string{},
 		fetches: map[string][]protocol.FetchReply{}}
-	nc, err := nats.Connect(s.nats.URL(), nats.UserCredentials(s.svcCreds), nats.Name(observerName),
+	nc, err := nats.Connect(s.nats.URL(), nats.UserCredentials(s.obsCreds), nats.Name(observerName),
+		// The micro services answer $SRV.STATS only on the monitoring inbox (natsauth.ServicePermissions).
+		nats.CustomInboxPrefix(natsauth.MonitorInboxPrefix),
+		nats.RootCAs(s.nats.CAFile()),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatalf("e2e: observer connect: %v", err)

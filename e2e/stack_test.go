@@ -71,7 +71,8 @@ type stack struct {
 	natsErr    error // from configuring operator mode on a (re)start
 	dbURL      string
 	db         *pgxpool.Pool
-	svcCreds   string
+	svcCreds   map[string]string // service kind -> its own NATS user's creds file
+	obsCreds   string            // the observer's unrestricted user
 	sysCreds   string
 	issuerFile string
 	keyring    string
@@ -143,7 +144,8 @@ func (s *stack) startNATS() {
 	}
 	s.auth = auth
 	resolverDir := filepath.Join(s.dir, "nats-accounts")
-	s.nats = testinfra.NATS(t, testinfra.WithServerOptions(func(o *server.Options) {
+	// TLS only: every service, agent and the observer verify the server against the test's CA.
+	s.nats = testinfra.NATS(t, testinfra.WithTLS(), testinfra.WithServerOptions(func(o *server.Options) {
 		o.ServerName = "configsync-e2e"
 		if err := natsserver.Configure(o, auth, resolverDir); err != nil {
 			s.natsMu.Lock()
@@ -152,7 +154,7 @@ func (s *stack) startNATS() {
 		}
 	}))
 	s.checkNATSConfig()
-	t.Logf("NATS (operator mode, JetStream in %s) at %s", s.nats.StoreDir(), s.nats.URL())
+	t.Logf("NATS (operator mode, TLS only, JetStream in %s) at %s", s.nats.StoreDir(), s.nats.URL())
 }
 
 func (s *stack) checkNATSConfig() {
@@ -174,7 +176,7 @@ func (s *stack) restartNATS() {
 // local keyring the credential replicas share.
 func (s *stack) writeSecrets() {
 	t := s.t
-	svc, err := s.auth.ServiceCreds("configsync-services")
+	obs, err := s.auth.UnrestrictedCreds("e2e-observer")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +196,24 @@ func (s *stack) writeSecrets() {
 	if err := os.MkdirAll(secrets, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s.svcCreds = filepath.Join(secrets, "services.creds")
+	s.obsCreds = filepath.Join(secrets, "observer.creds")
 	s.sysCreds = filepath.Join(secrets, "system.creds")
 	s.issuerFile = filepath.Join(secrets, "config-api-issuer.json")
 	s.keyring = filepath.Join(secrets, "keyring")
+	// Every service connects as its own least-privilege user (natsauth.ServicePermissions).
+	s.svcCreds = map[string]string{}
+	for _, kind := range serviceNames {
+		c, err := s.auth.ServiceCreds(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.svcCreds[kind] = filepath.Join(secrets, kind+".creds")
+		if err := os.WriteFile(s.svcCreds[kind], c.File, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for path, data := range map[string][]byte{
-		s.svcCreds:   svc.File,
+		s.obsCreds:   obs.File,
 		s.sysCreds:   sys.File,
 		s.issuerFile: issuer,
 		s.keyring:    []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n"),
@@ -219,8 +233,10 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		"DATABASE_URL="+s.dbURL,
 		"DATABASE_MAX_CONNS=4",
 		"NATS_URL="+s.nats.URL(),
-		"NATS_CREDS="+s.svcCreds,
+		"NATS_CREDS="+s.svcCreds[kind],
 		"NATS_NAME="+name,
+		"NATS_INBOX_PREFIX="+natsauth.ServiceInboxPrefix(kind),
+		"NATS_TLS_CA="+s.nats.CAFile(),
 		"HTTP_ADDR="+httpAddr,
 		"HTTP_SHUTDOWN_TIMEOUT=3s",
 		"CONFIGSYNC_ONLINE_WINDOW="+onlineWindow.String(),
@@ -241,6 +257,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		)
 	case "delivery":
 		env = append(env,
+			"NATS_MANAGE_STREAMS=false",
 			"CONFIGSYNC_UPSTREAM_TIMEOUT=2s",
 			"CONFIGSYNC_FETCH_TIMEOUT=5s",
 			"CONFIGSYNC_PUSH_ACK_WAIT=3s",
@@ -248,6 +265,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		)
 	case "ack-ingest":
 		env = append(env,
+			"NATS_MANAGE_STREAMS=false",
 			"CONFIGSYNC_INGEST_ACK_WAIT=3s",
 			"CONFIGSYNC_INGEST_RETRY_DELAY=250ms",
 			"CONFIGSYNC_INGEST_MAX_RETRY_DELAY=2s",
@@ -380,7 +398,7 @@ func (s *stack) addAgent(hostname string) *agent {
 	a := &agent{hostname: hostname, hostID: host.ID, agentID: host.AgentID, dataDir: filepath.Join(home, "data")}
 	cfg := map[string]any{
 		"agent_id":      host.AgentID,
-		"nats":          map[string]any{"url": s.nats.URL(), "creds_file": credsPath},
+		"nats":          map[string]any{"url": s.nats.URL(), "creds_file": credsPath, "tls": map[string]any{"ca_file": s.nats.CAFile()}},
 		"data_dir":      a.dataDir,
 		"boot_jitter":   "500ms",
 		"fetch_timeout": "2s",

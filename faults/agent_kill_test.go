@@ -36,7 +36,7 @@ import (
 // agent loads it as is: no corrupt file set aside, temp files of the interrupted write cleaned up.
 func TestAgentKilledDuringCacheWrites(t *testing.T) {
 	t.Parallel()
-	srv := testinfra.NATS(t)
+	srv := testinfra.NATS(t, testinfra.WithTLS())
 	nc := srv.Connect(t)
 	const agentID = "cache-kill-agent"
 	dir := t.TempDir()
@@ -44,9 +44,9 @@ func TestAgentKilledDuringCacheWrites(t *testing.T) {
 	cfgPath := filepath.Join(dir, "agent.yaml")
 	// The local policy allows what the commands below ask for: watch_files under /srv and healthcheck
 	// intervals from 1s (the defaults would refuse them, and a refused config is never cached).
-	cfg := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 1s\nlog_format: json\nlog_level: info\n"+
+	cfg := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\n  tls:\n    ca_file: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 1s\nlog_format: json\nlog_level: info\n"+
 		"policy:\n  read_paths: [/srv]\n  limits:\n    min_interval: 1s\n",
-		agentID, srv.URL(), dataDir)
+		agentID, srv.URL(), srv.CAFile(), dataDir)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/configsync/configsync/libs/natsauth"
 )
 
 // TestDeliveryKilledMidFanOut kills the delivery process (SIGKILL) while it fans an environment-wide
@@ -28,11 +30,11 @@ func TestDeliveryKilledMidFanOut(t *testing.T) {
 	s.startRelay()
 	api := s.startAPI()
 
-	proc := newProcess(t, "delivery", binary(t, "delivery"), nil, []string{
-		"NATS_URL=" + s.nats.URL(), "HTTP_ADDR=" + freeAddr(t), "LOG_FORMAT=json", "LOG_LEVEL=info",
+	proc := newProcess(t, "delivery", binary(t, "delivery"), nil, append(s.serviceEnv(natsauth.DeliveryService),
+		"HTTP_ADDR="+freeAddr(t), "LOG_FORMAT=json", "LOG_LEVEL=info",
 		"CONFIGSYNC_PUSH_PAGE_SIZE=1", "CONFIGSYNC_PUSH_ACK_WAIT=2s", "CONFIGSYNC_PUSH_RETRY_DELAY=200ms",
 		"CONFIGSYNC_UPSTREAM_TIMEOUT=2s",
-	})
+	))
 	proc.start(t)
 	proc.waitLogged(t, 30*time.Second, "event consumer started")
 

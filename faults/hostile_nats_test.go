@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -83,6 +84,17 @@ func TestHostileNATSInput(t *testing.T) {
 	pushesBefore := len(fakes[0].received("healthcheck")) + len(fakes[1].received("healthcheck"))
 
 	agent := hosts[0].AgentID
+	// The backend services answer only their callers' inboxes (natsauth.ServicePermissions): the
+	// barrage on their subjects comes over a connection with delivery's inbox prefix, as a compromised
+	// or buggy caller would send it; fetches come from an agent's inbox as usual.
+	caller := s.nats.Connect(t, nats.UserCredentials(s.writeCreds("hostile-caller", must(s.auth.UnrestrictedCreds("hostile-caller")))),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.DeliveryService)))
+	requester := func(subject string) *nats.Conn {
+		if strings.HasPrefix(subject, "configsync.svc.") {
+			return caller
+		}
+		return s.nc
+	}
 	requests := []struct {
 		subject string
 		bodies  []payload
@@ -122,7 +134,7 @@ func TestHostileNATSInput(t *testing.T) {
 	for _, r := range requests {
 		t.Run("request "+r.subject, func(t *testing.T) {
 			for _, p := range r.bodies {
-				msg, err := s.nc.Request(r.subject, p.data, 5*time.Second)
+				msg, err := requester(r.subject).Request(r.subject, p.data, 5*time.Second)
 				if err != nil {
 					t.Errorf("%s: no answer: %v", p.name, err)
 					continue
@@ -213,7 +225,7 @@ func TestHostileNATSInput(t *testing.T) {
 		protocol.CredentialListSubject:   `{"client_id":"` + ten.ClientID + `"}`,
 		protocol.CredentialInjectSubject: `{"items":[{"key":"k","client_id":"` + ten.ClientID + `","environment_id":"` + ten.EnvID + `","collectors":[{"type":"mysql","name":"m","host":"h","port":1,"credential_id":"` + cred.ID + `"}]}]}`,
 	} {
-		msg, err := s.nc.Request(subject, []byte(body), 5*time.Second)
+		msg, err := requester(subject).Request(subject, []byte(body), 5*time.Second)
 		if err != nil {
 			t.Errorf("%s after the barrage: %v", subject, err)
 		} else if code, m := replyError(msg); code != "" {

@@ -64,7 +64,7 @@ func TestNATSKilledMidEnvironmentPush(t *testing.T) {
 	pol.Commands = []string{sh}
 	agents := make([]*realAgent, len(hosts))
 	for i, h := range hosts {
-		agents[i] = startRealAgentWithPolicy(t, s.nats.URL(), h, pol)
+		agents[i] = startRealAgentWithPolicy(t, s, h, pol)
 	}
 	s.waitApplied(30*time.Second, hosts, typ, v1)
 	eventually(t, 30*time.Second, "every agent's first heartbeat to be stored", func() (bool, string) {
@@ -180,7 +180,7 @@ func TestAckInFlightWhenNATSDies(t *testing.T) {
 	v1 := api.putEnv(ten.EnvID, typ, `{"interval_seconds":60,"timeout_seconds":5}`)
 	var armed atomic.Bool // lose the first ack of a version newer than v1
 	lost := make(chan int64, 1)
-	agent := startRealAgent(t, s.nats.URL(), h, func(w *wireTap) {
+	agent := startRealAgent(t, s, h, func(w *wireTap) {
 		w.lose = func(subject string, payload []byte) bool {
 			var ack protocol.Ack
 			if subject != protocol.AckSubject(h.AgentID) || json.Unmarshal(payload, &ack) != nil || ack.Version <= v1 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/protocol"
 )
@@ -37,11 +38,11 @@ func TestConfigAPICrashAfterCommitBeforeRelay(t *testing.T) {
 
 	bin := binary(t, "config-api")
 	addr := freeAddr(t)
-	env := []string{
-		"DATABASE_URL=" + s.dbURL, "DATABASE_MIGRATE=false", "NATS_URL=" + s.nats.URL(), "HTTP_ADDR=" + addr,
+	env := append(s.serviceEnv(natsauth.ConfigAPIService),
+		"DATABASE_URL="+s.dbURL, "DATABASE_MIGRATE=false", "HTTP_ADDR="+addr,
 		"LOG_FORMAT=json", "LOG_LEVEL=info",
 		"OUTBOX_POLL_INTERVAL=100ms", "OUTBOX_MIN_BACKOFF=50ms", "OUTBOX_MAX_BACKOFF=200ms",
-	}
+	)
 	parked := newProcess(t, "config-api (relay refused)", bin, nil, append(env[:len(env):len(env)], "OUTBOX_STREAM=CONFIGSYNC_PARKED"))
 	normal := newProcess(t, "config-api", bin, nil, env)
 

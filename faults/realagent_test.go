@@ -39,13 +39,13 @@ type realAgent struct {
 
 // startRealAgent runs an agent for h under the default local policy; edit (optional) changes its wire
 // tap.
-func startRealAgent(t testing.TB, natsURL string, h host, edit ...func(*wireTap)) *realAgent {
+func startRealAgent(t testing.TB, s *stack, h host, edit ...func(*wireTap)) *realAgent {
 	t.Helper()
-	return startRealAgentWithPolicy(t, natsURL, h, agentrun.DefaultConfig().Policy, edit...)
+	return startRealAgentWithPolicy(t, s, h, agentrun.DefaultConfig().Policy, edit...)
 }
 
 // startRealAgentWithPolicy is startRealAgent with the given local policy.
-func startRealAgentWithPolicy(t testing.TB, natsURL string, h host, pol agentrun.PolicyConfig, edit ...func(*wireTap)) *realAgent {
+func startRealAgentWithPolicy(t testing.TB, s *stack, h host, pol agentrun.PolicyConfig, edit ...func(*wireTap)) *realAgent {
 	t.Helper()
 	a := &realAgent{host: h, dataDir: filepath.Join(t.TempDir(), "agent"), log: &lockedBuffer{}, done: make(chan struct{})}
 	tap := &wireTap{
@@ -72,13 +72,15 @@ func startRealAgentWithPolicy(t testing.TB, natsURL string, h host, pol agentrun
 			}
 		},
 	}
+	tap.tls = s.nats.TLSFiles()
 	for _, e := range edit {
 		e(tap)
 	}
 	cfg := agentrun.DefaultConfig()
 	cfg.AgentID = h.AgentID
 	cfg.DataDir = a.dataDir
-	cfg.NATS = agentrun.NATSConfig{URL: natsURL}
+	cfg.NATS = agentrun.NATSConfig{URL: s.nats.URL(), CredsFile: s.agentCreds(h.AgentID),
+		TLS: &agentrun.NATSTLSConfig{CAFile: s.nats.CAFile()}}
 	cfg.BootJitter = 0
 	cfg.FetchTimeout = 3 * time.Second
 	cfg.LogFormat = "json"

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,11 +15,14 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/natsauth/natsserver"
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
@@ -46,6 +51,10 @@ type stack struct {
 	log     *zap.Logger
 	logs    *observer.ObservedLogs
 	keyring string
+	// auth is the NATS security domain: the server runs in operator mode, every service connects as its
+	// own least-privilege user and every real agent as its own agent user.
+	auth     *natsauth.Authority
+	credsDir string
 }
 
 func newStack(t *testing.T) *stack {
@@ -53,9 +62,22 @@ func newStack(t *testing.T) *stack {
 	s := &stack{t: t, dbURL: testinfra.PostgresURL(t)}
 	s.log, s.logs = testinfra.Logger(t)
 	s.db = s.newPool("faults-test", nil)
-	s.nats = testinfra.NATS(t)
-	// The test's connection comes back fast after a NATS restart: it observes, it is not under test.
-	s.nc = s.nats.Connect(t, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 0))
+	auth, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.auth, s.credsDir = auth, t.TempDir()
+	resolverDir := filepath.Join(s.credsDir, "nats-accounts")
+	// TLS only, as deployed: every service and agent verifies the server against the test's CA.
+	s.nats = testinfra.NATS(t, testinfra.WithTLS(), testinfra.WithServerOptions(func(o *server.Options) {
+		if err := natsserver.Configure(o, auth, resolverDir); err != nil {
+			panic(fmt.Sprintf("faults: NATS operator mode: %v", err))
+		}
+	}))
+	// The test's connection comes back fast after a NATS restart: it observes, it is not under test. It
+	// is unrestricted: fakes, observers and hostile publishers play any part.
+	s.nc = s.nats.Connect(t, nats.UserCredentials(s.writeCreds("test", must(auth.UnrestrictedCreds("faults-test")))),
+		nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 0))
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		t.Fatal(err)
@@ -93,11 +115,66 @@ func (s *stack) newPool(app string, tracer pgx.QueryTracer) *pgxpool.Pool {
 	return pool
 }
 
-// serviceConn connects a service to NATS the way the binaries do (natsconn.Connect: reconnect forever).
-// Only the reconnect wait is shortened, so a restarted NATS is found again within the test's budget.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// writeCreds writes a creds file into the stack's secrets directory and returns its path.
+func (s *stack) writeCreds(name string, c natsauth.Creds) string {
+	s.t.Helper()
+	path := filepath.Join(s.credsDir, name+".creds")
+	if err := os.WriteFile(path, c.File, 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+	return path
+}
+
+// serviceKind maps a connection name to the service whose user it connects as: the outbox relay runs
+// inside config-api and shares its user.
+func serviceKind(name string) string {
+	if name == "relay" {
+		return natsauth.ConfigAPIService
+	}
+	return name
+}
+
+// serviceNATS is the NATS configuration of service kind: its own user and inbox prefix; only
+// config-api's user may manage the streams.
+func (s *stack) serviceNATS(kind string) natsconn.Config {
+	s.t.Helper()
+	return natsconn.Config{
+		URL: s.nats.URL(), Name: kind,
+		CredsFile:     s.writeCreds(kind, must(s.auth.ServiceCreds(kind))),
+		InboxPrefix:   natsauth.ServiceInboxPrefix(kind),
+		ManageStreams: kind == natsauth.ConfigAPIService,
+		TLSCA:         s.nats.CAFile(),
+	}
+}
+
+// serviceEnv is serviceNATS as a binary's environment.
+func (s *stack) serviceEnv(kind string) []string {
+	c := s.serviceNATS(kind)
+	return []string{"NATS_URL=" + c.URL, "NATS_CREDS=" + c.CredsFile, "NATS_INBOX_PREFIX=" + c.InboxPrefix,
+		fmt.Sprintf("NATS_MANAGE_STREAMS=%t", c.ManageStreams), "NATS_TLS_CA=" + c.TLSCA}
+}
+
+// agentCreds issues agentID its own agent user and returns the creds file.
+func (s *stack) agentCreds(agentID string) string {
+	s.t.Helper()
+	return s.writeCreds("agent-"+agentID, must(s.auth.Issuer().IssueAgent(agentID)))
+}
+
+// serviceConn connects a service to NATS the way the binaries do (natsconn.Connect: reconnect forever),
+// as its own user. Only the reconnect wait is shortened, so a restarted NATS is found again within the
+// test's budget.
 func (s *stack) serviceConn(name string) *nats.Conn {
 	s.t.Helper()
-	nc, err := natsconn.Connect(natsconn.Config{URL: s.nats.URL(), Name: name}, s.log.Named(name),
+	cfg := s.serviceNATS(serviceKind(name))
+	cfg.Name = name
+	nc, err := natsconn.Connect(cfg, s.log.Named(name),
 		nats.ReconnectWait(50*time.Millisecond), nats.ReconnectJitter(0, 100*time.Millisecond))
 	if err != nil {
 		s.t.Fatal(err)

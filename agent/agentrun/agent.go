@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"github.com/configsync/configsync/agent/internal/inventory"
 	"github.com/configsync/configsync/agent/internal/labels"
 	"github.com/configsync/configsync/agent/internal/logcollect"
+	"github.com/configsync/configsync/agent/internal/logrelay"
 	"github.com/configsync/configsync/agent/internal/metrics"
 	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/agent/internal/scheduler"
@@ -161,8 +161,11 @@ func newAgent(cfg Config) (*agent, error) {
 	a.changes = changedetect.NewScanner(a.log, pol, func(r changedetect.Report) { a.observe(KindChanges, r) })
 	a.files = watchfiles.NewScanner(a.log, pol, func(r watchfiles.Report) { a.observe(KindFiles, r) })
 	a.health = healthcheck.NewRunner(a.log, a.healthChecks(), func(r healthcheck.Report) { a.observe(KindHealth, r) })
-	host, port := natsHostPort(cfg.NATS.URL)
-	a.logs = logcollect.NewRenderer(a.log, pol, cfg.DataDir, protocol.AgentSubjectPrefix+cfg.AgentID+".applogs", host, port)
+	host, port, err := net.SplitHostPort(cfg.LogRelayAddr)
+	if err != nil {
+		host, port = "127.0.0.1", "24280"
+	}
+	a.logs = logcollect.NewRenderer(a.log, pol, cfg.DataDir, a.logTagPrefix(), host, port)
 
 	a.handler = command.NewConfigHandler(command.Options{
 		AgentID:      cfg.AgentID,
@@ -210,7 +213,7 @@ func (a *agent) run(ctx context.Context) error {
 	client, err := transport.Connect(transport.Options{
 		AgentID: a.cfg.AgentID, URL: a.cfg.NATS.URL, CredsFile: a.cfg.NATS.CredsFile,
 		User: a.cfg.NATS.User, Password: a.cfg.NATS.Password, Token: a.cfg.NATS.Token,
-		Log: a.log, OnReconnect: a.reconnected, Extra: a.cfg.NATSOptions,
+		TLS: a.cfg.NATS.transportTLS(), Log: a.log, OnReconnect: a.reconnected, Extra: a.cfg.NATSOptions,
 	})
 	if err != nil {
 		// Only a malformed URL or unreadable creds file gets here; the server being down does not.
@@ -223,6 +226,17 @@ func (a *agent) run(ctx context.Context) error {
 		return fmt.Errorf("agentrun: %w", err)
 	}
 
+	// Collected logs (Fluent Bit) reach NATS through the agent's own TLS connection.
+	var relay *logrelay.Relay
+	if a.cfg.LogRelayAddr != "" {
+		relay, err = logrelay.Start(a.cfg.LogRelayAddr, a.logTagPrefix(), func() int { return int(client.Conn().MaxPayload()) },
+			client.Publish, a.log)
+		if err != nil {
+			// Not fatal: config sync works without log shipping.
+			a.log.Warn("log relay not started; collected logs are not shipped", "addr", a.cfg.LogRelayAddr, "error", err)
+		}
+	}
+
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
@@ -230,6 +244,9 @@ func (a *agent) run(ctx context.Context) error {
 		wg.Wait()
 		sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer scancel()
+		if relay != nil {
+			_ = relay.Close(sctx)
+		}
 		// Drain first: commands still pending are handled (and acked) while the components exist.
 		client.Close(sctx)
 		a.shipper.SetPublisher(func(string, []byte) error { return errors.New("agent stopped") })
@@ -407,21 +424,7 @@ func (f fetcher) Fetch(ctx context.Context) (*protocol.FetchReply, error) {
 	return c.Fetch(ctx)
 }
 
-func natsHostPort(raw string) (string, string) {
-	// The first server of a comma-separated list.
-	for i := range raw {
-		if raw[i] == ',' {
-			raw = raw[:i]
-			break
-		}
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "127.0.0.1", "4222"
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		return u.Host, "4222"
-	}
-	return host, port
+// logTagPrefix is the tag prefix of collected logs, and so their subject prefix.
+func (a *agent) logTagPrefix() string {
+	return protocol.AgentSubjectPrefix + a.cfg.AgentID + ".applogs"
 }

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/configsync/configsync/agent/internal/logrelay"
 	"github.com/configsync/configsync/agent/internal/policy"
+	"github.com/configsync/configsync/agent/internal/transport"
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/nats-io/nats.go"
@@ -32,6 +34,9 @@ type Config struct {
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is json (default) or text.
 	LogFormat string `yaml:"log_format"`
+	// LogRelayAddr is the loopback address of the log relay Fluent Bit posts collected logs to (the
+	// agent publishes them over its own NATS connection). Empty: no relay. Default 127.0.0.1:24280.
+	LogRelayAddr string `yaml:"log_relay_addr"`
 	// ProcRoot is where the system collectors read /proc (a container can mount the host's elsewhere).
 	ProcRoot string `yaml:"proc_root"`
 	// DiskPaths are the mount points whose usage the disk collector reports (default /).
@@ -75,6 +80,26 @@ type NATSConfig struct {
 	User      string `yaml:"user"`
 	Password  string `yaml:"password"`
 	Token     string `yaml:"token"`
+	// TLS: required when the servers serve TLS only (every ConfigSync deployment). ca_file verifies
+	// them (empty: the system roots); cert_file/key_file are an optional client certificate;
+	// server_name overrides the host name verified.
+	TLS *NATSTLSConfig `yaml:"tls"`
+}
+
+// transportTLS is the transport's view of nats.tls (zero: plaintext).
+func (n NATSConfig) transportTLS() transport.TLS {
+	if n.TLS == nil {
+		return transport.TLS{}
+	}
+	return transport.TLS{CAFile: n.TLS.CAFile, CertFile: n.TLS.CertFile, KeyFile: n.TLS.KeyFile, ServerName: n.TLS.ServerName}
+}
+
+// NATSTLSConfig is nats.tls in the agent's YAML.
+type NATSTLSConfig struct {
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
 }
 
 // Defaults maps config types to local default configs (JSON).
@@ -120,6 +145,7 @@ func DefaultConfig() Config {
 		FetchTimeout: 10 * time.Second,
 		LogLevel:     "info",
 		LogFormat:    "json",
+		LogRelayAddr: logrelay.DefaultAddr,
 		ProcRoot:     "/proc",
 		DiskPaths:    []string{"/"},
 		Policy:       policy.DefaultConfig(),
@@ -181,6 +207,9 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.Password != "" && c.NATS.User == "" {
 		errs = append(errs, errors.New("nats.password needs nats.user"))
+	}
+	if t := c.NATS.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("nats.tls: cert_file and key_file go together"))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir is required"))

@@ -19,18 +19,24 @@ import (
 
 func main() {
 	var opts natsbundle.Options
-	var agents string
+	var agents, tlsHosts string
 	flag.StringVar(&opts.Out, "out", "", "output directory (required)")
 	flag.StringVar(&opts.ResolverDir, "resolver-dir", "/data/jwt", "account JWT directory inside each nats-server container")
 	flag.StringVar(&agents, "agents", "", "comma-separated agent ids to issue credentials for")
+	flag.StringVar(&tlsHosts, "tls-hosts", "", "comma-separated extra names (or IPs) the NATS servers' certificate is valid for")
 	flag.Parse()
 	if opts.Out == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: natsauthgen -out DIR [-resolver-dir DIR] [-agents ID,ID...]")
+		fmt.Fprintln(os.Stderr, "usage: natsauthgen -out DIR [-resolver-dir DIR] [-agents ID,ID...] [-tls-hosts NAME,NAME...]")
 		os.Exit(2)
 	}
 	for _, id := range strings.Split(agents, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			opts.Agents = append(opts.Agents, id)
+		}
+	}
+	for _, h := range strings.Split(tlsHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			opts.TLSHosts = append(opts.TLSHosts, h)
 		}
 	}
 	res, err := natsbundle.Write(opts)

@@ -182,12 +182,13 @@ func (a *Authority) AccountJWT(revoked map[string]time.Time) (string, error) {
 func accountJWT(accountPub, agentSignerPub string, operatorSigner nkeys.KeyPair, revoked map[string]time.Time) (string, error) {
 	ac := jwt.NewAccountClaims(accountPub)
 	ac.Name = AccountName
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit, Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
+	ac.Limits.JetStreamLimits = AccountJetStreamLimits()
 	scope := jwt.NewUserScope()
 	scope.Key = agentSignerPub
 	scope.Role = AgentRole
 	scope.Description = "ConfigSync agents: own subjects only"
 	scope.Template.Permissions = AgentPermissions()
+	scope.Template.Limits = AgentLimits()
 	ac.SigningKeys.AddScopedSigner(scope)
 	if len(revoked) > 0 {
 		ac.Revocations = jwt.RevocationList{}
@@ -206,11 +207,6 @@ func accountJWT(accountPub, agentSignerPub string, operatorSigner nkeys.KeyPair,
 type Creds struct {
 	File          []byte
 	UserPublicKey string
-}
-
-// ServiceCreds issues an unrestricted user of the ConfigSync account for a backend service.
-func (a *Authority) ServiceCreds(name string) (Creds, error) {
-	return issueUser(name, a.AccountPublicKey(), a.account, nil)
 }
 
 // SystemCreds issues a user of the system account (to push account updates).

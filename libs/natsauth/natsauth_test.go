@@ -144,13 +144,14 @@ func TestAgentIsolation(t *testing.T) {
 		}
 	}
 	// Denied publish: impersonating another agent.
-	spy, _ := svc.SubscribeSync(protocol.HeartbeatSubject("agent-b"))
-	svc.Flush()
+	spy := connect(t, ns, must(a.UnrestrictedCreds("spy")))
+	spyB, _ := spy.SubscribeSync(protocol.HeartbeatSubject("agent-b"))
+	spy.Flush()
 	if err := agentA.Publish(protocol.HeartbeatSubject("agent-b"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	errsA.waitFor(t, "Publish to \""+protocol.HeartbeatSubject("agent-b")+"\"")
-	if m, err := spy.NextMsg(200 * time.Millisecond); err == nil {
+	if m, err := spyB.NextMsg(200 * time.Millisecond); err == nil {
 		t.Fatalf("forged heartbeat delivered: %q", m.Data)
 	}
 }
@@ -224,11 +225,12 @@ func TestAccountsSignedByOperatorSigningKey(t *testing.T) {
 	}
 
 	ns := startServer(t, a)
-	svcCreds, err := a.ServiceCreds("delivery")
+	svcCreds, err := a.ServiceCreds("ack-ingest")
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := connect(t, ns, svcCreds)
+	connect(t, ns, svcCreds)
+	svc := connect(t, ns, must(a.UnrestrictedCreds("observer")))
 	agentCreds, err := admin.IssueAgent("agent-a")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package testinfra
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,12 +12,15 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/configsync/configsync/libs/natsauth/tlsgen"
 )
 
 // NATSOption configures the server NATS starts.
 type NATSOption func(*natsConfig)
 
 type natsConfig struct {
+	tls         bool
 	configFile  string
 	users       []*server.User
 	accounts    []string
@@ -76,6 +80,13 @@ func WithOperator(operatorJWT string, accountJWTs ...string) NATSOption {
 	}
 }
 
+// WithTLS serves the client port with TLS only: a CA and a server certificate for 127.0.0.1 and
+// localhost are made in the test's temporary directory (libs/natsauth/tlsgen). CAFile names the CA;
+// Connect trusts it; a plaintext client is refused.
+func WithTLS() NATSOption {
+	return func(c *natsConfig) { c.tls = true }
+}
+
 // WithoutJetStream starts a core NATS server without JetStream.
 func WithoutJetStream() NATSOption {
 	return func(c *natsConfig) { c.noJetStream = true }
@@ -92,6 +103,7 @@ type NATSServer struct {
 	t        testing.TB
 	cfg      natsConfig
 	storeDir string
+	tls      tlsgen.Files // set WithTLS
 
 	mu   sync.Mutex
 	port int // 0 until the first start picked one
@@ -105,6 +117,13 @@ func NATS(t testing.TB, opts ...NATSOption) *NATSServer {
 	n := &NATSServer{t: t, storeDir: t.TempDir()}
 	for _, o := range opts {
 		o(&n.cfg)
+	}
+	if n.cfg.tls {
+		f, err := tlsgen.Ensure(filepath.Join(t.TempDir(), "tls"), "127.0.0.1", "localhost")
+		if err != nil {
+			t.Fatalf("testinfra: NATS TLS: %v", err)
+		}
+		n.tls = f
 	}
 	t.Cleanup(n.Shutdown)
 	n.start(t)
@@ -125,12 +144,21 @@ func (n *NATSServer) Server() *server.Server {
 	return n.srv
 }
 
+// CAFile is the CA that signed the server's certificate (WithTLS), else "".
+func (n *NATSServer) CAFile() string { return n.tls.CA }
+
+// TLSFiles are the CA and server certificate of a WithTLS server.
+func (n *NATSServer) TLSFiles() tlsgen.Files { return n.tls }
+
 // StoreDir is the JetStream store directory, kept across Restart.
 func (n *NATSServer) StoreDir() string { return n.storeDir }
 
 // Connect connects to the server with opts; the connection is closed at cleanup.
 func (n *NATSServer) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
+	if n.tls.CA != "" {
+		opts = append([]nats.Option{nats.RootCAs(n.tls.CA)}, opts...)
+	}
 	nc, err := nats.Connect(n.URL(), opts...)
 	if err != nil {
 		t.Fatalf("testinfra: connect to NATS: %v", err)
@@ -232,6 +260,13 @@ func (n *NATSServer) options() (*server.Options, error) {
 	opts.NoLog = true
 	opts.JetStream = !n.cfg.noJetStream
 	opts.StoreDir = n.storeDir
+	if n.tls.CA != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: n.tls.ServerCert, KeyFile: n.tls.ServerKey, Timeout: 5})
+		if err != nil {
+			return nil, fmt.Errorf("TLS config: %w", err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSTimeout = tc, true, 5
+	}
 
 	accounts := map[string]*server.Account{}
 	for _, name := range n.cfg.accounts {

@@ -1,8 +1,10 @@
 package testinfra
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,5 +242,54 @@ func TestNATSOperatorMode(t *testing.T) {
 	defer cancel()
 	if _, err := js.AccountInfo(ctx); err != nil {
 		t.Fatalf("JetStream from the account JWT limits: %v", err)
+	}
+}
+
+// A WithTLS server serves TLS only: a client trusting its CA connects (also after a restart), one that
+// does not is refused, and a plaintext client speaking the protocol on the raw socket is refused.
+func TestNATSWithTLS(t *testing.T) {
+	srv := NATS(t, WithTLS())
+	nc := srv.Connect(t)
+	if !nc.TLSRequired() {
+		t.Fatal("the server does not require TLS")
+	}
+	if _, err := nc.TLSConnectionState(); err != nil {
+		t.Fatalf("not a TLS connection: %v", err)
+	}
+	if _, err := nats.Connect(srv.URL(), nats.NoReconnect()); err == nil {
+		t.Fatal("a client that does not trust the CA connected")
+	}
+
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(srv.URL(), "nats://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	info, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(info, `"tls_required":true`) {
+		t.Fatalf("INFO %q, %v", info, err)
+	}
+	if _, err := conn.Write([]byte("CONNECT {\"verbose\":false}\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	var readErr error
+	for readErr == nil {
+		var line string
+		line, readErr = r.ReadString('\n')
+		got.WriteString(line)
+	}
+	// The server takes the plaintext for a broken TLS handshake and closes the connection.
+	var ne net.Error
+	if strings.Contains(got.String(), "PONG") || errors.As(readErr, &ne) && ne.Timeout() {
+		t.Fatalf("a plaintext client was served or kept: %q, %v", got.String(), readErr)
+	}
+
+	srv.Restart(t)
+	again := srv.Connect(t)
+	if err := again.Flush(); err != nil {
+		t.Fatalf("TLS after a restart: %v", err)
 	}
 }

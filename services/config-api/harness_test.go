@@ -96,7 +96,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 				t.Fatal(err)
 			}
 		}))
-		connOpts = append(connOpts, nats.UserCredentials(writeCreds(t, dir, "service", must(cfg.identity.ServiceCreds("config-api")))))
+		connOpts = append(connOpts, nats.UserCredentials(writeCreds(t, dir, "service", must(cfg.identity.UnrestrictedCreds("config-api-harness")))))
 		apiCfg.NATSSystemCreds = writeCreds(t, dir, "system", must(cfg.identity.SystemCreds("config-api")))
 		// config-api gets only the narrow issuer document, as deployed (natsauthgen's config-api-issuer.json).
 		seeds, _ := json.Marshal(cfg.identity.IssuerSeeds())

@@ -1,5 +1,6 @@
 // Command devstack is `make run`: the whole ConfigSync system in one process for trying it out and for
-// development — an embedded nats-server with JetStream and per-agent JWT auth, PostgreSQL (DATABASE_URL,
+// development — an embedded nats-server with JetStream, per-agent JWT auth and TLS only (a local CA under
+// .data/tls), PostgreSQL (DATABASE_URL,
 // else the server on 127.0.0.1:5432, else a private cluster under .data), the local keyring, all five
 // service modules in one fx app, and one agent. State lives under .data, so a second run reuses it.
 package main
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/natsauth/tlsgen"
 )
 
 func main() {
@@ -71,20 +75,29 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ns, err := startNATS(o.natsAddr, dataDir, auth)
+	natsHost, _, err := net.SplitHostPort(o.natsAddr)
+	if err != nil {
+		return fmt.Errorf("nats address %q: %w", o.natsAddr, err)
+	}
+	// A local CA and the server's certificate, made on the first start: NATS serves TLS only.
+	tlsFiles, err := tlsgen.Ensure(filepath.Join(dataDir, "tls"), natsHost, "localhost", "127.0.0.1")
+	if err != nil {
+		return err
+	}
+	ns, err := startNATS(o.natsAddr, dataDir, auth, tlsFiles)
 	if err != nil {
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	natsURL := "nats://" + o.natsAddr
-	log.Info("nats ready", zap.String("url", natsURL))
+	log.Info("nats ready", zap.String("url", natsURL), zap.String("ca", tlsFiles.CA))
 
 	if o.pprof != "" {
 		if err := servePprof(o.pprof, log); err != nil {
 			return err
 		}
 	}
-	stack := &stack{opts: o, dataDir: dataDir, natsURL: natsURL, databaseURL: pg.URL, auth: auth, log: log}
+	stack := &stack{opts: o, dataDir: dataDir, natsURL: natsURL, natsCA: tlsFiles.CA, databaseURL: pg.URL, auth: auth, log: log}
 	if err := stack.start(ctx); err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ type stack struct {
 	opts        options
 	dataDir     string
 	natsURL     string
+	natsCA      string // the local CA that signed NATS's certificate
 	databaseURL string
 	auth        *natsauth.Authority
 	log         *zap.Logger
@@ -49,7 +50,7 @@ type stack struct {
 
 // demo is what the first start seeds and every later start reuses (.data/devstack.env).
 type demo struct {
-	APIURL, Token, NATSURL          string
+	APIURL, Token, NATSURL, NATSCA  string
 	ClientID, EnvironmentID, HostID string
 	AgentID                         string
 }
@@ -97,12 +98,24 @@ func (s *stack) start(ctx context.Context) error {
 
 // environment sets the variables the service modules read, the same ones the separate binaries use.
 func (s *stack) environment() error {
-	svcCreds, err := s.auth.ServiceCreds("devstack-services")
+	// The five services share this process and one NATS connection: one user allowed what each of
+	// them is (natsauth.ServicePermissions), with config-api's inbox prefix, the one the responders
+	// may answer.
+	svcCreds, err := s.auth.CombinedServiceCreds("devstack-services", natsauth.ServiceNames...)
 	if err != nil {
 		return err
 	}
 	credsFile := filepath.Join(s.dataDir, "services.creds")
 	if err := os.WriteFile(credsFile, svcCreds.File, 0o600); err != nil {
+		return err
+	}
+	// Load generators (tools/loadgen) simulate a whole fleet on a few connections and watch the
+	// streams: an unrestricted user of the account, for this local stack only.
+	benchCreds, err := s.auth.UnrestrictedCreds("devstack-bench")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.dataDir, "bench.creds"), benchCreds.File, 0o600); err != nil {
 		return err
 	}
 	sysCreds, err := s.auth.SystemCreds("devstack-config-api")
@@ -126,6 +139,8 @@ func (s *stack) environment() error {
 		"DATABASE_MAX_CONNS":        "30",
 		"NATS_URL":                  s.natsURL,
 		"NATS_CREDS":                credsFile,
+		"NATS_INBOX_PREFIX":         natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService),
+		"NATS_TLS_CA":               s.natsCA,
 		"HTTP_ADDR":                 s.opts.httpAddr,
 		"CREDENTIAL_CIPHER":         "local",
 		"CONFIGSYNC_KEYRING_FILE":   filepath.Join(s.dataDir, "keyring"),
@@ -134,7 +149,7 @@ func (s *stack) environment() error {
 		"NATS_SYSTEM_CREDS":         sysFile,
 	}
 	for k, v := range vars {
-		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" {
+		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" && k != "NATS_INBOX_PREFIX" && k != "NATS_TLS_CA" {
 			continue // the operator's own setting wins
 		}
 		if err := os.Setenv(k, v); err != nil {
@@ -151,7 +166,7 @@ func (s *stack) envFile() string { return filepath.Join(s.dataDir, "devstack.env
 func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 	apiURL := "http://" + s.opts.httpAddr
 	if d, err := readDemo(s.envFile()); err == nil {
-		d.APIURL, d.NATSURL = apiURL, s.natsURL
+		d.APIURL, d.NATSURL, d.NATSCA = apiURL, s.natsURL, s.natsCA
 		if err := api(ctx, d, http.MethodGet, "/api/v1/hosts/"+d.HostID, nil, nil); err == nil {
 			return d, writeDemo(s.envFile(), d)
 		}
@@ -161,7 +176,7 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 	if err != nil {
 		return demo{}, fmt.Errorf("bootstrap admin token: %w", err)
 	}
-	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL}
+	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL, NATSCA: s.natsCA}
 	var client, env struct{ ID string }
 	var host struct {
 		ID      string `json:"id"`
@@ -201,7 +216,7 @@ func (s *stack) startAgent(d demo) error {
 	cfg := agentrun.DefaultConfig()
 	cfg.AgentID = d.AgentID
 	cfg.DataDir = dir
-	cfg.NATS = agentrun.NATSConfig{URL: s.natsURL, CredsFile: credsFile}
+	cfg.NATS = agentrun.NATSConfig{URL: s.natsURL, CredsFile: credsFile, TLS: &agentrun.NATSTLSConfig{CAFile: s.natsCA}}
 	cfg.BootJitter = time.Second
 	cfg.Policy = demoPolicy()
 	cfg.LogOutput = logFile
@@ -248,7 +263,7 @@ ConfigSync is running (Ctrl-C stops it; state is kept in %s).
 
   API        %s
   token      %s   (admin; also in devstack.env)
-  NATS       %s
+  NATS       %s (TLS only; CA %s)
   PostgreSQL %s
   agent      %s (log: %s)
 
@@ -260,7 +275,7 @@ Try it:
   curl -s %s %s/api/v1/hosts/%s/agent-configs/watch_files
   curl -s %s %s/api/v1/environments/%s/hosts
 
-`, s.dataDir, d.APIURL, d.Token, d.NATSURL, redactURL(s.databaseURL), d.AgentID, filepath.Join(s.dataDir, "agent.log"),
+`, s.dataDir, d.APIURL, d.Token, d.NATSURL, d.NATSCA, redactURL(s.databaseURL), d.AgentID, filepath.Join(s.dataDir, "agent.log"),
 		s.envFile(),
 		auth, d.APIURL, d.EnvironmentID,
 		auth, d.APIURL, d.HostID,
@@ -315,11 +330,11 @@ func api(ctx context.Context, d demo, method, path string, body, out any) error 
 	return json.Unmarshal(env.Data, out)
 }
 
-var demoKeys = []string{"CONFIGSYNC_API_URL", "CONFIGSYNC_TOKEN", "CONFIGSYNC_NATS_URL", "CONFIGSYNC_CLIENT_ID",
+var demoKeys = []string{"CONFIGSYNC_API_URL", "CONFIGSYNC_TOKEN", "CONFIGSYNC_NATS_URL", "CONFIGSYNC_NATS_CA", "CONFIGSYNC_CLIENT_ID",
 	"CONFIGSYNC_ENVIRONMENT_ID", "CONFIGSYNC_HOST_ID", "CONFIGSYNC_AGENT_ID"}
 
 func (d demo) values() []string {
-	return []string{d.APIURL, d.Token, d.NATSURL, d.ClientID, d.EnvironmentID, d.HostID, d.AgentID}
+	return []string{d.APIURL, d.Token, d.NATSURL, d.NATSCA, d.ClientID, d.EnvironmentID, d.HostID, d.AgentID}
 }
 
 func writeDemo(path string, d demo) error {

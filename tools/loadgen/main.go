@@ -55,8 +55,8 @@ type flags struct {
 	jsonOut, strict, keep, analyze                          bool
 	machine                                                 string
 
-	api, token, natsURL, creds, database, devstackEnv, servicePIDs string
-	devstackBin, pgAdmin, logLevel                                 string
+	api, token, natsURL, natsCA, creds, database, devstackEnv, servicePIDs string
+	devstackBin, pgAdmin, logLevel                                         string
 }
 
 func parseFlags() flags {
@@ -82,7 +82,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.api, "api", "", "config-api base URL of a running stack (e.g. http://127.0.0.1:8080); empty starts a private devstack")
 	flag.StringVar(&f.token, "token", "", "admin API token of the running stack")
 	flag.StringVar(&f.natsURL, "nats", "", "NATS URL of the running stack")
-	flag.StringVar(&f.creds, "creds", "", "NATS credentials file with the services' permissions (devstack: <data>/services.creds)")
+	flag.StringVar(&f.natsCA, "nats-ca", "", "CA file the NATS servers' TLS certificates are verified with (devstack: CONFIGSYNC_NATS_CA)")
+	flag.StringVar(&f.creds, "creds", "", "NATS credentials file allowed to act as the whole fleet (devstack: <data>/bench.creds, an unrestricted user)")
 	flag.StringVar(&f.database, "database", "", "PostgreSQL URL of the running stack: exact persist times and cheap polling (else the API's host list is polled)")
 	flag.StringVar(&f.devstackEnv, "devstack-env", "", "read -api, -token, -nats (and -creds beside it) from a running devstack's devstack.env")
 	flag.StringVar(&f.servicePIDs, "service-pids", "", "comma-separated pids of the service processes whose RSS to report (running stack)")
@@ -115,7 +116,8 @@ func run() (int, error) {
 		f.api = firstNonEmpty(f.api, vals["CONFIGSYNC_API_URL"])
 		f.token = firstNonEmpty(f.token, vals["CONFIGSYNC_TOKEN"])
 		f.natsURL = firstNonEmpty(f.natsURL, vals["CONFIGSYNC_NATS_URL"])
-		f.creds = firstNonEmpty(f.creds, filepath.Join(filepath.Dir(f.devstackEnv), "services.creds"))
+		f.natsCA = firstNonEmpty(f.natsCA, vals["CONFIGSYNC_NATS_CA"])
+		f.creds = firstNonEmpty(f.creds, filepath.Join(filepath.Dir(f.devstackEnv), "bench.creds"))
 	}
 	backend := scenario.Backend{}
 	var pids []int
@@ -134,7 +136,7 @@ func run() (int, error) {
 				fmt.Fprintf(progress, "kept %s (log %s)\n", stack.Dir, stack.LogPath())
 			}
 		}()
-		f.api, f.token, f.natsURL, f.creds = stack.APIURL, stack.Token, stack.NATSURL, stack.CredsFile
+		f.api, f.token, f.natsURL, f.natsCA, f.creds = stack.APIURL, stack.Token, stack.NATSURL, stack.NATSCA, stack.CredsFile
 		f.database = firstNonEmpty(f.database, stack.DatabaseURL)
 		pids = []int{stack.PID}
 		backend.Alive = stack.Alive
@@ -168,7 +170,7 @@ func run() (int, error) {
 		}
 		return g
 	}
-	backend.NATSURL, backend.CredsFile = f.natsURL, f.creds
+	backend.NATSURL, backend.CredsFile, backend.NATSCA = f.natsURL, f.creds, f.natsCA
 
 	api := configapi.New(f.api, f.token, max(f.registerConcurrency, 4))
 	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -192,6 +194,9 @@ func run() (int, error) {
 	ncOpts := []nats.Option{nats.Name("configsync-loadgen-control")}
 	if f.creds != "" {
 		ncOpts = append(ncOpts, nats.UserCredentials(f.creds))
+	}
+	if f.natsCA != "" {
+		ncOpts = append(ncOpts, nats.RootCAs(f.natsCA))
 	}
 	nc, err := nats.Connect(f.natsURL, ncOpts...)
 	if err != nil {

@@ -103,10 +103,14 @@ type Renderer struct {
 	renders int
 }
 
-// NewRenderer renders into dataDir. natsHost/natsPort name where Fluent Bit's nats output sends
-// records; tagPrefix prefixes every input's tag (records are published under it).
-func NewRenderer(log *slog.Logger, pol *policy.Policy, dataDir, tagPrefix, natsHost, natsPort string) *Renderer {
-	out := "[OUTPUT]\n    Name  nats\n    Match " + tagPrefix + ".*\n    Host  " + natsHost + "\n    Port  " + natsPort + "\n"
+// NewRenderer renders into dataDir. relayHost/relayPort name the agent's log relay (logrelay), to which
+// Fluent Bit's http output posts records with their tag in a header: Fluent Bit's nats output has no
+// TLS and no NATS credentials, so the agent publishes them on its own connection. tagPrefix prefixes
+// every input's tag (records are published under it).
+func NewRenderer(log *slog.Logger, pol *policy.Policy, dataDir, tagPrefix, relayHost, relayPort string) *Renderer {
+	out := "[OUTPUT]\n    Name        http\n    Match       " + tagPrefix + ".*\n    Host        " + relayHost +
+		"\n    Port        " + relayPort + "\n    URI         /logs\n    Format      json\n    Header_Tag  X-Fluent-Tag\n" +
+		"    Retry_Limit 10\n"
 	return &Renderer{log: log, pol: pol, path: filepath.Join(dataDir, FileName), tag: tagPrefix, output: out}
 }
 

@@ -21,7 +21,7 @@ func TestApplyRendersAndWarnsOnChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRenderer(slog.New(slog.NewTextHandler(&logs, nil)), pol, dir, "configsync.agent.a1.applogs", "127.0.0.1", "4222")
+	r := NewRenderer(slog.New(slog.NewTextHandler(&logs, nil)), pol, dir, "configsync.agent.a1.applogs", "127.0.0.1", "24280")
 	cfg, err := Parse(json.RawMessage(`{"files":[{"name":"nginx","path":"/var/log/nginx/*.log","parser":"nginx"}],"journald":{"units":["sshd.service"]},"flush_interval":"10s"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestApplyRendersAndWarnsOnChange(t *testing.T) {
 	}
 	b, _ := os.ReadFile(r.Path())
 	for _, want := range []string{"Flush        10", "Path              /var/log/nginx/*.log", "Tag               configsync.agent.a1.applogs.nginx",
-		"Parser            nginx", "Systemd_Filter    _SYSTEMD_UNIT=sshd.service", "Name  nats"} {
+		"Parser            nginx", "Systemd_Filter    _SYSTEMD_UNIT=sshd.service", "Name        http", "Port        24280", "Header_Tag  X-Fluent-Tag"} {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("rendered file lacks %q:\n%s", want, b)
 		}

@@ -5,6 +5,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,11 +26,42 @@ type Options struct {
 	User      string
 	Password  string
 	Token     string
-	Log       *slog.Logger
+	// TLS verifies the servers (and presents a client certificate) when set.
+	TLS TLS
+	Log *slog.Logger
 	// OnReconnect runs after every reconnect, and after a first connect that had to be retried (the
 	// agent re-fetches its configs: pushes sent while it was away are gone).
 	OnReconnect func()
 	Extra       []nats.Option
+}
+
+// TLS is the agent's TLS to NATS. CAFile is the CA that signed the servers' certificates (empty: the
+// system roots); CertFile and KeyFile are an optional client certificate (both or neither); ServerName
+// overrides the name verified in the server certificate (default: the URL's host).
+type TLS struct {
+	CAFile, CertFile, KeyFile, ServerName string
+}
+
+// Enabled reports whether any TLS setting is given.
+func (t TLS) Enabled() bool { return t != TLS{} }
+
+// options are the nats.go options for t.
+func (t TLS) options() ([]nats.Option, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("transport: nats.tls cert_file and key_file go together")
+	}
+	// Secure first: RootCAs and ClientCert edit the tls.Config it sets.
+	opts := []nats.Option{nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName})}
+	if t.CAFile != "" {
+		opts = append(opts, nats.RootCAs(t.CAFile))
+	}
+	if t.CertFile != "" {
+		opts = append(opts, nats.ClientCert(t.CertFile, t.KeyFile))
+	}
+	return opts, nil
 }
 
 // Reconnect backoff bounds.
@@ -109,6 +141,11 @@ func Connect(o Options) (*Client, error) {
 	case o.Token != "":
 		opts = append(opts, nats.Token(o.Token))
 	}
+	tlsOpts, err := o.TLS.options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, tlsOpts...)
 	opts = append(opts, o.Extra...)
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {

@@ -10,10 +10,18 @@
 //	                          to issue agent credentials and re-sign the account with revocations.
 //	nats/auth.conf            included by deploy/nats/nats-server.conf: trusted operator, system account,
 //	                          full resolver, preloaded account JWTs.
-//	services/<service>.creds  one unrestricted user of the CONFIGSYNC account per service.
+//	services/<service>.creds  one least-privilege user of the CONFIGSYNC account per service, with the
+//	                          allow-lists of natsauth.ServicePermissions (the service connects with
+//	                          NATS_INBOX_PREFIX=_INBOX_<service>).
 //	services/system.creds     a system-account user (config-api pushes revocations with it).
 //	agents/<agent id>.creds   an agent user per requested agent (normally config-api issues these when a
 //	                          host registers; this is for fixed fleets such as compose).
+//	tls/                      a local CA (ca.pem, ca-key.pem) and the servers' certificate (tlsgen), for a
+//	                          deployment without a PKI of its own; kept and reused like authority.json.
+//	nats/ca.pem, nats/server.pem, nats/server-key.pem
+//	                          the NATS servers' TLS material (client port and cluster routes).
+//	services/nats-ca.pem, agents/nats-ca.pem
+//	                          the CA services (NATS_TLS_CA) and agents (nats.tls.ca_file) verify NATS with.
 //
 // Files are written atomically with mode 0600 in 0700 directories. An existing auth.conf is kept for an
 // existing authority, never re-rendered: the servers' resolver keeps the newest account JWT it has seen,
@@ -30,21 +38,37 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
+	"github.com/configsync/configsync/libs/natsauth/tlsgen"
 )
 
 // Paths inside the output directory.
 const (
-	AuthorityFile = "authority.json"
-	IssuerFile    = "config-api-issuer.json"
-	AuthConf      = "nats/auth.conf"
-	SystemCreds   = "services/system.creds"
+	AuthorityFile  = "authority.json"
+	IssuerFile     = "config-api-issuer.json"
+	AuthConf       = "nats/auth.conf"
+	SystemCreds    = "services/system.creds"
+	TLSDir         = "tls"
+	NATSCA         = "nats/ca.pem"
+	NATSServerCert = "nats/server.pem"
+	NATSServerKey  = "nats/server-key.pem"
+	ServicesCA     = "services/nats-ca.pem"
+	AgentsCA       = "agents/nats-ca.pem"
 )
 
+// TLSHosts are the names the NATS servers' certificate is valid for: the node and client Service names
+// of compose and Kubernetes (namespace configsync), and loopback.
+var TLSHosts = []string{
+	"nats-0", "nats-1", "nats-2", "nats-0.nats", "nats-1.nats", "nats-2.nats", "nats", "nats-client",
+	"nats-0.nats.configsync.svc.cluster.local", "nats-1.nats.configsync.svc.cluster.local", "nats-2.nats.configsync.svc.cluster.local",
+	"nats-client.configsync.svc", "nats-client.configsync.svc.cluster.local", "localhost", "127.0.0.1",
+}
+
 // Services are the backend services that each get their own NATS user.
-var Services = []string{"config-api", "resolver", "credential", "delivery", "ack-ingest"}
+var Services = natsauth.ServiceNames
 
 // ServiceCreds is the path of a service's creds file inside the output directory.
 func ServiceCreds(service string) string { return "services/" + service + ".creds" }
@@ -60,6 +84,8 @@ type Options struct {
 	ResolverDir string
 	// Agents are agent ids to issue credentials for.
 	Agents []string
+	// TLSHosts are names the servers' certificate is valid for besides TLSHosts.
+	TLSHosts []string
 }
 
 // Result reports what Write did.
@@ -144,6 +170,22 @@ func Write(opts Options) (Result, error) {
 	sys, err := a.SystemCreds("config-api-system")
 	if err := write(SystemCreds, sys, err); err != nil {
 		return res, err
+	}
+	tlsFiles, err := tlsgen.Ensure(filepath.Join(opts.Out, TLSDir), append(slices.Clone(TLSHosts), opts.TLSHosts...)...)
+	if err != nil {
+		return res, fmt.Errorf("natsbundle: %w", err)
+	}
+	for rel, src := range map[string]string{NATSCA: tlsFiles.CA, NATSServerCert: tlsFiles.ServerCert, NATSServerKey: tlsFiles.ServerKey,
+		ServicesCA: tlsFiles.CA, AgentsCA: tlsFiles.CA} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return res, fmt.Errorf("natsbundle: %w", err)
+		}
+		p := filepath.Join(opts.Out, rel)
+		if err := writeSecret(p, data); err != nil {
+			return res, err
+		}
+		res.Files = append(res.Files, p)
 	}
 	agents := a.Issuer()
 	for _, id := range opts.Agents {

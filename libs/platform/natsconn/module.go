@@ -15,7 +15,8 @@ import (
 )
 
 // Module provides the application's *nats.Conn (from NATS_* variables; drained OnStop) and a
-// jetstream.JetStream on it, ensures the JetStream streams OnStart, and contributes the "nats" readiness
+// jetstream.JetStream on it, ensures the JetStream streams OnStart (unless NATS_MANAGE_STREAMS=false),
+// and contributes the "nats" readiness
 // check.
 var Module = fx.Module("natsconn",
 	envconfig.Provide[Config](),
@@ -40,6 +41,9 @@ func newJetStream(lc fx.Lifecycle, nc *nats.Conn, cfg Config, log *zap.Logger) (
 		return nil, fmt.Errorf("natsconn: jetstream: %w", err)
 	}
 	log = log.Named("nats")
+	if !cfg.ManageStreams {
+		return js, nil
+	}
 	lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
 		return ensureStreamsRetrying(ctx, js, StreamOptions{Replicas: cfg.StreamReplicas}, log)
 	}})

@@ -27,6 +27,19 @@ type Config struct {
 	Token     string `env:"NATS_TOKEN"`
 	// StreamReplicas is the replica count EnsureStreams asks for (3 on a production JetStream cluster).
 	StreamReplicas int `env:"NATS_STREAM_REPLICAS" default:"1"`
+	// ManageStreams: the Module creates or updates ConfigSync's streams at start. Only config-api's NATS
+	// user may (libs/natsauth); delivery and ack-ingest set it false and their consumers wait for the
+	// streams to exist.
+	ManageStreams bool `env:"NATS_MANAGE_STREAMS" default:"true"`
+	// InboxPrefix is the reply-inbox prefix, natsauth.ServiceInboxPrefix(service) ("_INBOX_<service>"):
+	// a service user may subscribe only its own inboxes. Empty: nats.go's "_INBOX".
+	InboxPrefix string `env:"NATS_INBOX_PREFIX"`
+	// TLS: TLSCA is the CA file the server's certificate is verified against (it turns TLS on; a
+	// tls:// URL does too, with the system roots). TLSCert/TLSKey are an optional client certificate,
+	// for servers that verify clients.
+	TLSCA   string `env:"NATS_TLS_CA"`
+	TLSCert string `env:"NATS_TLS_CERT"`
+	TLSKey  string `env:"NATS_TLS_KEY"`
 }
 
 // Connect opens a connection that never gives up: the first connect is retried in the background
@@ -39,7 +52,10 @@ func Connect(cfg Config, log *zap.Logger, extra ...nats.Option) (*nats.Conn, err
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
-		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
+		// The same jitter with TLS as without: a handful of service connections need no wider spread,
+		// and nats.go's 5 s TLS default would keep the services away longer than their agents after a
+		// NATS restart.
+		nats.ReconnectJitter(500*time.Millisecond, 500*time.Millisecond),
 		nats.DrainTimeout(10 * time.Second),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("nats connected", zap.String("server", nc.ConnectedUrlRedacted()))
@@ -72,6 +88,14 @@ func Connect(cfg Config, log *zap.Logger, extra ...nats.Option) (*nats.Conn, err
 	case cfg.Token != "":
 		opts = append(opts, nats.Token(cfg.Token))
 	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
+	tlsOpts, err := TLSOptions(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, tlsOpts...)
 	opts = append(opts, extra...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
@@ -79,6 +103,22 @@ func Connect(cfg Config, log *zap.Logger, extra ...nats.Option) (*nats.Conn, err
 		return nil, fmt.Errorf("natsconn: connect (NATS_URL, credentials): %w", redactErr(err, cfg))
 	}
 	return nc, nil
+}
+
+// TLSOptions are the nats.go options for a CA file and an optional client certificate (both files or
+// neither). An empty ca adds nothing.
+func TLSOptions(ca, cert, key string) ([]nats.Option, error) {
+	if (cert == "") != (key == "") {
+		return nil, errors.New("natsconn: NATS_TLS_CERT and NATS_TLS_KEY go together (a client certificate and its key)")
+	}
+	var opts []nats.Option
+	if ca != "" {
+		opts = append(opts, nats.RootCAs(ca))
+	}
+	if cert != "" {
+		opts = append(opts, nats.ClientCert(cert, key))
+	}
+	return opts, nil
 }
 
 // redactErr keeps secrets from cfg out of an error text.
@@ -109,6 +149,20 @@ const EventsMaxAge = 7 * 24 * time.Hour
 // republished after a relay crash between PubAck and commit is dropped as a duplicate.
 const EventsDuplicateWindow = 2 * time.Minute
 
+// Stream size limits. The ConfigSync account requires every stream to declare MaxBytes and bounds the
+// total (libs/natsauth AccountJetStreamLimits: 12 GiB of disk, 2 GiB per stream), so the three streams
+// at three replicas fit in it.
+const (
+	// StreamMaxBytes bounds each stream. Events: about a million config changes (an event is well under
+	// 1 KiB); acks: a long ack-ingest outage of a 100k fleet; heartbeats: one per agent, about 1 KiB each.
+	// All three discard their oldest messages when full (DiscardOld), so new changes, acks and
+	// heartbeats keep flowing; the oldest are the ones already consumed or superseded.
+	StreamMaxBytes = 1 << 30
+	// StreamMaxMsgSize bounds one message: ack-ingest refuses acks and heartbeats over 64 KiB anyway,
+	// and events are far smaller, so a larger message is junk the stream should not store.
+	StreamMaxMsgSize = 64 << 10
+)
+
 // StreamConfigs returns the configurations of ConfigSync's JetStream streams:
 //
 //   - CONFIGSYNC_EVENTS (configsync.events.>): file storage, limits retention, 2 minute dedup window,
@@ -131,6 +185,8 @@ func StreamConfigs(opts StreamOptions) []jetstream.StreamConfig {
 			Discard:     jetstream.DiscardOld,
 			MaxAge:      EventsMaxAge,
 			Duplicates:  EventsDuplicateWindow,
+			MaxBytes:    StreamMaxBytes,
+			MaxMsgSize:  StreamMaxMsgSize,
 			Replicas:    replicas,
 		},
 		{
@@ -141,6 +197,8 @@ func StreamConfigs(opts StreamOptions) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Discard:     jetstream.DiscardOld,
 			MaxAge:      24 * time.Hour,
+			MaxBytes:    StreamMaxBytes,
+			MaxMsgSize:  StreamMaxMsgSize,
 			Replicas:    replicas,
 		},
 		{
@@ -152,6 +210,8 @@ func StreamConfigs(opts StreamOptions) []jetstream.StreamConfig {
 			Discard:           jetstream.DiscardOld,
 			MaxMsgsPerSubject: 1,
 			MaxAge:            24 * time.Hour,
+			MaxBytes:          StreamMaxBytes,
+			MaxMsgSize:        StreamMaxMsgSize,
 			Replicas:          replicas,
 		},
 	}
@@ -208,6 +268,8 @@ func streamMatches(have, want jetstream.StreamConfig) bool {
 		have.Storage == want.Storage &&
 		have.Discard == want.Discard &&
 		have.MaxAge == want.MaxAge &&
+		have.MaxBytes == want.MaxBytes &&
+		have.MaxMsgSize == want.MaxMsgSize &&
 		have.Replicas == max(want.Replicas, 1) &&
 		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
 		(want.MaxMsgsPerSubject == 0 || have.MaxMsgsPerSubject == want.MaxMsgsPerSubject)

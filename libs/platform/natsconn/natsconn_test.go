@@ -2,6 +2,7 @@ package natsconn
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -289,5 +290,88 @@ func TestEnsureStreamsConcurrentlyOnANewServerNeverUpdates(t *testing.T) {
 	}
 	if msg, err := updates.NextMsg(200 * time.Millisecond); err == nil {
 		t.Fatalf("a stream was updated: %s %s", msg.Subject, msg.Data)
+	}
+}
+
+// Every stream is bounded (the account refuses one without MaxBytes), and a stream created before the
+// limits existed gets them.
+func TestStreamsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	for _, cfg := range StreamConfigs(StreamOptions{}) {
+		if cfg.MaxBytes != StreamMaxBytes || cfg.MaxMsgSize != StreamMaxMsgSize || cfg.Discard != jetstream.DiscardOld {
+			t.Fatalf("stream %s: max bytes %d, max msg size %d, discard %v", cfg.Name, cfg.MaxBytes, cfg.MaxMsgSize, cfg.Discard)
+		}
+	}
+	js := jsFor(t, testinfra.NATS(t))
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: protocol.AcksStream, Subjects: []string{protocol.AckSubjectAll}, Storage: jetstream.FileStorage,
+		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardOld, MaxAge: 24 * time.Hour,
+		Description: "ConfigSync agent config-apply acks, consumed once by ack-ingest",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, protocol.AcksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; c.MaxBytes != StreamMaxBytes || c.MaxMsgSize != StreamMaxMsgSize {
+		t.Fatalf("acks stream not updated to the limits: %+v", c)
+	}
+	// A message over the size limit is refused by the stream.
+	if _, err := js.Publish(ctx, protocol.AckSubject("agent-a"), make([]byte, StreamMaxMsgSize+1)); err == nil {
+		t.Fatal("the acks stream stored a message over StreamMaxMsgSize")
+	}
+}
+
+// With NATS_MANAGE_STREAMS=false the Module leaves the streams alone (the user may not manage them), and
+// the connection uses NATS_INBOX_PREFIX for its requests.
+func TestModuleWithoutStreamManagement(t *testing.T) {
+	srv := testinfra.NATS(t)
+	t.Setenv("NATS_URL", srv.URL())
+	t.Setenv("NATS_MANAGE_STREAMS", "false")
+	t.Setenv("NATS_INBOX_PREFIX", "_INBOX_delivery")
+	log, _ := testinfra.Logger(t)
+	var got struct {
+		fx.In
+		Conn *nats.Conn
+		JS   jetstream.JetStream
+	}
+	app := fxtest.New(t, fx.Supply(log), Module, fx.Populate(&got))
+	app.RequireStart()
+	defer app.RequireStop()
+	if _, err := got.JS.Stream(context.Background(), protocol.EventsStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("stream created without stream management: %v", err)
+	}
+	if inbox := got.Conn.NewInbox(); !strings.HasPrefix(inbox, "_INBOX_delivery.") {
+		t.Fatalf("inbox %q", inbox)
+	}
+}
+
+func TestTLSOptionsNeedCertAndKeyTogether(t *testing.T) {
+	if _, err := TLSOptions("", "client.pem", ""); err == nil {
+		t.Fatal("a client certificate without its key was accepted")
+	}
+	if opts, err := TLSOptions("", "", ""); err != nil || len(opts) != 0 {
+		t.Fatalf("no TLS: %d options, %v", len(opts), err)
+	}
+}
+
+// NATS_TLS_CA turns TLS on: the connection verifies the server against that CA.
+func TestConnectWithTLS(t *testing.T) {
+	srv := testinfra.NATS(t, testinfra.WithTLS())
+	log, _ := testinfra.Logger(t)
+	nc, err := Connect(Config{URL: srv.URL(), TLSCA: srv.CAFile()}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.TLSConnectionState(); err != nil {
+		t.Fatalf("not a TLS connection: %v", err)
 	}
 }

@@ -54,6 +54,8 @@ type Config struct {
 	// services' user: per-agent users would need a connection each).
 	URL       string
 	CredsFile string
+	// CAFile, when set, is the CA the servers' TLS certificates are verified with.
+	CAFile string
 	// Conns is the number of NATS connections the agents share (at least 1).
 	Conns int
 	// Subscriptions: Wildcard (default) or PerAgent.
@@ -137,6 +139,9 @@ func New(cfg Config, agentIDs []string) (*Fleet, error) {
 		}
 		if cfg.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		}
+		if cfg.CAFile != "" {
+			opts = append(opts, nats.RootCAs(cfg.CAFile))
 		}
 		nc, err := nats.Connect(cfg.URL, opts...)
 		if err != nil {

@@ -46,6 +46,7 @@ type Stack struct {
 	APIURL      string
 	Token       string
 	NATSURL     string
+	NATSCA      string // the CA file devstack's TLS-only NATS is verified with
 	CredsFile   string
 	DatabaseURL string // empty when devstack chose the database itself
 	PID         int
@@ -133,9 +134,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.waitForEnv(ctx, 3*time.Minute); err != nil {
 		return nil, err
 	}
-	s.CredsFile = filepath.Join(s.Dir, "services.creds")
+	// The fleet simulator needs the unrestricted bench user: the services' own user may not act as agents.
+	s.CredsFile = filepath.Join(s.Dir, "bench.creds")
 	if _, err := os.Stat(s.CredsFile); err != nil {
-		return nil, fmt.Errorf("devstack wrote no services.creds: %w", err)
+		return nil, fmt.Errorf("devstack wrote no bench.creds: %w", err)
 	}
 	return s, nil
 }
@@ -175,7 +177,7 @@ func (s *Stack) waitForEnv(ctx context.Context, limit time.Duration) error {
 	path := filepath.Join(s.Dir, "devstack.env")
 	for {
 		if vals, err := ReadEnvFile(path); err == nil && vals["CONFIGSYNC_TOKEN"] != "" && vals["CONFIGSYNC_API_URL"] != "" {
-			s.APIURL, s.Token, s.NATSURL = vals["CONFIGSYNC_API_URL"], vals["CONFIGSYNC_TOKEN"], vals["CONFIGSYNC_NATS_URL"]
+			s.APIURL, s.Token, s.NATSURL, s.NATSCA = vals["CONFIGSYNC_API_URL"], vals["CONFIGSYNC_TOKEN"], vals["CONFIGSYNC_NATS_URL"], vals["CONFIGSYNC_NATS_CA"]
 			return nil
 		}
 		select {

@@ -71,6 +71,8 @@ type Backend struct {
 	// NATSURL and CredsFile are what the fleet connects with.
 	NATSURL   string
 	CredsFile string
+	// NATSCA verifies the servers' TLS certificates (empty: plaintext or the system roots).
+	NATSCA string
 	// Control is a connection for reading service stats; JS its JetStream context.
 	Control *nats.Conn
 	JS      jetstream.JetStream
@@ -203,7 +205,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		return r.res, err
 	}
 	f, err := fleet.New(fleet.Config{
-		URL: r.backend.NATSURL, CredsFile: r.backend.CredsFile, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
+		URL: r.backend.NATSURL, CredsFile: r.backend.CredsFile, CAFile: r.backend.NATSCA, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
 		FetchTimeout: r.opts.FetchTimeout, HeartbeatInterval: r.opts.HeartbeatInterval,
 	}, ids)
 	if err != nil {

@@ -49,7 +49,10 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer obs.Close()
-	nc, err := nats.Connect(stack.NATSURL, nats.UserCredentials(stack.CredsFile))
+	if stack.NATSCA == "" {
+		t.Fatal("devstack wrote no CONFIGSYNC_NATS_CA: its NATS must serve TLS")
+	}
+	nc, err := nats.Connect(stack.NATSURL, nats.UserCredentials(stack.CredsFile), nats.RootCAs(stack.NATSCA))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +64,7 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	u, _ := url.Parse(stack.DatabaseURL)
 	dbName := strings.TrimPrefix(u.Path, "/")
 	backend := Backend{
-		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, Control: nc, JS: js,
+		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, NATSCA: stack.NATSCA, Control: nc, JS: js,
 		Processes: []int{stack.PID}, Alive: stack.Alive,
 		CPUGroups: func() map[string][]int {
 			return map[string][]int{"services": {stack.PID}, "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}

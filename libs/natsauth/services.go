@@ -1,0 +1,188 @@
+package natsauth
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// The backend services, each with its own least-privilege NATS user (ServiceCreds). The outbox relay
+// runs inside config-api and publishes with config-api's user.
+const (
+	ConfigAPIService  = "config-api"
+	ResolverService   = "resolver"
+	CredentialService = "credential"
+	DeliveryService   = "delivery"
+	AckIngestService  = "ack-ingest"
+)
+
+// ServiceNames lists the services that have a user, in the order of the README table.
+var ServiceNames = []string{ConfigAPIService, ResolverService, CredentialService, DeliveryService, AckIngestService}
+
+// ServiceInboxPrefix is the reply-inbox prefix service name uses (natsconn's NATS_INBOX_PREFIX), so
+// that only it can read the replies to its requests. It is one subject token, "_INBOX_<service>", which
+// no agent can subscribe to: agents may subscribe only _INBOX.<own id>.> (a different first token).
+func ServiceInboxPrefix(name string) string { return "_INBOX_" + name }
+
+// MonitorInboxPrefix is the inbox prefix of monitoring clients (an operator's `nats micro stats`
+// --inbox-prefix, test observers): the micro services may answer $SRV requests there, and nowhere else
+// outside the services' own inboxes.
+const MonitorInboxPrefix = "_INBOX_monitor"
+
+// ServicePermission is one service user's allow-lists. Everything not listed is denied.
+type ServicePermission struct {
+	Service   string
+	Publish   []string
+	Subscribe []string
+	// ManagesStreams: the user may create and update the JetStream streams (natsconn's
+	// NATS_MANAGE_STREAMS=true). Stream management can point a stream at any subject of the account, so
+	// only config-api, which holds the operator signing key anyway, has it.
+	ManagesStreams bool
+}
+
+// jsConsumer is what a durable pull consumer of stream needs: create (the filtered form carries the
+// filter subject), info, pull, and acknowledge (ack, nak, in-progress, term).
+func jsConsumer(stream string) []string {
+	return []string{
+		"$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.INFO." + stream + ".*",
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
+		"$JS.ACK." + stream + ".>",
+	}
+}
+
+// jsStreamAdmin is what natsconn.EnsureStreams needs for stream: read, create, update.
+func jsStreamAdmin(stream string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.STREAM.CREATE." + stream,
+		"$JS.API.STREAM.UPDATE." + stream,
+	}
+}
+
+// microService is what a nats.go micro service needs beyond its endpoints: the $SRV discovery subjects,
+// and answering them on the monitoring inbox.
+const (
+	microService = "$SRV.>"
+	microAnswers = MonitorInboxPrefix + ".>"
+)
+
+func inboxOf(name string) string { return ServiceInboxPrefix(name) + ".>" }
+
+func join(parts ...[]string) []string { return slices.Concat(parts...) }
+
+// ServicePermissions is THE table of what every service user may do (the README shows the same). Who
+// requests what:
+//
+//   - config-api: resolver (resolve, resolve_batch), credential (create, rotate, delete, get, list);
+//     its outbox relay publishes configsync.events.> into JetStream (PubAcks come to its inbox); it
+//     ensures the three streams.
+//   - delivery: answers agents' fetches (subscribes configsync.agent.*.config.fetch, replies to the
+//     agents' _INBOX.<id>.> inboxes), pushes configsync.cmd.<id>, requests resolver (resolve,
+//     resolve_agents, resolve_batch) and credential inject, consumes CONFIGSYNC_EVENTS.
+//   - resolver and credential: micro services; they reply only to config-api's and delivery's inboxes
+//     (and answer $SRV requests on MonitorInboxPrefix).
+//   - ack-ingest: consumes CONFIGSYNC_ACKS and CONFIGSYNC_HEARTBEATS; it publishes nothing else.
+func ServicePermissions() []ServicePermission {
+	return []ServicePermission{
+		{
+			Service: ConfigAPIService,
+			Publish: join(
+				[]string{
+					protocol.ResolveSubject, protocol.ResolveBatchSubject,
+					protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
+					protocol.CredentialGetSubject, protocol.CredentialListSubject,
+					protocol.EventsSubjects,
+				},
+				jsStreamAdmin(protocol.EventsStream), jsStreamAdmin(protocol.AcksStream), jsStreamAdmin(protocol.HeartbeatsStream),
+			),
+			Subscribe:      []string{inboxOf(ConfigAPIService)},
+			ManagesStreams: true,
+		},
+		{
+			Service:   ResolverService,
+			Publish:   []string{inboxOf(ConfigAPIService), inboxOf(DeliveryService), microAnswers},
+			Subscribe: []string{"configsync.svc." + ResolverService + ".>", microService},
+		},
+		{
+			Service:   CredentialService,
+			Publish:   []string{inboxOf(ConfigAPIService), inboxOf(DeliveryService), microAnswers},
+			Subscribe: []string{"configsync.svc." + CredentialService + ".>", microService},
+		},
+		{
+			Service: DeliveryService,
+			Publish: join(
+				[]string{
+					protocol.CommandSubjectPrefix + "*", "_INBOX.>", microAnswers,
+					protocol.ResolveSubject, protocol.ResolveAgentsSubject, protocol.ResolveBatchSubject,
+					protocol.CredentialInjectSubject,
+				},
+				jsConsumer(protocol.EventsStream),
+			),
+			Subscribe: []string{protocol.FetchSubjectAll, microService, inboxOf(DeliveryService)},
+		},
+		{
+			Service:   AckIngestService,
+			Publish:   join(jsConsumer(protocol.AcksStream), jsConsumer(protocol.HeartbeatsStream)),
+			Subscribe: []string{inboxOf(AckIngestService)},
+		},
+	}
+}
+
+// ServicePermissionOf returns name's row of ServicePermissions.
+func ServicePermissionOf(name string) (ServicePermission, error) {
+	for _, p := range ServicePermissions() {
+		if p.Service == name {
+			return p, nil
+		}
+	}
+	return ServicePermission{}, fmt.Errorf("natsauth: no NATS user is defined for service %q (known: %v)", name, ServiceNames)
+}
+
+// JWT returns the permissions as they go into the user JWT.
+func (p ServicePermission) JWT() jwt.Permissions {
+	var perms jwt.Permissions
+	perms.Pub.Allow.Add(p.Publish...)
+	perms.Sub.Allow.Add(p.Subscribe...)
+	return perms
+}
+
+// ServiceCreds issues service name's user of the ConfigSync account with its ServicePermissions row
+// (an unknown name is an error). The service must connect with ServiceInboxPrefix(name) as its inbox
+// prefix.
+func (a *Authority) ServiceCreds(name string) (Creds, error) {
+	p, err := ServicePermissionOf(name)
+	if err != nil {
+		return Creds{}, err
+	}
+	return issueUser(name, a.AccountPublicKey(), a.account, func(uc *jwt.UserClaims) {
+		uc.Permissions = p.JWT()
+	})
+}
+
+// CombinedServiceCreds issues one user allowed everything the listed services are, for a process that
+// runs several of them over one connection (devstack). It uses the first service's inbox prefix.
+func (a *Authority) CombinedServiceCreds(name string, services ...string) (Creds, error) {
+	var perms jwt.Permissions
+	for _, svc := range services {
+		p, err := ServicePermissionOf(svc)
+		if err != nil {
+			return Creds{}, err
+		}
+		perms.Pub.Allow.Add(p.Publish...)
+		perms.Sub.Allow.Add(p.Subscribe...)
+	}
+	return issueUser(name, a.AccountPublicKey(), a.account, func(uc *jwt.UserClaims) {
+		uc.Permissions = perms
+	})
+}
+
+// UnrestrictedCreds issues a user of the ConfigSync account with no permission limits. It is for test
+// harnesses that observe every subject and for local benchmarks that simulate a whole fleet on a few
+// connections — never for a service.
+func (a *Authority) UnrestrictedCreds(name string) (Creds, error) {
+	return issueUser(name, a.AccountPublicKey(), a.account, nil)
+}

@@ -1,0 +1,403 @@
+package natsauth_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/natsauth/natsserver"
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// startServerWith is startServer with edited options.
+func startServerWith(t *testing.T, a *natsauth.Authority, edit func(*server.Options)) *server.Server {
+	t.Helper()
+	dir := t.TempDir()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"), NoSigs: true, NoLog: true}
+	if err := natsserver.Configure(opts, a, filepath.Join(dir, "accounts")); err != nil {
+		t.Fatal(err)
+	}
+	edit(opts)
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+// serviceConn connects as service name's user with its inbox prefix, collecting async errors.
+type serviceConn struct {
+	name string
+	nc   *nats.Conn
+	errs *asyncErrors
+}
+
+func connectService(t *testing.T, ns *server.Server, a *natsauth.Authority, name string) serviceConn {
+	t.Helper()
+	errs := &asyncErrors{}
+	nc := connect(t, ns, must(a.ServiceCreds(name)), nats.ErrorHandler(errs.handler),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(name)))
+	return serviceConn{name: name, nc: nc, errs: errs}
+}
+
+func (c serviceConn) noErrors(t *testing.T) {
+	t.Helper()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatalf("%s: flush: %v", c.name, err)
+	}
+	c.errs.mu.Lock()
+	defer c.errs.mu.Unlock()
+	if len(c.errs.errs) > 0 {
+		t.Fatalf("%s got errors on an allowed path: %v", c.name, c.errs.errs)
+	}
+}
+
+func echoEndpoints(t *testing.T, nc *nats.Conn, name string, subjects ...string) {
+	t.Helper()
+	svc, err := micro.AddService(nc, micro.Config{Name: name, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	for i, subj := range subjects {
+		err := svc.AddEndpoint("e"+string(rune('a'+i)), micro.HandlerFunc(func(r micro.Request) {
+			_ = r.Respond([]byte("ok:" + r.Subject()))
+		}), micro.WithEndpointSubject(subj))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func request(t *testing.T, c serviceConn, subject string) {
+	t.Helper()
+	m, err := c.nc.Request(subject, []byte(`{}`), 3*time.Second)
+	if err != nil {
+		t.Fatalf("%s request %s: %v (errors %v)", c.name, subject, err, c.errs.errs)
+	}
+	if string(m.Data) != "ok:"+subject {
+		t.Fatalf("%s request %s: reply %q", c.name, subject, m.Data)
+	}
+}
+
+// streamConfigs are ConfigSync's streams as natsconn declares them (sizes within the account limits).
+func streamConfigs() []jetstream.StreamConfig {
+	mk := func(name, subject string, retention jetstream.RetentionPolicy) jetstream.StreamConfig {
+		return jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Retention: retention, Storage: jetstream.FileStorage,
+			Discard: jetstream.DiscardOld, MaxBytes: 1 << 30, MaxMsgSize: 64 << 10}
+	}
+	return []jetstream.StreamConfig{
+		mk(protocol.EventsStream, protocol.EventsSubjects, jetstream.LimitsPolicy),
+		mk(protocol.AcksStream, protocol.AckSubjectAll, jetstream.WorkQueuePolicy),
+		mk(protocol.HeartbeatsStream, protocol.HeartbeatSubjectAll, jetstream.LimitsPolicy),
+	}
+}
+
+// consumeOne creates a durable consumer of stream as c, pulls one message and acknowledges it.
+func consumeOne(t *testing.T, c serviceConn, stream, filter string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js := must(jetstream.New(c.nc))
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: c.name + "-test", FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("%s create consumer on %s: %v", c.name, stream, err)
+	}
+	if _, err := cons.Info(ctx); err != nil {
+		t.Fatalf("%s consumer info on %s: %v", c.name, stream, err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatalf("%s ack on %s: %v", c.name, stream, err)
+		}
+		return m.Data()
+	}
+	t.Fatalf("%s got no message from %s (%v; errors %v)", c.name, stream, batch.Error(), c.errs.errs)
+	return nil
+}
+
+// TestServiceUsersAllowedPaths runs every path each service uses, as that service's user, on a server in
+// operator mode: micro endpoints, requests and replies, pushes, agent fetches, stream management,
+// outbox publishes and the JetStream consumers. None may draw a permissions violation.
+func TestServiceUsersAllowedPaths(t *testing.T) {
+	a := must(natsauth.NewAuthority())
+	ns := startServer(t, a)
+	api := connectService(t, ns, a, natsauth.ConfigAPIService)
+	res := connectService(t, ns, a, natsauth.ResolverService)
+	cred := connectService(t, ns, a, natsauth.CredentialService)
+	del := connectService(t, ns, a, natsauth.DeliveryService)
+	ack := connectService(t, ns, a, natsauth.AckIngestService)
+	agent := connect(t, ns, must(a.Issuer().IssueAgent("agent-a")), nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")))
+
+	echoEndpoints(t, res.nc, protocol.ResolverServiceName, protocol.ResolveSubject, protocol.ResolveBatchSubject, protocol.ResolveAgentsSubject)
+	echoEndpoints(t, cred.nc, protocol.CredentialServiceName, protocol.CredentialCreateSubject, protocol.CredentialRotateSubject,
+		protocol.CredentialDeleteSubject, protocol.CredentialGetSubject, protocol.CredentialListSubject, protocol.CredentialInjectSubject)
+	fetch, err := micro.AddService(del.nc, micro.Config{Name: "delivery", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fetch.Stop() })
+	if err := fetch.AddEndpoint("fetch", micro.HandlerFunc(func(r micro.Request) { _ = r.Respond([]byte(`{"configs":{}}`)) }),
+		micro.WithEndpointSubject(protocol.FetchSubjectAll), micro.WithEndpointQueueGroup(protocol.DeliveryQueueGroup)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []serviceConn{res, cred, del} {
+		if err := c.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, subj := range []string{protocol.ResolveSubject, protocol.ResolveBatchSubject, protocol.CredentialCreateSubject,
+		protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject, protocol.CredentialGetSubject, protocol.CredentialListSubject} {
+		request(t, api, subj)
+	}
+	for _, subj := range []string{protocol.ResolveSubject, protocol.ResolveAgentsSubject, protocol.ResolveBatchSubject, protocol.CredentialInjectSubject} {
+		request(t, del, subj)
+	}
+	if _, err := agent.Request(protocol.FetchSubject("agent-a"), []byte(`{"agent_id":"agent-a"}`), 3*time.Second); err != nil {
+		t.Fatalf("agent fetch answered by delivery: %v (delivery errors %v)", err, del.errs.errs)
+	}
+	cmds := must(agent.SubscribeSync(protocol.CommandSubject("agent-a")))
+	if err := agent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := del.nc.Publish(protocol.CommandSubject("agent-a"), []byte("cmd")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmds.NextMsg(3 * time.Second); err != nil {
+		t.Fatalf("push from delivery: %v", err)
+	}
+
+	// config-api ensures the streams (create, read, update) and its outbox relay publishes an event.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	apiJS := must(jetstream.New(api.nc))
+	for _, cfg := range streamConfigs() {
+		if _, err := apiJS.CreateStream(ctx, cfg); err != nil {
+			t.Fatalf("config-api create stream %s: %v", cfg.Name, err)
+		}
+		if _, err := apiJS.Stream(ctx, cfg.Name); err != nil {
+			t.Fatalf("config-api stream info %s: %v", cfg.Name, err)
+		}
+		cfg.Description = "updated"
+		if _, err := apiJS.UpdateStream(ctx, cfg); err != nil {
+			t.Fatalf("config-api update stream %s: %v", cfg.Name, err)
+		}
+	}
+	if _, err := apiJS.Publish(ctx, protocol.ConfigChangedSubject, []byte(`{"event":1}`)); err != nil {
+		t.Fatalf("outbox publish as config-api: %v", err)
+	}
+	// delivery consumes the event; ack-ingest the agent's ack and heartbeat.
+	if got := consumeOne(t, del, protocol.EventsStream, protocol.ConfigChangedSubject); string(got) != `{"event":1}` {
+		t.Fatalf("delivery consumed %q", got)
+	}
+	if err := agent.Publish(protocol.AckSubject("agent-a"), []byte(`{"ack":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte(`{"hb":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumeOne(t, ack, protocol.AcksStream, protocol.AckSubjectAll); string(got) != `{"ack":1}` {
+		t.Fatalf("ack-ingest consumed ack %q", got)
+	}
+	if got := consumeOne(t, ack, protocol.HeartbeatsStream, protocol.HeartbeatSubjectAll); string(got) != `{"hb":1}` {
+		t.Fatalf("ack-ingest consumed heartbeat %q", got)
+	}
+	// A monitoring client gets the micro services' $SRV answers on its inbox.
+	monitor := connect(t, ns, must(a.UnrestrictedCreds("monitor")), nats.CustomInboxPrefix(natsauth.MonitorInboxPrefix))
+	for _, name := range []string{protocol.ResolverServiceName, protocol.CredentialServiceName, "delivery"} {
+		if _, err := monitor.Request("$SRV.PING."+name, nil, 3*time.Second); err != nil {
+			t.Fatalf("$SRV.PING.%s: %v", name, err)
+		}
+	}
+	for _, c := range []serviceConn{api, res, cred, del, ack} {
+		c.noErrors(t)
+	}
+}
+
+// TestServiceUsersDenied proves each service user is refused what it must not do: the server answers
+// with a permissions violation, and a spy subscribed to the subject receives nothing.
+func TestServiceUsersDenied(t *testing.T) {
+	a := must(natsauth.NewAuthority())
+	ns := startServer(t, a)
+	spy := connect(t, ns, must(a.UnrestrictedCreds("spy")))
+	conns := map[string]serviceConn{}
+	for _, name := range natsauth.ServiceNames {
+		conns[name] = connectService(t, ns, a, name)
+	}
+	cmd := protocol.CommandSubject("agent-a")
+	agentInbox := protocol.InboxPrefix("agent-a") + ".reply"
+	deliveryInbox := natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".reply"
+	apiInbox := natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".reply"
+	pubDenied := map[string][]string{
+		// Only delivery pushes to agents, answers their fetches and asks for injection.
+		natsauth.ConfigAPIService: {cmd, agentInbox, protocol.CredentialInjectSubject, deliveryInbox, protocol.FetchSubject("agent-a")},
+		natsauth.ResolverService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.CredentialCreateSubject,
+			protocol.ConfigChangedSubject, protocol.ResolveSubject},
+		natsauth.CredentialService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.ResolveSubject, protocol.ConfigChangedSubject},
+		// Only config-api manages credentials, streams and publishes events.
+		natsauth.DeliveryService: {protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
+			protocol.ConfigChangedSubject, apiInbox, "$JS.API.STREAM.UPDATE." + protocol.EventsStream,
+			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x"},
+		// ack-ingest may not publish to agents at all.
+		natsauth.AckIngestService: {cmd, agentInbox, protocol.FetchSubject("agent-a"), protocol.ConfigChangedSubject,
+			protocol.CredentialInjectSubject, protocol.ResolveSubject, "$JS.API.STREAM.UPDATE." + protocol.AcksStream,
+			"$JS.API.CONSUMER.CREATE." + protocol.EventsStream + ".x"},
+	}
+	subDenied := map[string][]string{
+		natsauth.ConfigAPIService:  {natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>", "configsync.svc.credential.>", protocol.FetchSubjectAll},
+		natsauth.ResolverService:   {"configsync.svc.credential.>", protocol.AckSubjectAll},
+		natsauth.CredentialService: {"configsync.svc.resolver.>", natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>"},
+		natsauth.DeliveryService:   {natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>", protocol.HeartbeatSubjectAll, "configsync.svc.>"},
+		natsauth.AckIngestService:  {protocol.AckSubjectAll, protocol.HeartbeatSubjectAll, natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>"},
+	}
+	for _, name := range natsauth.ServiceNames {
+		c := conns[name]
+		t.Run(name, func(t *testing.T) {
+			for _, subj := range pubDenied[name] {
+				watch := must(spy.SubscribeSync(subj))
+				if err := spy.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.nc.Publish(subj, []byte("forged")); err != nil {
+					t.Fatal(err)
+				}
+				c.errs.waitFor(t, `Permissions Violation for Publish to "`+subj+`"`)
+				if m, err := watch.NextMsg(200 * time.Millisecond); err == nil {
+					t.Fatalf("%s published %q to %s", name, m.Data, subj)
+				}
+				_ = watch.Unsubscribe()
+			}
+			// Every inbox and every subject, the same for all services.
+			for _, subj := range append([]string{"_INBOX.>", ">", "configsync.cmd.*"}, subDenied[name]...) {
+				sub := must(c.nc.SubscribeSync(subj))
+				c.errs.waitFor(t, `Permissions Violation for Subscription to "`+subj+`"`)
+				_ = sub.Unsubscribe()
+			}
+		})
+	}
+}
+
+// TestServiceCredsUnknownName: only the services of the table get a user.
+func TestServiceCredsUnknownName(t *testing.T) {
+	a := must(natsauth.NewAuthority())
+	if _, err := a.ServiceCreds("configsync-services"); err == nil {
+		t.Fatal("an unknown service got a user")
+	}
+	for _, name := range natsauth.ServiceNames {
+		p := must(natsauth.ServicePermissionOf(name))
+		if len(p.Publish) == 0 || len(p.Subscribe) == 0 {
+			t.Fatalf("%s: empty allow-list %+v", name, p)
+		}
+		for _, subj := range append(p.Publish, p.Subscribe...) {
+			if subj == ">" || subj == "_INBOX.>" && p.Service != natsauth.DeliveryService {
+				t.Fatalf("%s allows %q", name, subj)
+			}
+		}
+	}
+}
+
+// TestAgentLimits: an agent user may publish at most AgentMaxPayload bytes (even on a server whose
+// max_payload is larger) and hold at most AgentMaxSubscriptions subscriptions.
+func TestAgentLimits(t *testing.T) {
+	a := must(natsauth.NewAuthority())
+	ns := startServerWith(t, a, func(o *server.Options) { o.MaxPayload = 4 << 20 })
+	var errs asyncErrors
+	agent := connect(t, ns, must(a.Issuer().IssueAgent("agent-a")), nats.ErrorHandler(errs.handler), nats.NoReconnect(),
+		nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")))
+	for i := range natsauth.AgentMaxSubscriptions + 1 {
+		if _, err := agent.SubscribeSync(protocol.CommandSubject("agent-a")); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	errs.waitFor(t, "maximum subscriptions exceeded")
+
+	// Within the limit is fine.
+	ok := connect(t, ns, must(a.Issuer().IssueAgent("agent-c")))
+	if err := ok.Publish(protocol.ObservationSubject("agent-c", "files"), make([]byte, natsauth.AgentMaxPayload)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.Flush(); err != nil {
+		t.Fatalf("a message of exactly AgentMaxPayload bytes: %v", err)
+	}
+
+	closed := make(chan struct{})
+	big := connect(t, ns, must(a.Issuer().IssueAgent("agent-b")), nats.NoReconnect(),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	err := big.Publish(protocol.ObservationSubject("agent-b", "files"), make([]byte, natsauth.AgentMaxPayload+1))
+	if err != nil {
+		// The server may already have told the client the user's limit (an INFO after authentication):
+		// then the client refuses the message itself. It is the user's limit, not the server's 4 MiB.
+		if !errors.Is(err, nats.ErrMaxPayload) || big.MaxPayload() != natsauth.AgentMaxPayload {
+			t.Fatalf("publish: %v (client max payload %d)", err, big.MaxPayload())
+		}
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an agent publishing more than AgentMaxPayload was not disconnected")
+	}
+	if err := big.LastError(); err == nil || !strings.Contains(strings.ToLower(err.Error()), "maximum payload") {
+		t.Fatalf("last error %v, want a maximum payload violation", err)
+	}
+}
+
+// TestAccountJetStreamLimits: the account refuses a stream without MaxBytes, one larger than
+// AccountMaxStreamBytes, and streams beyond AccountStreams; ConfigSync's own streams fit.
+func TestAccountJetStreamLimits(t *testing.T) {
+	a := must(natsauth.NewAuthority())
+	ns := startServer(t, a)
+	nc := connect(t, ns, must(a.UnrestrictedCreds("operator")))
+	js := must(jetstream.New(nc))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "UNBOUNDED", Subjects: []string{"unbounded.>"}}); err == nil {
+		t.Fatal("a stream without MaxBytes was created")
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "HUGE", Subjects: []string{"huge.>"}, MaxBytes: natsauth.AccountMaxStreamBytes + 1}); err == nil {
+		t.Fatal("a stream over AccountMaxStreamBytes was created")
+	}
+	for _, cfg := range streamConfigs() {
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatalf("ConfigSync stream %s: %v", cfg.Name, err)
+		}
+	}
+	created := len(streamConfigs())
+	var refused error
+	for i := 0; i < natsauth.AccountStreams+1 && refused == nil; i++ {
+		name := "EXTRA" + string(rune('A'+i))
+		_, refused = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"extra." + name}, MaxBytes: 1 << 20})
+		if refused == nil {
+			created++
+		}
+	}
+	if refused == nil || created != natsauth.AccountStreams {
+		t.Fatalf("created %d streams (limit %d), last error %v", created, natsauth.AccountStreams, refused)
+	}
+}
