@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/natsrpc"
-	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 )
@@ -217,6 +216,10 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeNotFound, "%s", err.Error())
 	case errors.Is(err, credential.ErrConflict):
 		return protocol.Errorf(protocol.CodeConflict, "%s", err.Error())
+	case errors.Is(err, credential.ErrStoreUnavailable):
+		// An outage, not a bug: "unavailable" tells callers to try again later.
+		s.log.Warn("credential request failed: database unavailable", zap.String("endpoint", endpoint), zap.Error(err))
+		return protocol.Errorf(protocol.CodeUnavailable, "database unavailable")
 	case errors.Is(err, credential.ErrUnavailable):
 		s.log.Warn("credential cipher unavailable", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeUnavailable, "%s", err.Error())
@@ -226,10 +229,6 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		s.log.Warn("credential request timed out", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeUnavailable, "credential service timed out")
-	case pgdb.IsUnavailable(err):
-		// An outage, not a bug: "unavailable" tells callers to try again later.
-		s.log.Warn("credential request failed: database unavailable", zap.String("endpoint", endpoint), zap.Error(err))
-		return protocol.Errorf(protocol.CodeUnavailable, "database unavailable")
 	default:
 		s.log.Error("credential request failed", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeInternal, "internal error")

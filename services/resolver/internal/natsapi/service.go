@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/natsrpc"
-	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -166,7 +165,7 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		s.log.Warn("resolver request timed out", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeUnavailable, "resolver timed out")
-	case pgdb.IsUnavailable(err):
+	case errors.Is(err, resolve.ErrUnavailable):
 		// An outage, not a bug: "unavailable" tells callers to try again later.
 		s.log.Warn("resolver request failed: database unavailable", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeUnavailable, "database unavailable")
