@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
 // agentsReply has hosts hosts sharing one config and each with one config of its own of about
@@ -79,7 +78,7 @@ func TestEncodeAgentsReply(t *testing.T) {
 		}
 	}
 
-	if _, err := encodeAgentsReply(agentsReply(1, 30<<10), limit); !errors.Is(err, resolve.ErrReplyTooLarge) {
+	if _, err := encodeAgentsReply(agentsReply(1, 30<<10), limit); !errors.Is(err, errReplyTooLarge) {
 		t.Fatalf("a single host over the limit: %v, want ErrReplyTooLarge", err)
 	}
 	b, err = encodeAgentsReply(protocol.ResolveAgentsReply{Missing: []string{"x"}}, limit)

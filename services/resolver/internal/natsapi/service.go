@@ -143,13 +143,18 @@ func (s *Service) resolveAgents(ctx context.Context, data []byte, maxBytes int) 
 	return encodeAgentsReply(reply, maxBytes)
 }
 
-// resolveBatch decodes and answers one resolve_batch request body within maxBytes.
-func (s *Service) resolveBatch(ctx context.Context, data []byte, maxBytes int) (protocol.ResolveBatchReply, error) {
+// resolveBatch decodes and answers one resolve_batch request body, encoded within maxBytes (the page
+// cut short if need be).
+func (s *Service) resolveBatch(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
 	req, err := decodeResolveBatchRequest(data)
 	if err != nil {
-		return protocol.ResolveBatchReply{}, err
+		return nil, err
 	}
-	return s.resolver.ResolveBatch(ctx, req, maxBytes)
+	reply, err := s.resolver.ResolveBatch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return encodeBatchReply(reply, maxBytes)
 }
 
 // replyError maps an error to its protocol code, in one place. Internal details are logged, not sent.
@@ -159,7 +164,7 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "%s", err.Error())
 	case errors.Is(err, resolve.ErrNotFound):
 		return protocol.Errorf(protocol.CodeNotFound, "%s", err.Error())
-	case errors.Is(err, resolve.ErrReplyTooLarge):
+	case errors.Is(err, errReplyTooLarge):
 		s.log.Error("resolver reply too large", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeInternal, "a single host's config exceeds the NATS max payload")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
