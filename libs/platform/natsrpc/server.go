@@ -76,7 +76,8 @@ type Server struct {
 
 	mu          sync.Mutex
 	dispatchers []Dispatcher
-	stopping    atomic.Bool
+	stopped     atomic.Bool // Stop was called
+	stopping    atomic.Bool // the endpoints are unsubscribed: refuse what they still deliver
 
 	refused     atomic.Int64 // requests refused because a queue was full, since the last log line
 	refusedLogT atomic.Int64 // unix nanos of the last such log line
@@ -124,7 +125,7 @@ func (s *Server) Handle(e Endpoint, d Dispatcher) error {
 // Stop unsubscribes the endpoints (requests NATS already delivered are refused as shutting down) and
 // waits for the dispatched requests until ctx is done, after which their contexts are cancelled.
 func (s *Server) Stop(ctx context.Context) error {
-	if !s.stopping.CompareAndSwap(false, true) {
+	if !s.stopped.CompareAndSwap(false, true) {
 		return nil
 	}
 	defer s.cancel()
@@ -132,6 +133,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	if err := s.svc.Stop(); err != nil {
 		errs = append(errs, fmt.Errorf("natsrpc: stop service: %w", err))
 	}
+	// The subscriptions drain in the background: what they still deliver is refused.
+	s.stopping.Store(true)
 	s.mu.Lock()
 	dispatchers := s.dispatchers
 	s.mu.Unlock()
