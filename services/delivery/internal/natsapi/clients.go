@@ -2,8 +2,6 @@ package natsapi
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,15 +31,10 @@ func (c *ResolverClient) Resolve(ctx context.Context, req protocol.ResolveReques
 	return reply, err
 }
 
-// ResolveAgents implements deliver.AgentsResolver. A resolver without the resolve_agents endpoint (an
-// older version during a rolling upgrade) leaves the request without responders: that is reported as
-// deliver.ErrBatchUnsupported, so the fetcher falls back to one resolve per agent.
+// ResolveAgents implements deliver.AgentsResolver.
 func (c *ResolverClient) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
 	var reply protocol.ResolveAgentsReply
 	err := c.r.Call(ctx, protocol.ResolveAgentsSubject, req, &reply)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return reply, fmt.Errorf("%w: %w", deliver.ErrBatchUnsupported, err)
-	}
 	return reply, err
 }
 

@@ -102,7 +102,8 @@ func plainJSON(s string) bool {
 
 // encodeAgentsReply encodes reply within maxBytes (no limit when not positive), each config and host
 // once. The hosts that do not fit are moved to Remaining for the caller to ask again, with the configs
-// only they use. It fails only when not even the first host fits.
+// only they use. A first host that does not fit even alone can never be answered: it is listed in
+// Failed (internal) and the others in Remaining, so every reply makes progress.
 //
 // It relies on how Resolver.ResolveAgents numbers configs: in order of first use by the hosts, so the
 // configs of the first k hosts are a prefix of Configs.
@@ -120,7 +121,10 @@ func encodeAgentsReply(reply protocol.ResolveAgentsReply, maxBytes int) (json.Ra
 	configs := make([][]byte, 0, len(reply.Configs))
 	hosts := make([][]byte, 0, len(reply.Hosts))
 	size := reserve
-	var remaining []string
+	var (
+		remaining []string
+		failed    []protocol.AgentError
+	)
 	for i, h := range reply.Hosts {
 		grow := 0
 		used := len(configs)
@@ -145,10 +149,13 @@ func encodeAgentsReply(reply protocol.ResolveAgentsReply, maxBytes int) (json.Ra
 		}
 		grow += len(b) + 1
 		if maxBytes > 0 && size+grow > maxBytes {
+			rest := reply.Hosts[i:]
 			if i == 0 {
-				return nil, fmt.Errorf("host %s: %w for max payload %d", h.Host.HostID, errReplyTooLarge, maxBytes)
+				failed = append(failed, protocol.AgentError{AgentID: h.Host.AgentID,
+					Error: *protocol.Errorf(protocol.CodeInternal, "a single host's config exceeds the NATS max payload")})
+				rest = rest[1:]
 			}
-			for _, r := range reply.Hosts[i:] {
+			for _, r := range rest {
 				remaining = append(remaining, r.Host.AgentID)
 			}
 			break
@@ -173,6 +180,14 @@ func encodeAgentsReply(reply protocol.ResolveAgentsReply, maxBytes int) (json.Ra
 		}
 		buf = append(buf, `,"remaining":`...)
 		buf = append(buf, r...)
+	}
+	if len(failed) > 0 {
+		f, err := json.Marshal(failed)
+		if err != nil {
+			return nil, fmt.Errorf("encode failed agents: %w", err)
+		}
+		buf = append(buf, `,"failed":`...)
+		buf = append(buf, f...)
 	}
 	return append(buf, '}'), nil
 }
