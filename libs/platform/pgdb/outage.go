@@ -52,12 +52,12 @@ func (d *OutageDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows
 	if err != nil {
 		return rows, d.wrap(err)
 	}
-	return outageRows{Rows: rows, wrap: d.wrap}, nil
+	return outageRows{Rows: rows, db: d}, nil
 }
 
 // QueryRow runs sql; Scan's error is wrapped.
 func (d *OutageDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return outageRow{row: d.db.QueryRow(ctx, sql, args...), wrap: d.wrap}
+	return outageRow{row: d.db.QueryRow(ctx, sql, args...), db: d}
 }
 
 // Begin begins a transaction with default options.
@@ -69,45 +69,47 @@ func (d *OutageDB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, err
 	if err != nil {
 		return nil, d.wrap(err)
 	}
-	return outageTx{Tx: tx, wrap: d.wrap}, nil
+	return outageTx{Tx: tx, db: d}, nil
 }
 
+// The wrappers hold the OutageDB itself, not a method value of it, which would cost an allocation
+// per query.
 type outageRow struct {
-	row  pgx.Row
-	wrap func(error) error
+	row pgx.Row
+	db  *OutageDB
 }
 
-func (r outageRow) Scan(dest ...any) error { return r.wrap(r.row.Scan(dest...)) }
+func (r outageRow) Scan(dest ...any) error { return r.db.wrap(r.row.Scan(dest...)) }
 
 type outageRows struct {
 	pgx.Rows
-	wrap func(error) error
+	db *OutageDB
 }
 
-func (r outageRows) Err() error             { return r.wrap(r.Rows.Err()) }
-func (r outageRows) Scan(dest ...any) error { return r.wrap(r.Rows.Scan(dest...)) }
+func (r outageRows) Err() error             { return r.db.wrap(r.Rows.Err()) }
+func (r outageRows) Scan(dest ...any) error { return r.db.wrap(r.Rows.Scan(dest...)) }
 
 // outageTx is a pgx.Tx whose queries and commit report outages; the rest is the driver's.
 type outageTx struct {
 	pgx.Tx
-	wrap func(error) error
+	db *OutageDB
 }
 
 func (t outageTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	tag, err := t.Tx.Exec(ctx, sql, args...)
-	return tag, t.wrap(err)
+	return tag, t.db.wrap(err)
 }
 
 func (t outageTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	rows, err := t.Tx.Query(ctx, sql, args...)
 	if err != nil {
-		return rows, t.wrap(err)
+		return rows, t.db.wrap(err)
 	}
-	return outageRows{Rows: rows, wrap: t.wrap}, nil
+	return outageRows{Rows: rows, db: t.db}, nil
 }
 
 func (t outageTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return outageRow{row: t.Tx.QueryRow(ctx, sql, args...), wrap: t.wrap}
+	return outageRow{row: t.Tx.QueryRow(ctx, sql, args...), db: t.db}
 }
 
-func (t outageTx) Commit(ctx context.Context) error { return t.wrap(t.Tx.Commit(ctx)) }
+func (t outageTx) Commit(ctx context.Context) error { return t.db.wrap(t.Tx.Commit(ctx)) }
