@@ -93,6 +93,10 @@ type Config struct {
 	// delivery up to MaxRetryDelay (defaults 1s and 30s).
 	RetryDelay    time.Duration
 	MaxRetryDelay time.Duration
+	// Started and Stopped, when set, are called each time the consumer starts pulling (after the
+	// durable is ensured) and once it stopped pulling, so a service can log or report it in its own
+	// words.
+	Started, Stopped func()
 }
 
 func (c Config) withDefaults() Config {
@@ -223,7 +227,15 @@ func (c *Consumer) run(ctx, workCtx context.Context) error {
 	}
 	c.log.Info("consumer started", zap.String("stream", c.cfg.Stream), zap.Int("workers", c.cfg.Workers),
 		zap.Int("batch", c.cfg.Batch))
-	defer c.log.Info("consumer stopped")
+	if c.cfg.Started != nil {
+		c.cfg.Started()
+	}
+	defer func() {
+		c.log.Info("consumer stopped")
+		if c.cfg.Stopped != nil {
+			c.cfg.Stopped()
+		}
+	}()
 	if c.cfg.Batch == 1 {
 		return c.runSingle(ctx, workCtx, cons)
 	}

@@ -73,6 +73,10 @@ func NewEventConsumer(js jetstream.JetStream, pusher *deliver.Pusher, opts Event
 		DoubleAck:      true,
 		RetryDelay:     opts.RetryDelay,
 		MaxRetryDelay:  opts.MaxRetryDelay,
+		Started: func() {
+			log.Info("event consumer started", zap.String("stream", protocol.EventsStream), zap.Int("concurrency", opts.Concurrency))
+		},
+		Stopped: func() { log.Info("event consumer stopped") },
 	}, c.handle, log)
 	return c
 }
