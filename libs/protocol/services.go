@@ -57,12 +57,20 @@ type ResolveAgentsRequest struct {
 // its own for the type, typically) is sent once per reply rather than once per host. Hosts are in no
 // particular order; each names its agent. Missing lists the requested agent ids that have no host
 // (unknown or revoked). Remaining lists agent ids left out to keep the reply within the NATS max
-// payload: ask for them again.
+// payload: ask for them again. Failed lists the agents that cannot be answered in any reply (their
+// configs alone exceed the max payload), each with its error.
 type ResolveAgentsReply struct {
 	Configs   []EffectiveConfig `json:"configs"`
 	Hosts     []AgentConfigs    `json:"hosts"`
 	Missing   []string          `json:"missing,omitempty"`
 	Remaining []string          `json:"remaining,omitempty"`
+	Failed    []AgentError      `json:"failed,omitempty"`
+}
+
+// AgentError is an agent a request could not answer, and why.
+type AgentError struct {
+	AgentID string `json:"agent_id"`
+	Error   Error  `json:"error"`
 }
 
 // AgentConfigs is one host of a ResolveAgentsReply: for each type that has a row at either level,

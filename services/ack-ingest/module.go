@@ -1,5 +1,8 @@
 // Package ackingest wires the ack-ingest service: durable JetStream consumers that write agents' apply
 // acknowledgements into host_config_apply_status and their heartbeats into the hosts table, in batches.
+// The consumers are libs/platform/jsconsumer consumers in their batched shape (large pulls split into
+// one batch per writer); the ingest package decides each record's outcome (done, retry, drop) and owns
+// the rules on agent-reported values (applied_at clock skew, the text of an unexplained failure).
 //
 // Module needs a *zap.Logger, a *pgxpool.Pool and a jetstream.JetStream from the app (the platform
 // modules) and loads its own Config from CONFIGSYNC_INGEST_* variables; it provides only a readiness

@@ -1,6 +1,8 @@
 // Package credential wires the credential service: the nats.go micro service "credential" that stores
 // collector credentials encrypted (Vault Transit or the local AES-256-GCM keyring) and injects them into
-// hosts' collector configs in batches. It owns the credentials table.
+// hosts' collector configs in batches. It owns the credentials table. Its endpoints are served by
+// libs/platform/natsrpc pools; its postgres adapter reports a database outage as
+// credential.ErrStoreUnavailable, which the NATS edge answers as unavailable.
 //
 // Module needs a *zap.Logger, a *pgxpool.Pool and a *nats.Conn from the app (the platform modules),
 // loads its own Config from the environment and contributes a "credential-cipher" readiness check; it

@@ -1,7 +1,9 @@
 // Package delivery wires the delivery service: it answers agents' startup config fetches and fans
 // config-change events out to online agents as config_update commands. It keeps no state of its own;
 // effective configs come from the resolver service and credentials from the credential service, both
-// over NATS request-reply.
+// over NATS request-reply (libs/platform/natsrpc clients). Fetches are answered by a natsrpc Batcher
+// (bounded queue, batches growing with the load); config-change events by a libs/platform/jsconsumer
+// consumer that pulls one event per free worker.
 //
 // Module needs a *zap.Logger, a *nats.Conn and a jetstream.JetStream from the app (the platform
 // modules) and loads its own Config from CONFIGSYNC_* variables; it provides only a readiness check,

@@ -1,6 +1,8 @@
 // Package resolver wires the resolver service: the nats.go micro service "resolver" that turns
 // environment defaults and host overrides into hosts' effective agent configs. It reads the config
-// tables and writes nothing.
+// tables and writes nothing. Its endpoints are served by libs/platform/natsrpc pools; its postgres
+// adapter reports a database outage as resolve.ErrUnavailable, which the NATS edge answers as
+// unavailable.
 //
 // Module needs a *zap.Logger, a *pgxpool.Pool and a *nats.Conn from the app (the platform modules) and
 // loads its own Config from RESOLVER_* variables; it provides nothing other modules use, so several

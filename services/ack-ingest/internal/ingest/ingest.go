@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/protocol"
 )
 
 // Ack is one validated apply acknowledgement.
@@ -23,6 +25,30 @@ type Ack struct {
 	AppliedAt time.Time
 	// ReceivedAt is when the message broker stored the ack; it orders two acks of the same version.
 	ReceivedAt time.Time
+}
+
+// ClockSkewAllowance is how far ahead of the broker's clock an agent's applied_at may be.
+const ClockSkewAllowance = 5 * time.Minute
+
+// UnspecifiedError is the error text of a failed apply whose agent gave none.
+const UnspecifiedError = "unspecified error"
+
+// NewAck is the Ack of an agent's report that the broker stored at receivedAt. A failed apply always
+// has an error text (UnspecifiedError if the agent gave none) and an applied one none. An agent cannot
+// have applied a config after the broker stored its report: a missing or impossible applied_at (later
+// than receivedAt by more than ClockSkewAllowance, or before 2000) becomes receivedAt.
+func NewAck(agentID, configType string, version int64, status, errText string, appliedAt, receivedAt time.Time) Ack {
+	a := Ack{AgentID: agentID, ConfigType: configType, Version: version, Status: status, AppliedAt: appliedAt, ReceivedAt: receivedAt}
+	if status == protocol.AckFailed {
+		a.Error = errText
+		if a.Error == "" {
+			a.Error = UnspecifiedError
+		}
+	}
+	if a.AppliedAt.IsZero() || a.AppliedAt.After(receivedAt.Add(ClockSkewAllowance)) || a.AppliedAt.Year() < 2000 {
+		a.AppliedAt = receivedAt
+	}
+	return a
 }
 
 // Heartbeat is one validated heartbeat.

@@ -1,19 +1,14 @@
-// Package natsapi connects ack-ingest to JetStream: durable pull consumers (shared by every replica)
-// that hand batches of acks and heartbeats to the ingest use case and settle each message after the
-// database commit.
+// Package natsapi connects ack-ingest to JetStream: durable pull consumers (libs/platform/jsconsumer,
+// shared by every replica) that pull acks and heartbeats in large batches, decode them, hand each batch
+// to the ingest use case and settle each message with the outcome it chose, after the database commit.
 package natsapi
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/jsconsumer"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 )
 
@@ -55,173 +50,34 @@ func (o BatchOptions) withDefaults() BatchOptions {
 	return o
 }
 
-// batchConsumer runs one durable consumer: it keeps a buffer of messages pulled ahead and lets Writers
-// goroutines each take up to BatchSize of them (waiting at most BatchWait) and process them as a batch.
-type batchConsumer struct {
-	js      jetstream.JetStream
-	cfg     jetstream.ConsumerConfig
-	stream  string
-	opts    BatchOptions
-	process func(ctx context.Context, msgs []jetstream.Msg)
-	log     *zap.Logger
-	running atomic.Bool
-}
-
-func newBatchConsumer(js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, opts BatchOptions,
-	process func(ctx context.Context, msgs []jetstream.Msg), log *zap.Logger) *batchConsumer {
-	opts = opts.withDefaults()
-	cfg.AckPolicy = jetstream.AckExplicitPolicy
-	cfg.AckWait = opts.AckWait
-	cfg.MaxDeliver = -1
-	cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+// consumerConfig is the jsconsumer configuration of one batched consumer: a Consume stream pulls
+// ahead BatchSize*(Writers+1) messages and each writer takes up to BatchSize of them per statement.
+func (o BatchOptions) consumerConfig(stream string, cfg jetstream.ConsumerConfig) jsconsumer.Config {
+	o = o.withDefaults()
 	// Enough in flight for every writer to hold a batch while the next ones are pulled.
-	cfg.MaxAckPending = opts.BatchSize * (opts.Writers + 2)
-	return &batchConsumer{js: js, cfg: cfg, stream: stream, opts: opts, process: process,
-		log: log.With(zap.String("consumer", cfg.Durable))}
-}
-
-// run consumes until ctx is done, then stops pulling, finishes the batches in hand (their writes use
-// workCtx, so they can complete after ctx is cancelled) and returns.
-func (c *batchConsumer) run(ctx, workCtx context.Context) error {
-	cons, err := c.ensureConsumer(ctx)
-	if err != nil {
-		return err
-	}
-	buf := make(chan jetstream.Msg, c.opts.BatchSize)
-	cc, err := cons.Consume(func(m jetstream.Msg) { buf <- m },
-		jetstream.PullMaxMessages(c.opts.BatchSize*(c.opts.Writers+1)),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			c.log.Warn("consume error", zap.Error(err))
-		}))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", c.cfg.Durable, err)
-	}
-	c.running.Store(true)
-	c.log.Info("consumer started", zap.String("stream", c.stream), zap.Int("batch_size", c.opts.BatchSize),
-		zap.Int("writers", c.opts.Writers))
-
-	var wg sync.WaitGroup
-	for range c.opts.Writers {
-		wg.Go(func() {
-			for {
-				batch := collect(buf, c.opts.BatchSize, c.opts.BatchWait)
-				if batch == nil {
-					return
-				}
-				c.process(workCtx, batch)
-			}
-		})
-	}
-	var ended error
-	select {
-	case <-ctx.Done():
-	case <-cc.Closed(): // for example the consumer was deleted; the caller starts over
-		ended = fmt.Errorf("consume %s: ended unexpectedly", c.cfg.Durable)
-	}
-	c.running.Store(false)
-	cc.Drain() // buffered messages still reach the handler, hence buf, and are written
-	<-cc.Closed()
-	close(buf)
-	wg.Wait()
-	c.log.Info("consumer stopped")
-	return ended
-}
-
-// runUntilDone runs the consumer until ctx is done, starting over after unexpected ends.
-func (c *batchConsumer) runUntilDone(ctx, workCtx context.Context) {
-	for {
-		err := c.run(ctx, workCtx)
-		if ctx.Err() != nil {
-			return
-		}
-		c.log.Error("consumer ended, restarting", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
+	cfg.MaxAckPending = o.BatchSize * (o.Writers + 2)
+	return jsconsumer.Config{
+		Stream:        stream,
+		Consumer:      cfg,
+		Workers:       o.Writers,
+		Batch:         o.BatchSize,
+		BatchWait:     o.BatchWait,
+		AckWait:       o.AckWait,
+		RetryDelay:    o.RetryDelay,
+		MaxRetryDelay: o.MaxRetryDelay,
 	}
 }
 
-// ensureConsumer creates or updates the durable consumer, retrying while JetStream is unavailable.
-func (c *batchConsumer) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
-	delay := 250 * time.Millisecond
-	for {
-		cons, err := c.js.CreateOrUpdateConsumer(ctx, c.stream, c.cfg)
-		if err == nil {
-			return cons, nil
-		}
-		c.log.Warn("create consumer failed, retrying", zap.String("stream", c.stream), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("create consumer %s: %w", c.cfg.Durable, errors.Join(ctx.Err(), err))
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-}
-
-// collect takes one message (blocking) and then up to max-1 more, waiting at most wait for them. It
-// returns nil once buf is closed and empty.
-func collect(buf <-chan jetstream.Msg, limit int, wait time.Duration) []jetstream.Msg {
-	first, ok := <-buf
-	if !ok {
-		return nil
-	}
-	batch := make([]jetstream.Msg, 1, limit)
-	batch[0] = first
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for len(batch) < limit {
-		select {
-		case m, ok := <-buf:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, m)
-		case <-timer.C:
-			return batch
-		}
-	}
-	return batch
-}
-
-// settle acknowledges, redelivers later or terminates msg according to o.
-func (c *batchConsumer) settle(msg jetstream.Msg, o ingest.Outcome) {
-	var err error
+// outcome is how the transport settles a message ingest decided about.
+func outcome(o ingest.Outcome) jsconsumer.Outcome {
 	switch o {
 	case ingest.Done:
-		err = msg.Ack()
+		return jsconsumer.Ack
 	case ingest.Drop:
-		err = msg.TermWithReason("rejected")
-	case ingest.Retry:
-		err = msg.NakWithDelay(c.retryDelay(msg))
+		return jsconsumer.Terminate("rejected")
+	default:
+		return jsconsumer.Retry
 	}
-	if err != nil {
-		c.log.Warn("settling message failed; JetStream will redeliver it", zap.Stringer("outcome", o), zap.Error(err))
-	}
-}
-
-// terminate drops a malformed message for good, logging why but never its payload.
-func (c *batchConsumer) terminate(msg jetstream.Msg, cause error) {
-	fields := []zap.Field{zap.String("subject", msg.Subject()), zap.Int("bytes", len(msg.Data())), zap.Error(cause)}
-	if meta, err := msg.Metadata(); err == nil {
-		fields = append(fields, zap.Uint64("stream_seq", meta.Sequence.Stream))
-	}
-	c.log.Warn("malformed message terminated", fields...)
-	if err := msg.TermWithReason("malformed"); err != nil {
-		c.log.Warn("terminating message failed", zap.Error(err))
-	}
-}
-
-func (c *batchConsumer) retryDelay(msg jetstream.Msg) time.Duration {
-	d := c.opts.RetryDelay
-	if meta, err := msg.Metadata(); err == nil {
-		for n := uint64(1); n < meta.NumDelivered && d < c.opts.MaxRetryDelay; n++ {
-			d *= 2
-		}
-	}
-	return min(d, c.opts.MaxRetryDelay)
 }
 
 // storedAt is when the stream stored msg (server time); now if the metadata is unreadable.

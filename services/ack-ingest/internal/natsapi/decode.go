@@ -14,12 +14,11 @@ import (
 
 // Limits on agent-supplied values: anything longer is cut (free text) or refused (identifiers).
 const (
-	maxMessageBytes    = 64 << 10
-	maxErrorText       = 4096
-	maxAgentVersion    = 128
-	maxConfigHash      = 128
-	maxConfigVersions  = 64
-	clockSkewAllowance = 5 * time.Minute
+	maxMessageBytes   = 64 << 10
+	maxErrorText      = 4096
+	maxAgentVersion   = 128
+	maxConfigHash     = 128
+	maxConfigVersions = 64
 )
 
 // errMalformed is wrapped by every decode error: the message can never be ingested.
@@ -48,30 +47,10 @@ func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, err
 	if m.Version <= 0 {
 		return ingest.Ack{}, fmt.Errorf("%w: version must be positive", errMalformed)
 	}
-	a := ingest.Ack{
-		AgentID:    m.AgentID,
-		ConfigType: m.ConfigType,
-		Version:    m.Version,
-		Status:     m.Status,
-		AppliedAt:  m.AppliedAt,
-		ReceivedAt: storedAt,
-	}
-	switch m.Status {
-	case protocol.AckApplied:
-	case protocol.AckFailed:
-		a.Error = cleanText(m.Error, maxErrorText)
-		if a.Error == "" {
-			a.Error = "unspecified error"
-		}
-	default:
+	if m.Status != protocol.AckApplied && m.Status != protocol.AckFailed {
 		return ingest.Ack{}, fmt.Errorf("%w: invalid status", errMalformed)
 	}
-	// An agent cannot have applied a config after the broker stored its report; a missing or impossible
-	// time falls back to the broker's.
-	if a.AppliedAt.IsZero() || a.AppliedAt.After(storedAt.Add(clockSkewAllowance)) || a.AppliedAt.Year() < 2000 {
-		a.AppliedAt = storedAt
-	}
-	return a, nil
+	return ingest.NewAck(m.AgentID, m.ConfigType, m.Version, m.Status, cleanText(m.Error, maxErrorText), m.AppliedAt, storedAt), nil
 }
 
 // decodeHeartbeat validates a heartbeat received on subject and stored by the broker at storedAt. The

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 )
 
 const agent = "550e8400-e29b-41d4-a716-446655440000"
@@ -145,7 +146,7 @@ func FuzzDecodeAck(f *testing.F) {
 			t.Fatalf("status/error inconsistent: %q %q", a.Status, a.Error)
 		}
 		storable(t, "error", a.Error, maxErrorText)
-		if a.AppliedAt.IsZero() || a.AppliedAt.After(stored.Add(clockSkewAllowance)) {
+		if a.AppliedAt.IsZero() || a.AppliedAt.After(stored.Add(ingest.ClockSkewAllowance)) {
 			t.Fatalf("applied_at %v", a.AppliedAt)
 		}
 	})

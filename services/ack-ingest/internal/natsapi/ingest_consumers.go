@@ -3,11 +3,11 @@ package natsapi
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/jsconsumer"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 )
@@ -21,112 +21,94 @@ const (
 
 // Consumers runs the acks and heartbeats consumers.
 type Consumers struct {
-	acks       *batchConsumer
-	heartbeats *batchConsumer
+	acks       *jsconsumer.Consumer
+	heartbeats *jsconsumer.Consumer
 	ingester   *ingest.Ingester
 	log        *zap.Logger
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	stopWk context.CancelFunc
-	done   chan struct{}
 }
 
 // NewConsumers returns the consumers of acks and heartbeats, both writing through ingester.
 func NewConsumers(js jetstream.JetStream, ingester *ingest.Ingester, opts BatchOptions, log *zap.Logger) *Consumers {
 	c := &Consumers{ingester: ingester, log: log}
-	c.acks = newBatchConsumer(js, protocol.AcksStream, jetstream.ConsumerConfig{
+	c.acks = jsconsumer.New(js, opts.consumerConfig(protocol.AcksStream, jetstream.ConsumerConfig{
 		Durable:       AcksDurable,
 		Description:   "ack-ingest: apply acknowledgements into host_config_apply_status",
 		FilterSubject: protocol.AckSubjectAll,
-	}, opts, c.processAcks, log)
-	c.heartbeats = newBatchConsumer(js, protocol.HeartbeatsStream, jetstream.ConsumerConfig{
+	}), c.processAcks, log)
+	c.heartbeats = jsconsumer.New(js, opts.consumerConfig(protocol.HeartbeatsStream, jetstream.ConsumerConfig{
 		Durable:       HeartbeatsDurable,
 		Description:   "ack-ingest: heartbeats into the hosts table",
 		FilterSubject: protocol.HeartbeatSubjectAll,
-	}, opts, c.processHeartbeats, log)
+	}), c.processHeartbeats, log)
 	return c
 }
 
 // Start begins consuming in the background; it does not block.
 func (c *Consumers) Start() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	workCtx, stopWork := context.WithCancel(context.Background())
-	c.cancel, c.stopWk, c.done = cancel, stopWork, make(chan struct{})
-	go func() {
-		defer close(c.done)
-		var wg sync.WaitGroup
-		for _, bc := range []*batchConsumer{c.acks, c.heartbeats} {
-			wg.Go(func() { bc.runUntilDone(ctx, workCtx) })
-		}
-		wg.Wait()
-	}()
+	c.acks.Start()
+	c.heartbeats.Start()
 }
 
 // Stop stops pulling, waits for the batches in hand to be written and settled, and returns. If ctx ends
 // first, in-flight writes are cancelled (their messages are redelivered after the ack wait).
 func (c *Consumers) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	cancel, stopWork, done := c.cancel, c.stopWk, c.done
-	c.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	cancel()
-	defer stopWork()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		stopWork()
-		<-done
-		return ctx.Err()
-	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.heartbeats.Stop(ctx) }()
+	return errors.Join(c.acks.Stop(ctx), <-errc)
 }
 
 // Ready reports whether both consumers are pulling messages.
 func (c *Consumers) Ready(context.Context) error {
-	if !c.acks.running.Load() || !c.heartbeats.running.Load() {
+	if !c.acks.Running() || !c.heartbeats.Running() {
 		return errors.New("ack-ingest consumers are not running")
 	}
 	return nil
 }
 
-func (c *Consumers) processAcks(ctx context.Context, msgs []jetstream.Msg) {
+func (c *Consumers) processAcks(ctx context.Context, msgs []jetstream.Msg) []jsconsumer.Outcome {
+	outcomes := make([]jsconsumer.Outcome, len(msgs))
 	acks := make([]ingest.Ack, 0, len(msgs))
-	kept := make([]jetstream.Msg, 0, len(msgs))
-	for _, m := range msgs {
+	kept := make([]int, 0, len(msgs)) // acks[k] came from msgs[kept[k]]
+	for i, m := range msgs {
 		a, err := decodeAck(m.Subject(), m.Data(), storedAt(m))
 		if err != nil {
-			c.acks.terminate(m, err)
+			outcomes[i] = c.malformed(m, err)
 			continue
 		}
 		acks = append(acks, a)
-		kept = append(kept, m)
+		kept = append(kept, i)
 	}
-	for i, o := range c.ingester.IngestAcks(ctx, acks) {
-		c.acks.settle(kept[i], o)
+	for k, o := range c.ingester.IngestAcks(ctx, acks) {
+		outcomes[kept[k]] = outcome(o)
 	}
+	return outcomes
 }
 
-func (c *Consumers) processHeartbeats(ctx context.Context, msgs []jetstream.Msg) {
+func (c *Consumers) processHeartbeats(ctx context.Context, msgs []jetstream.Msg) []jsconsumer.Outcome {
+	outcomes := make([]jsconsumer.Outcome, len(msgs))
 	beats := make([]ingest.Heartbeat, 0, len(msgs))
-	kept := make([]jetstream.Msg, 0, len(msgs))
-	for _, m := range msgs {
+	kept := make([]int, 0, len(msgs))
+	for i, m := range msgs {
 		h, err := decodeHeartbeat(m.Subject(), m.Data(), storedAt(m))
 		if err != nil {
-			c.heartbeats.terminate(m, err)
+			outcomes[i] = c.malformed(m, err)
 			continue
 		}
 		beats = append(beats, h)
-		kept = append(kept, m)
+		kept = append(kept, i)
 	}
-	for i, o := range c.ingester.IngestHeartbeats(ctx, beats) {
-		c.heartbeats.settle(kept[i], o)
+	for k, o := range c.ingester.IngestHeartbeats(ctx, beats) {
+		outcomes[kept[k]] = outcome(o)
 	}
+	return outcomes
+}
+
+// malformed drops a message that can never be ingested, logging why but never its payload.
+func (c *Consumers) malformed(msg jetstream.Msg, cause error) jsconsumer.Outcome {
+	fields := []zap.Field{zap.String("subject", msg.Subject()), zap.Int("bytes", len(msg.Data())), zap.Error(cause)}
+	if meta, err := msg.Metadata(); err == nil {
+		fields = append(fields, zap.Uint64("stream_seq", meta.Sequence.Stream))
+	}
+	c.log.Warn("malformed message terminated", fields...)
+	return jsconsumer.Terminate("malformed")
 }

@@ -7,6 +7,11 @@ import (
 	"fmt"
 )
 
+// ErrStoreUnavailable is wrapped by the store adapter around every error of a database outage
+// (PostgreSQL unreachable or refusing work). Unless a use case classified the failure otherwise, the
+// edge answers it as unavailable and invites a retry.
+var ErrStoreUnavailable = errors.New("store unavailable")
+
 // Kind classifies a failure the caller can act on.
 type Kind int
 

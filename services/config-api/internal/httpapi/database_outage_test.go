@@ -26,8 +26,9 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/tokens"
 )
 
-// connectError returns the error pgx gives when PostgreSQL is not listening: a *pgconn.ConnectError
-// from a connection attempt to a local port nothing listens on.
+// connectError returns the error the store gives when PostgreSQL is not listening: the pgx
+// *pgconn.ConnectError of a connection attempt to a local port nothing listens on, wrapped in
+// fault.ErrStoreUnavailable as the postgres adapter does.
 func connectError(t *testing.T) error {
 	t.Helper()
 	_, err := pgconn.Connect(context.Background(), testinfra.UnreachablePostgresURL(t))
@@ -35,8 +36,11 @@ func connectError(t *testing.T) error {
 	if !errors.As(err, &ce) {
 		t.Fatalf("connect to a closed port: %v, want a ConnectError", err)
 	}
-	return err
+	return outage(err)
 }
+
+// outage wraps a driver error as the store reports an outage.
+func outage(err error) error { return fmt.Errorf("%w: %w", fault.ErrStoreUnavailable, err) }
 
 func TestStatusOfDatabaseOutages(t *testing.T) {
 	down := connectError(t)
@@ -47,8 +51,8 @@ func TestStatusOfDatabaseOutages(t *testing.T) {
 		code   string
 	}{
 		{"connect error through use cases", fmt.Errorf("configs: write environment labels: %w", fmt.Errorf("begin: %w", down)), 503, "unavailable"},
-		{"connection terminated", fmt.Errorf("hosts: get: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}), 503, "unavailable"},
-		{"too many connections", fmt.Errorf("tokens: authenticate: %w", &pgconn.PgError{Severity: "FATAL", Code: "53300"}), 503, "unavailable"},
+		{"connection terminated", fmt.Errorf("hosts: get: %w", outage(&pgconn.PgError{Severity: "FATAL", Code: "57P01"})), 503, "unavailable"},
+		{"too many connections", fmt.Errorf("tokens: authenticate: %w", outage(&pgconn.PgError{Severity: "FATAL", Code: "53300"})), 503, "unavailable"},
 		{"unclassified fault around an outage", &fault.Error{Message: "x", Err: down}, 503, "unavailable"},
 		{"query error", fmt.Errorf("hosts: list: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01"}), 500, "internal"},
 		{"no rows, classified", &fault.Error{Kind: fault.NotFound, Message: "host not found", Err: pgx.ErrNoRows}, 404, "not_found"},

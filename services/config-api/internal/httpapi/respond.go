@@ -14,7 +14,6 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
-	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 )
@@ -46,7 +45,7 @@ const (
 // databaseUnavailable reports whether err is PostgreSQL being unreachable or refusing work, and no use
 // case classified it otherwise (a fault of another kind keeps its own status).
 func databaseUnavailable(err error) bool {
-	return fault.KindOf(err) == fault.Internal && pgdb.IsUnavailable(err)
+	return fault.KindOf(err) == fault.Internal && errors.Is(err, fault.ErrStoreUnavailable)
 }
 
 // statusOf maps a failure to its HTTP status and default error code. This and writeError are the only

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 )
@@ -33,7 +34,7 @@ func FuzzReplyError(f *testing.F) {
 			msg.Header.Set(micro.ErrorCodeHeader, code)
 			msg.Header.Set(micro.ErrorHeader, desc)
 		}
-		perr := replyError(msg)
+		perr := natsrpc.ReplyError(msg)
 		if perr == nil {
 			if msg.Header.Get(micro.ErrorCodeHeader) != "" {
 				t.Fatalf("error code header %q not seen", code)

@@ -1,80 +1,53 @@
-// Package natsclient calls the backend services config-api depends on over NATS request-reply: the
-// resolver (effective configs) and the credential service (secret storage). Replies carrying a
-// protocol error code become fault errors; secrets in requests are never logged.
+// Package natsclient calls the backend services config-api depends on over NATS request-reply
+// (libs/platform/natsrpc clients): the resolver (effective configs) and the credential service (secret
+// storage). Replies carrying a protocol error code become fault errors; secrets in requests are never
+// logged.
 package natsclient
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 )
 
 // DefaultTimeout bounds one request when the caller's context has no earlier deadline.
-const DefaultTimeout = 10 * time.Second
+const DefaultTimeout = natsrpc.DefaultTimeout
 
-// requester sends requests with a per-request timeout.
+// requester sends requests with a per-request timeout and classifies their failures as faults.
 type requester struct {
-	nc      *nats.Conn
-	timeout time.Duration
+	client  *natsrpc.Client
 	service string
 }
 
-// errorReply is the body of an error reply: {"error":{"code","message"}}.
-type errorReply struct {
-	Error *protocol.Error `json:"error"`
+func newRequester(nc *nats.Conn, timeout time.Duration, service string) requester {
+	return requester{client: natsrpc.NewClient(nc, timeout), service: service}
 }
 
 // call sends req as JSON on subject and decodes the reply into out (which may be nil).
 func (r requester) call(ctx context.Context, subject string, req, out any) error {
-	data, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("natsclient: encode %s request: %w", subject, err)
-	}
-	timeout := r.timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	msg, err := r.nc.RequestWithContext(ctx, subject, data)
+	err := r.client.Call(ctx, subject, req, out)
+	var perr *protocol.Error
 	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &perr):
+		return r.mapError(perr)
+	case errors.Is(err, natsrpc.ErrBadReply):
+		return fmt.Errorf("natsclient: %w", err)
 	case errors.Is(err, nats.ErrNoResponders):
 		return fault.ServiceUnavailable(r.service+" service is unavailable", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return fault.ServiceUnavailable(r.service+" service did not answer in time", err)
-	case err != nil:
+	default:
 		return fault.ServiceUnavailable(r.service+" service request failed", err)
 	}
-	if perr := replyError(msg); perr != nil {
-		return r.mapError(perr)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(msg.Data, out); err != nil {
-		return fmt.Errorf("natsclient: decode %s reply: %w", subject, err)
-	}
-	return nil
-}
-
-// replyError extracts a protocol error from a micro error reply (headers) or an error body.
-func replyError(msg *nats.Msg) *protocol.Error {
-	var body errorReply
-	if len(msg.Data) > 0 && msg.Data[0] == '{' && json.Unmarshal(msg.Data, &body) == nil && body.Error != nil && body.Error.Code != "" {
-		return body.Error
-	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
-	}
-	return nil
 }
 
 // mapError turns a service's error code into a fault. Messages of caller errors (invalid, not found,
@@ -99,7 +72,7 @@ type Resolver struct{ r requester }
 
 // NewResolver returns a resolver client on nc; timeout bounds each request (0: DefaultTimeout).
 func NewResolver(nc *nats.Conn, timeout time.Duration) *Resolver {
-	return &Resolver{r: requester{nc: nc, timeout: timeout, service: protocol.ResolverServiceName}}
+	return &Resolver{r: newRequester(nc, timeout, protocol.ResolverServiceName)}
 }
 
 // Resolve resolves one host's configs.
@@ -121,7 +94,7 @@ type Credentials struct{ r requester }
 
 // NewCredentials returns a credential client on nc; timeout bounds each request (0: DefaultTimeout).
 func NewCredentials(nc *nats.Conn, timeout time.Duration) *Credentials {
-	return &Credentials{r: requester{nc: nc, timeout: timeout, service: protocol.CredentialServiceName}}
+	return &Credentials{r: newRequester(nc, timeout, protocol.CredentialServiceName)}
 }
 
 // Create stores a new credential.

@@ -12,19 +12,22 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
 )
 
-// Store implements config-api's ports on a pgx pool.
+// Store implements config-api's ports on a pgx pool. Every error of a database outage, from a query,
+// a transaction or its commit, is reported wrapped in fault.ErrStoreUnavailable.
 type Store struct {
-	pool *pgxpool.Pool
+	pool *pgdb.OutageDB
 	q    *sqlcdb.Queries
 }
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: sqlcdb.New(pool)}
+	db := pgdb.Outage(pool, fault.ErrStoreUnavailable)
+	return &Store{pool: db, q: sqlcdb.New(db)}
 }
 
 // inTx runs fn in a transaction, committing when it returns nil.

@@ -29,6 +29,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable: the cipher cannot be reached right now (Vault sealed, down or refusing the token).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrStoreUnavailable: the store cannot be reached or takes no work right now (a database outage).
+	// Store adapters wrap their outages with it; the request may succeed later.
+	ErrStoreUnavailable = errors.New("store unavailable")
 	// ErrDecrypt: a ciphertext cannot be opened (unknown key version, wrong key, tampered or moved to
 	// another row). Retrying does not help.
 	ErrDecrypt = errors.New("cannot decrypt")

@@ -24,9 +24,10 @@ func TestReplyErrorMapsDatabaseOutagesToUnavailable(t *testing.T) {
 		message  string
 		logLevel zapcore.Level
 	}{
-		{"lost connection", fmt.Errorf("credential: inject: read credentials: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}),
+		// As the postgres adapter reports outages: the domain's error around the driver's.
+		{"lost connection", fmt.Errorf("credential: inject: read credentials: %w: %w", credential.ErrStoreUnavailable, &pgconn.PgError{Severity: "FATAL", Code: "57P01"}),
 			protocol.CodeUnavailable, "database unavailable", zapcore.WarnLevel},
-		{"connection failure", fmt.Errorf("postgres: get: %w", &pgconn.PgError{Severity: "FATAL", Code: "08006"}),
+		{"connection failure", fmt.Errorf("postgres: get: %w: %w", credential.ErrStoreUnavailable, &pgconn.PgError{Severity: "FATAL", Code: "08006"}),
 			protocol.CodeUnavailable, "database unavailable", zapcore.WarnLevel},
 		{"query error", fmt.Errorf("postgres: list: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation credentials"}),
 			protocol.CodeInternal, "internal error", zapcore.ErrorLevel},

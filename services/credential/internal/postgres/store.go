@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 	"github.com/configsync/configsync/services/credential/internal/postgres/sqlcdb"
 )
@@ -22,9 +23,9 @@ const (
 	foreignKeyViolation = "23503"
 )
 
-// Store keeps credentials in PostgreSQL.
+// Store keeps credentials in PostgreSQL. Its outages are reported as credential.ErrStoreUnavailable.
 type Store struct {
-	pool *pgxpool.Pool
+	pool *pgdb.OutageDB
 	q    *sqlcdb.Queries
 }
 
@@ -32,7 +33,8 @@ var _ credential.Store = (*Store)(nil)
 
 // NewStore returns a Store over pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: sqlcdb.New(pool)}
+	db := pgdb.Outage(pool, credential.ErrStoreUnavailable)
+	return &Store{pool: db, q: sqlcdb.New(db)}
 }
 
 // Create inserts r after checking, in the same transaction, that its environment belongs to its client.

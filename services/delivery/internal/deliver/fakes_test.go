@@ -63,6 +63,10 @@ func (r *fakeResolver) Resolve(_ context.Context, req protocol.ResolveRequest) (
 	return protocol.ResolveReply{}, protocol.Errorf(protocol.CodeNotFound, "unknown agent")
 }
 
+func (r *fakeResolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
+	return resolveAgents(ctx, r, req.AgentIDs, 0, nil)
+}
+
 func (r *fakeResolver) ResolveBatch(_ context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -12,17 +12,15 @@ import (
 
 // Fetcher answers agents' startup fetches.
 type Fetcher struct {
-	resolver Resolver
-	agents   AgentsResolver // nil: batches are resolved one agent at a time
+	resolver AgentsResolver
 	injector Injector
 	log      *zap.Logger
 }
 
-// NewFetcher returns a Fetcher resolving through resolver and injecting credentials through injector.
-// When resolver also implements AgentsResolver, FetchBatch resolves a batch in one request.
-func NewFetcher(resolver Resolver, injector Injector, log *zap.Logger) *Fetcher {
-	agents, _ := resolver.(AgentsResolver)
-	return &Fetcher{resolver: resolver, agents: agents, injector: injector, log: log}
+// NewFetcher returns a Fetcher resolving batches of agents through resolver and injecting credentials
+// through injector.
+func NewFetcher(resolver AgentsResolver, injector Injector, log *zap.Logger) *Fetcher {
+	return &Fetcher{resolver: resolver, injector: injector, log: log}
 }
 
 // Fetch returns every effective config of the host of agentID. Deleted types appear in Versions only.

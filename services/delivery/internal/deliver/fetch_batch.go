@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -22,17 +21,11 @@ type FetchResult struct {
 	Err   error
 }
 
-// singleResolveConcurrency bounds the one-agent resolves of a batch that cannot be resolved at once.
-const singleResolveConcurrency = 8
-
 // FetchBatch answers the fetches of many agents together, each exactly as Fetch would: one resolver
 // request for all of them (resolve_agents) and one credential injection for each distinct collector
 // list among them, instead of one of each per agent. Results are in the order of agentIDs (an agent
-// listed twice gets the same result twice).
-//
-// When the resolver cannot answer the batch as a whole for a reason that may concern single hosts (an
-// internal error, such as one host whose configs exceed the max payload) or knows no resolve_agents
-// (ErrBatchUnsupported), the batch is resolved one agent at a time, so each agent gets its own answer.
+// listed twice gets the same result twice). An agent the resolver cannot answer on its own (its
+// configs alone exceed the max payload) gets its own error; a failed request fails its agents.
 func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResult {
 	ids := make([]string, 0, len(agentIDs))
 	seen := make(map[string]bool, len(agentIDs))
@@ -148,9 +141,6 @@ func agentSample(hosts []resolvedHost, n int) []string {
 // found and, for every other agent, why it has none.
 func (f *Fetcher) resolveAgents(ctx context.Context, ids []string) ([]resolvedHost, map[string]error) {
 	errs := map[string]error{}
-	if f.agents == nil {
-		return f.resolveEach(ctx, ids, errs), errs
-	}
 	var hosts []resolvedHost
 	requests := 0
 	for len(ids) > 0 {
@@ -158,31 +148,31 @@ func (f *Fetcher) resolveAgents(ctx context.Context, ids []string) ([]resolvedHo
 		ids = ids[len(chunk):]
 		for len(chunk) > 0 {
 			requests++
-			reply, err := f.agents.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: chunk})
+			reply, err := f.resolver.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: chunk})
 			if err == nil {
 				var found []resolvedHost
 				found, err = expand(reply, requests)
 				hosts = append(hosts, found...)
 			}
 			if err != nil {
-				if singleHostTrouble(err) {
-					f.log.Info("fetch: batch resolve failed, resolving agents one at a time",
-						zap.Int("agents", len(chunk)), zap.Error(err))
-					hosts = append(hosts, f.resolveEach(ctx, chunk, errs)...)
-				} else {
-					err = fmt.Errorf("resolve %d agents: %w", len(chunk), classifyRemote("resolver", err))
-					for _, id := range chunk {
-						errs[id] = err
-					}
+				err = fmt.Errorf("resolve %d agents: %w", len(chunk), classifyRemote("resolver", err))
+				for _, id := range chunk {
+					errs[id] = err
 				}
 				break
 			}
 			for _, id := range reply.Missing {
 				errs[id] = fmt.Errorf("resolve agent %s: %w", id, classifyRemote("resolver", protocol.Errorf(protocol.CodeNotFound, "unknown agent")))
 			}
+			for _, a := range reply.Failed {
+				errs[a.AgentID] = fmt.Errorf("resolve agent %s: %w", a.AgentID, classifyRemote("resolver", &a.Error))
+			}
 			if len(reply.Remaining) >= len(chunk) {
-				// No progress: the resolver answers nothing of this chunk; resolve it one by one.
-				hosts = append(hosts, f.resolveEach(ctx, reply.Remaining, errs)...)
+				// No progress: the resolver answers nothing of this chunk.
+				err := fmt.Errorf("resolve %d agents: %w", len(reply.Remaining), classifyRemote("resolver", errors.New("no agent answered")))
+				for _, id := range reply.Remaining {
+					errs[id] = err
+				}
 				break
 			}
 			chunk = reply.Remaining
@@ -211,37 +201,4 @@ func expand(reply protocol.ResolveAgentsReply, request int) ([]resolvedHost, err
 		hosts[i] = resolvedHost{res: res, group: group}
 	}
 	return hosts, nil
-}
-
-// singleHostTrouble reports whether a batch resolve failed for a reason that one-agent resolves may
-// not share: an internal error (one host's configs too large or broken) or no resolve_agents endpoint.
-func singleHostTrouble(err error) bool {
-	var pe *protocol.Error
-	return errors.Is(err, ErrBatchUnsupported) || errors.As(err, &pe) && pe.Code == protocol.CodeInternal
-}
-
-// resolveEach resolves ids one request each, a few at a time, recording failures in errs.
-func (f *Fetcher) resolveEach(ctx context.Context, ids []string, errs map[string]error) []resolvedHost {
-	var (
-		mu    sync.Mutex
-		hosts []resolvedHost
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, singleResolveConcurrency)
-	)
-	for _, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			res, err := f.resolver.Resolve(ctx, protocol.ResolveRequest{AgentID: id})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs[id] = fmt.Errorf("resolve agent %s: %w", id, classifyRemote("resolver", err))
-				return
-			}
-			hosts = append(hosts, resolvedHost{res: res})
-		})
-	}
-	wg.Wait()
-	return hosts
 }

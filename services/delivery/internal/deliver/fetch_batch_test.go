@@ -15,37 +15,52 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 )
 
-// agentsResolver adds resolve_agents to fakeResolver: configs shared by index as the resolver does
-// (equal configs once per reply). fail answers every batch with that error; maxHosts cuts replies
-// after that many hosts, listing the rest in Remaining.
+// agentsResolver is fakeResolver counting its resolve_agents requests. fail answers every batch with
+// that error; maxHosts cuts replies after that many hosts, listing the rest in Remaining; tooLarge
+// agents are answered as the resolver answers a host whose configs alone exceed the max payload.
 type agentsResolver struct {
 	*fakeResolver
 	mu       sync.Mutex
 	batches  [][]string
-	singles  int
 	fail     error
 	maxHosts int
+	tooLarge map[string]bool
 }
 
 func (a *agentsResolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
 	a.mu.Lock()
 	a.batches = append(a.batches, slices.Clone(req.AgentIDs))
-	fail, maxHosts := a.fail, a.maxHosts
+	fail, maxHosts, tooLarge := a.fail, a.maxHosts, a.tooLarge
 	a.mu.Unlock()
 	if fail != nil {
 		return protocol.ResolveAgentsReply{}, fail
 	}
+	return resolveAgents(ctx, a.fakeResolver, req.AgentIDs, maxHosts, tooLarge)
+}
+
+// resolveAgents answers a resolve_agents request from r, configs shared by index as the resolver does
+// (equal configs once per reply).
+func resolveAgents(ctx context.Context, r *fakeResolver, ids []string, maxHosts int, tooLarge map[string]bool) (protocol.ResolveAgentsReply, error) {
 	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{}}
 	index := map[string]int{}
-	for i, id := range req.AgentIDs {
+	for i, id := range ids {
 		if maxHosts > 0 && len(reply.Hosts) == maxHosts {
-			reply.Remaining = req.AgentIDs[i:]
+			reply.Remaining = ids[i:]
 			break
 		}
-		res, err := a.fakeResolver.Resolve(ctx, protocol.ResolveRequest{AgentID: id})
-		if err != nil {
+		if tooLarge[id] {
+			reply.Failed = append(reply.Failed, protocol.AgentError{AgentID: id,
+				Error: *protocol.Errorf(protocol.CodeInternal, "a single host's config exceeds the NATS max payload")})
+			continue
+		}
+		res, err := r.Resolve(ctx, protocol.ResolveRequest{AgentID: id})
+		var perr *protocol.Error
+		if errors.As(err, &perr) && perr.Code == protocol.CodeNotFound {
 			reply.Missing = append(reply.Missing, id)
 			continue
+		}
+		if err != nil {
+			return protocol.ResolveAgentsReply{}, err
 		}
 		h := protocol.AgentConfigs{Host: res.Host, Configs: map[string]int{}}
 		for typ, ec := range res.Configs {
@@ -61,13 +76,6 @@ func (a *agentsResolver) ResolveAgents(ctx context.Context, req protocol.Resolve
 		reply.Hosts = append(reply.Hosts, h)
 	}
 	return reply, nil
-}
-
-func (a *agentsResolver) Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error) {
-	a.mu.Lock()
-	a.singles++
-	a.mu.Unlock()
-	return a.fakeResolver.Resolve(ctx, req)
 }
 
 // batchFleet has 40 hosts sharing the environment's configs, two with a collectors override (one
@@ -98,8 +106,8 @@ func TestFetchBatchIsFetchForEachAgent(t *testing.T) {
 	ids := batchAgents(r, "nobody", "agent-00003") // an unknown agent, a duplicate
 	results := f.FetchBatch(context.Background(), ids)
 
-	if len(r.batches) != 1 || r.singles != 0 {
-		t.Fatalf("%d batch and %d single resolves, want 1 and 0", len(r.batches), r.singles)
+	if len(r.batches) != 1 {
+		t.Fatalf("%d batch resolves, want 1", len(r.batches))
 	}
 	if len(inj.requests) != 1 || len(inj.requests[0].Items) != 3 {
 		t.Fatalf("inject requests %+v, want one with 3 items (environment, override, broken)", inj.requests)
@@ -107,7 +115,7 @@ func TestFetchBatchIsFetchForEachAgent(t *testing.T) {
 	if len(results) != len(ids) {
 		t.Fatalf("%d results for %d agents", len(results), len(ids))
 	}
-	single := NewFetcher(r.fakeResolver, &fakeInjector{bad: inj.bad}, zap.NewNop())
+	single := NewFetcher(&agentsResolver{fakeResolver: r.fakeResolver}, &fakeInjector{bad: inj.bad}, zap.NewNop())
 	for i, id := range ids {
 		want, wantErr := single.Fetch(context.Background(), id)
 		got := results[i]
@@ -140,35 +148,52 @@ func TestFetchBatchFailures(t *testing.T) {
 				t.Fatalf("err %v, want ErrUnavailable", res.Err)
 			}
 		}
-		if r.singles != 0 {
-			t.Fatalf("%d single resolves after a timeout: the batch must not be retried agent by agent", r.singles)
+		if len(r.batches) != 1 {
+			t.Fatalf("%d batch requests after a timeout, want 1: the batch is not retried agent by agent", len(r.batches))
 		}
 	})
+	// A whole request failing (an internal error, or no resolver answering) fails its agents as
+	// unavailable: the agents retry.
 	for name, fail := range map[string]error{
-		"internal error": protocol.Errorf(protocol.CodeInternal, "a single host's config exceeds the NATS max payload"),
-		"no endpoint":    fmt.Errorf("%w: no responders", ErrBatchUnsupported),
+		"internal error": protocol.Errorf(protocol.CodeInternal, "malformed"),
+		"no responders":  fmt.Errorf("request: %w", errors.New("nats: no responders available for request")),
 	} {
-		t.Run(name+" falls back to one resolve per agent", func(t *testing.T) {
+		t.Run(name+" fails the batch as unavailable", func(t *testing.T) {
 			r, inj := batchFleet()
 			r.fail = fail
-			ids := batchAgents(r, "nobody")
-			results := NewFetcher(r, inj, zap.NewNop()).FetchBatch(ctx, ids)
-			if r.singles != len(ids) {
-				t.Fatalf("%d single resolves, want %d", r.singles, len(ids))
-			}
-			for i, res := range results {
-				if ids[i] == "nobody" {
-					if !errors.Is(res.Err, ErrNotFound) {
-						t.Fatalf("unknown agent: %v", res.Err)
-					}
-					continue
-				}
-				if res.Err != nil || res.Reply.Versions["healthcheck"] != 3 {
-					t.Fatalf("%s: %+v, %v", ids[i], res.Reply, res.Err)
+			for _, res := range NewFetcher(r, inj, zap.NewNop()).FetchBatch(ctx, batchAgents(r)) {
+				if !errors.Is(res.Err, ErrUnavailable) {
+					t.Fatalf("err %v, want ErrUnavailable", res.Err)
 				}
 			}
 		})
 	}
+	// An agent the resolver cannot answer on its own gets its own error; the others are answered.
+	t.Run("one host too large", func(t *testing.T) {
+		r, inj := batchFleet()
+		r.tooLarge = map[string]bool{"agent-00007": true}
+		ids := batchAgents(r, "nobody")
+		results := NewFetcher(r, inj, zap.NewNop()).FetchBatch(ctx, ids)
+		if len(r.batches) != 1 {
+			t.Fatalf("%d batch requests, want 1", len(r.batches))
+		}
+		for i, res := range results {
+			switch ids[i] {
+			case "nobody":
+				if !errors.Is(res.Err, ErrNotFound) {
+					t.Fatalf("unknown agent: %v", res.Err)
+				}
+			case "agent-00007":
+				if !errors.Is(res.Err, ErrUnavailable) {
+					t.Fatalf("too large: %v, want ErrUnavailable", res.Err)
+				}
+			default:
+				if res.Err != nil || res.Reply.Versions["healthcheck"] != 3 {
+					t.Fatalf("%s: %+v, %v", ids[i], res.Reply, res.Err)
+				}
+			}
+		}
+	})
 	t.Run("credential service down", func(t *testing.T) {
 		r, _ := batchFleet()
 		results := NewFetcher(r, &fakeInjector{fail: errors.New("timeout")}, zap.NewNop()).FetchBatch(ctx, batchAgents(r))
@@ -186,8 +211,8 @@ func TestFetchBatchFollowsRemaining(t *testing.T) {
 	r.maxHosts = 15
 	ids := batchAgents(r)
 	results := NewFetcher(r, inj, zap.NewNop()).FetchBatch(context.Background(), ids)
-	if len(r.batches) != 3 || r.singles != 0 {
-		t.Fatalf("%d batch requests %v and %d single resolves, want 3 and 0", len(r.batches), r.batches, r.singles)
+	if len(r.batches) != 3 {
+		t.Fatalf("%d batch requests %v, want 3", len(r.batches), r.batches)
 	}
 	for i, res := range results {
 		if res.Err != nil || res.Reply.Versions["healthcheck"] != 3 {

@@ -17,8 +17,8 @@ type Resolver interface {
 	ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error)
 }
 
-// AgentsResolver resolves the hosts of many agents in one request (the resolver's resolve_agents). A
-// Resolver that implements it lets the Fetcher answer a batch of fetches with one request.
+// AgentsResolver resolves the hosts of many agents in one request (the resolver's resolve_agents): the
+// Fetcher answers a batch of fetches with one request.
 type AgentsResolver interface {
 	ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error)
 }
@@ -48,9 +48,6 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: a service delivery depends on failed or did not answer in time; retry later.
 	ErrUnavailable = errors.New("unavailable")
-	// ErrBatchUnsupported: the resolver has no resolve_agents endpoint (an older version); an
-	// AgentsResolver returns it so that the Fetcher resolves agents one at a time instead.
-	ErrBatchUnsupported = errors.New("batch resolve unsupported")
 )
 
 // classifyRemote maps an error from a port to one of the errors above (wrapping the original).

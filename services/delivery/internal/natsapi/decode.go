@@ -2,9 +2,9 @@ package natsapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -26,7 +26,7 @@ func decodeFetchRequest(subject string, data []byte) (string, error) {
 	}
 	var req protocol.FetchRequest
 	if err := json.Unmarshal(data, &req); err != nil {
-		return "", fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, jsonErrorKind(err))
+		return "", fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, natsrpc.JSONErrorKind(err))
 	}
 	if req.AgentID == "" {
 		return "", fmt.Errorf("%w: agent_id is required", deliver.ErrInvalidRequest)
@@ -44,7 +44,7 @@ func decodeConfigChanged(data []byte) (protocol.ConfigChanged, error) {
 	}
 	var ev protocol.ConfigChanged
 	if err := json.Unmarshal(data, &ev); err != nil {
-		return protocol.ConfigChanged{}, fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, jsonErrorKind(err))
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, natsrpc.JSONErrorKind(err))
 	}
 	switch {
 	case ev.EventID == "":
@@ -61,18 +61,4 @@ func decodeConfigChanged(data []byte) (protocol.ConfigChanged, error) {
 		return protocol.ConfigChanged{}, fmt.Errorf("%w: negative version", deliver.ErrInvalidRequest)
 	}
 	return ev, nil
-}
-
-// jsonErrorKind describes a decode error without echoing the payload.
-func jsonErrorKind(err error) string {
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fmt.Sprintf("invalid JSON at offset %d", syntax.Offset)
-	case errors.As(err, &typeErr):
-		return "a field has the wrong type"
-	default:
-		return "invalid JSON"
-	}
 }

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
-
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -55,31 +52,6 @@ func TestDecodeConfigChanged(t *testing.T) {
 		if _, err := decodeConfigChanged([]byte(body)); !errors.Is(err, deliver.ErrInvalidRequest) {
 			t.Errorf("%s: err = %v", name, err)
 		}
-	}
-}
-
-func TestDecodeReply(t *testing.T) {
-	var reply protocol.ResolveReply
-	if err := decodeReply(&nats.Msg{Data: []byte(`{"host":{"host_id":"h"},"configs":{}}`)}, &reply); err != nil || reply.Host.HostID != "h" {
-		t.Fatalf("reply %+v, %v", reply, err)
-	}
-	// A micro error: headers, and the body the resolver sends along.
-	msg := &nats.Msg{Header: nats.Header{}, Data: []byte(`{"error":{"code":"not_found","message":"unknown agent"}}`)}
-	msg.Header.Set(micro.ErrorCodeHeader, "not_found")
-	msg.Header.Set(micro.ErrorHeader, "unknown agent")
-	var perr *protocol.Error
-	if err := decodeReply(msg, &reply); !errors.As(err, &perr) || perr.Code != protocol.CodeNotFound {
-		t.Fatalf("err = %v", err)
-	}
-	// Headers only.
-	msg = &nats.Msg{Header: nats.Header{}}
-	msg.Header.Set(micro.ErrorCodeHeader, "unavailable")
-	if err := decodeReply(msg, &reply); !errors.As(err, &perr) || perr.Code != protocol.CodeUnavailable {
-		t.Fatalf("err = %v", err)
-	}
-	// Body only.
-	if err := decodeReply(&nats.Msg{Data: []byte(` {"error":{"code":"credential_failed","message":"m"}}`)}, &reply); !errors.As(err, &perr) || perr.Code != protocol.CodeCredentialFailed {
-		t.Fatalf("err = %v", err)
 	}
 }
 
@@ -131,31 +103,5 @@ func FuzzDecodeConfigChanged(f *testing.F) {
 		default:
 			t.Fatalf("scope %q accepted", ev.Scope)
 		}
-	})
-}
-
-func FuzzDecodeReply(f *testing.F) {
-	f.Add([]byte(`{"host":{"host_id":"h","agent_id":"a"},"configs":{"labels":{"config_type":"labels","config_data":{"static":{}},"version":3}}}`), "")
-	f.Add([]byte(`{"error":{"code":"not_found","message":"x"}}`), "not_found")
-	f.Add([]byte(`{"error":null}`), "")
-	f.Add([]byte(`{"results":[{"key":"k","collectors":[],"secret_fields":["/0/password"]}]}`), "")
-	f.Fuzz(func(t *testing.T, data []byte, code string) {
-		msg := &nats.Msg{Data: data, Header: nats.Header{}}
-		if code != "" {
-			msg.Header.Set(micro.ErrorCodeHeader, code)
-		}
-		var resolve protocol.ResolveReply
-		err := decodeReply(msg, &resolve)
-		var perr *protocol.Error
-		if errors.As(err, &perr) && perr.Code == "" {
-			t.Fatal("error reply without a code")
-		}
-		if code != "" && err == nil {
-			t.Fatal("a reply with an error code header decoded as success")
-		}
-		var inject protocol.InjectReply
-		_ = decodeReply(msg, &inject)
-		var batch protocol.ResolveBatchReply
-		_ = decodeReply(msg, &batch)
 	})
 }

@@ -191,7 +191,7 @@ func TestFullQueueRefusesAtOnce(t *testing.T) {
 	if code := replyCode(t, waitReply(t, queued)); code != "" {
 		t.Fatalf("queued fetch: %s", code)
 	}
-	eventually(t, func() bool { return f.logs.FilterMessage("fetch queue full, fetches refused").Len() > 0 })
+	eventually(t, func() bool { return f.logs.FilterMessage("queue full, requests refused").Len() > 0 })
 }
 
 // A fetch that waited in the queue longer than the fetch timeout is dropped without being resolved:
@@ -203,13 +203,13 @@ func TestFetchWaitingPastTimeoutIsDropped(t *testing.T) {
 	first := f.fetchAsync(t, "agent-1")
 	waitEntered(t, r)
 	f.fetchAsync(t, "agent-2")
-	eventually(t, func() bool { return len(f.server.jobs) == 1 }) // agent-2 queued, its arrival noted
+	eventually(t, func() bool { return f.server.queued() == 1 }) // agent-2 queued, its arrival noted
 	// Hold agent-1's batch, and so the only slot, until agent-2 has waited past its timeout.
 	time.Sleep(400 * time.Millisecond)
 	close(r.gate)
 	waitReply(t, first) // an answer, even if late
 	eventually(t, func() bool {
-		return f.logs.FilterMessage("fetches dropped after waiting longer than the fetch timeout").Len() > 0
+		return f.logs.FilterMessage("requests dropped after waiting longer than their timeout").Len() > 0
 	})
 	for _, req := range r.agentsRequested() {
 		if slices.Contains(req, "agent-2") {
@@ -230,7 +230,7 @@ func TestFetchesAreBatched(t *testing.T) {
 		replies = append(replies, f.fetchAsync(t, fmt.Sprintf("agent-%d", i)))
 	}
 	// Let the server queue all of them before the slot frees up.
-	eventually(t, func() bool { return len(f.server.jobs) == 20 })
+	eventually(t, func() bool { return f.server.queued() == 20 })
 	close(r.gate)
 	waitReply(t, first)
 	for i, ch := range replies {

@@ -2,14 +2,12 @@ package natsapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
 // agentsReply has hosts hosts sharing one config and each with one config of its own of about
@@ -79,8 +77,18 @@ func TestEncodeAgentsReply(t *testing.T) {
 		}
 	}
 
-	if _, err := encodeAgentsReply(agentsReply(1, 30<<10), limit); !errors.Is(err, resolve.ErrReplyTooLarge) {
-		t.Fatalf("a single host over the limit: %v, want ErrReplyTooLarge", err)
+	// A first host over the limit even alone fails on its own; the others are left for the next request.
+	b, err = encodeAgentsReply(agentsReply(3, 30<<10), limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tooLarge protocol.ResolveAgentsReply
+	if err := json.Unmarshal(b, &tooLarge); err != nil {
+		t.Fatal(err)
+	}
+	if len(tooLarge.Hosts) != 0 || len(tooLarge.Failed) != 1 || tooLarge.Failed[0].AgentID != "agent-0" ||
+		tooLarge.Failed[0].Error.Code != protocol.CodeInternal || !reflect.DeepEqual(tooLarge.Remaining, []string{"agent-1", "agent-2"}) {
+		t.Fatalf("a single host over the limit: %s", b)
 	}
 	b, err = encodeAgentsReply(protocol.ResolveAgentsReply{Missing: []string{"x"}}, limit)
 	if err != nil || string(b) != `{"configs":[],"hosts":[],"missing":["x"]}` {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
@@ -89,7 +90,7 @@ func FuzzResolveBatchRequest(f *testing.F) {
 		_, err := s.resolveBatch(context.Background(), data, defaultMaxPayload)
 		checkClientError(t, err)
 		if err != nil {
-			if e := s.replyError("resolve_batch", err); e.Code == "" || headerSafe(e.Message) == "" {
+			if e := s.replyError("resolve_batch", err); e.Code == "" || natsrpc.HeaderValue(e.Message) == "" {
 				t.Fatalf("error %v maps to an empty micro error %+v", err, e)
 			}
 		}

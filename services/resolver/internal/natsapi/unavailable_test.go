@@ -30,10 +30,11 @@ func TestReplyErrorMapsDatabaseOutagesToUnavailable(t *testing.T) {
 		outage   bool
 		logLevel zapcore.Level
 	}{
-		{"connect error", fmt.Errorf("resolve: host h: %w", connectErr), protocol.CodeUnavailable, "database unavailable", true, zapcore.WarnLevel},
-		{"admin shutdown", fmt.Errorf("postgres: read host and config rows: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}),
+		// As the postgres adapter reports outages: the domain's error around the driver's.
+		{"connect error", fmt.Errorf("resolve: host h: %w: %w", resolve.ErrUnavailable, connectErr), protocol.CodeUnavailable, "database unavailable", true, zapcore.WarnLevel},
+		{"admin shutdown", fmt.Errorf("postgres: read host and config rows: %w: %w", resolve.ErrUnavailable, &pgconn.PgError{Severity: "FATAL", Code: "57P01"}),
 			protocol.CodeUnavailable, "database unavailable", true, zapcore.WarnLevel},
-		{"too many connections", &pgconn.PgError{Severity: "FATAL", Code: "53300"}, protocol.CodeUnavailable, "database unavailable", true, zapcore.WarnLevel},
+		{"too many connections", fmt.Errorf("%w: %w", resolve.ErrUnavailable, &pgconn.PgError{Severity: "FATAL", Code: "53300"}), protocol.CodeUnavailable, "database unavailable", true, zapcore.WarnLevel},
 		{"syntax error", fmt.Errorf("postgres: %w", &pgconn.PgError{Severity: "ERROR", Code: "42601", Message: "SELECT secret FROM x"}),
 			protocol.CodeInternal, "internal error", false, zapcore.ErrorLevel},
 		{"deadline", fmt.Errorf("resolve: %w", context.DeadlineExceeded), protocol.CodeUnavailable, "resolver timed out", false, zapcore.WarnLevel},

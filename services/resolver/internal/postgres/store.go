@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/resolver/internal/postgres/sqlcdb"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -32,9 +33,11 @@ type Store struct {
 
 var _ resolve.Store = (*Store)(nil)
 
-// NewStore returns a Store over db (a *pgxpool.Pool in production).
+// NewStore returns a Store over db (a *pgxpool.Pool in production). Its outages are reported as
+// resolve.ErrUnavailable.
 func NewStore(db DB) *Store {
-	return &Store{db: db, q: sqlcdb.New(db)}
+	o := pgdb.Outage(db, resolve.ErrUnavailable)
+	return &Store{db: o, q: sqlcdb.New(o)}
 }
 
 // layerRow is a row of LayersByHostID and LayersByAgentIDs (sqlc generates one identical type for each).

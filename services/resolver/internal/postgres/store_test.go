@@ -163,7 +163,7 @@ func BenchmarkResolveBatch10k(b *testing.B) {
 		hosts, overrides := 0, 0
 		req.After = ""
 		for {
-			reply, err := r.ResolveBatch(ctx, req, 1<<20)
+			reply, err := r.ResolveBatch(ctx, req)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package resolve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -10,15 +9,12 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 )
 
-// ErrReplyTooLarge: a single host's entry does not fit in the reply byte budget.
-var ErrReplyTooLarge = errors.New("reply too large")
-
 // ResolveBatch resolves one config type for one page of an environment's hosts, from one read of the
 // environment's row and one read of the page's hosts joined with their overrides; the merges happen in
 // memory. The environment's effective config is sent once; only hosts with a row of their own (an
-// override or a tombstone) carry a result. maxBytes, when positive, caps the encoded reply: the page is
-// cut early (NextAfter set) rather than exceed it.
-func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest, maxBytes int) (protocol.ResolveBatchReply, error) {
+// override or a tombstone) carry a result. Fitting the reply into a message is the transport's
+// business: it may cut the page short and move NextAfter back.
+func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error) {
 	q, limit, err := r.batchQuery(req)
 	if err != nil {
 		return protocol.ResolveBatchReply{}, err
@@ -55,10 +51,6 @@ func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRe
 		Environment:   envConfig,
 		Hosts:         make([]protocol.BatchHost, 0, min(len(hosts), limit)),
 	}
-	budget, err := replyBudget(reply, maxBytes)
-	if err != nil {
-		return protocol.ResolveBatchReply{}, err
-	}
 	for i, h := range hosts {
 		if i == limit {
 			reply.NextAfter = reply.Hosts[len(reply.Hosts)-1].HostID
@@ -75,23 +67,6 @@ func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRe
 				return protocol.ResolveBatchReply{}, err
 			}
 			bh.Override = &ec
-		}
-		if budget >= 0 {
-			size, err := batchHostSize(bh)
-			if err != nil {
-				return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: host %s: %w", h.HostID, err)
-			}
-			if len(reply.Hosts) > 0 {
-				size++ // the comma before it
-			}
-			if size > budget {
-				if len(reply.Hosts) == 0 {
-					return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: host %s: %w for max payload %d", h.HostID, ErrReplyTooLarge, maxBytes)
-				}
-				reply.NextAfter = reply.Hosts[len(reply.Hosts)-1].HostID
-				break
-			}
-			budget -= size
 		}
 		reply.Hosts = append(reply.Hosts, bh)
 	}
@@ -132,47 +107,4 @@ func (r *Resolver) batchQuery(req protocol.ResolveBatchRequest) (HostPageQuery, 
 		limit = r.maxPage
 	}
 	return q, limit, nil
-}
-
-// nextAfterReserve is room kept for `,"next_after":"<uuid>"` when budgeting a page.
-const nextAfterReserve = 64
-
-// replyBudget is how many bytes the page's hosts may take within maxBytes; -1 means unlimited.
-func replyBudget(empty protocol.ResolveBatchReply, maxBytes int) (int, error) {
-	if maxBytes <= 0 {
-		return -1, nil
-	}
-	b, err := json.Marshal(empty)
-	if err != nil {
-		return 0, fmt.Errorf("resolve batch: encode reply: %w", err)
-	}
-	budget := maxBytes - len(b) - nextAfterReserve
-	if budget < 0 {
-		return 0, fmt.Errorf("resolve batch: environment config: %w for max payload %d", ErrReplyTooLarge, maxBytes)
-	}
-	return budget, nil
-}
-
-// batchHostSize is the length of bh's JSON encoding. Hosts without an override are the bulk of a page,
-// so their size is computed without encoding when no character needs escaping.
-func batchHostSize(bh protocol.BatchHost) (int, error) {
-	if bh.Override == nil && plainJSON(bh.HostID) && plainJSON(bh.AgentID) {
-		return len(`{"host_id":"","agent_id":""}`) + len(bh.HostID) + len(bh.AgentID), nil
-	}
-	b, err := json.Marshal(bh)
-	if err != nil {
-		return 0, fmt.Errorf("encode: %w", err)
-	}
-	return len(b), nil
-}
-
-// plainJSON reports whether s encodes as a JSON string without escapes.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
 }

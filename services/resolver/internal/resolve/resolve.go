@@ -23,6 +23,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidRequest: the request is malformed (bad id, unknown config type, bad paging).
 	ErrInvalidRequest = errors.New("invalid request")
+	// ErrUnavailable: the store cannot be reached or takes no work right now (a database outage);
+	// the same request may succeed later. Store adapters wrap their outages with it.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // DefaultMaxPage is the default and maximum number of hosts in one batch page. With UUID host and agent

@@ -211,22 +211,16 @@ func batchStore(n int) *fakeStore {
 }
 
 // collect pages through a batch and returns every host.
-func collect(t *testing.T, r *resolve.Resolver, req protocol.ResolveBatchRequest, maxBytes int) ([]protocol.BatchHost, int) {
+func collect(t *testing.T, r *resolve.Resolver, req protocol.ResolveBatchRequest) ([]protocol.BatchHost, int) {
 	t.Helper()
 	var hosts []protocol.BatchHost
 	pages := 0
 	for {
-		reply, err := r.ResolveBatch(context.Background(), req, maxBytes)
+		reply, err := r.ResolveBatch(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pages++
-		if maxBytes > 0 {
-			b, _ := json.Marshal(reply)
-			if len(b) > maxBytes {
-				t.Fatalf("page of %d bytes exceeds %d", len(b), maxBytes)
-			}
-		}
 		hosts = append(hosts, reply.Hosts...)
 		if reply.NextAfter == "" {
 			return hosts, pages
@@ -245,7 +239,7 @@ func TestResolveBatch(t *testing.T) {
 	s := batchStore(7)
 	s.putHost(id(4), "healthcheck", "", 120) // tombstone override
 	r := resolve.New(s, resolve.Options{})
-	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck"}, 0)
+	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +281,7 @@ func TestResolveBatchPaging(t *testing.T) {
 	s := batchStore(25)
 	r := resolve.New(s, resolve.Options{MaxPage: 10})
 	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: 4}
-	hosts, pages := collect(t, r, req, 0)
+	hosts, pages := collect(t, r, req)
 	if len(hosts) != 25 || pages != 7 {
 		t.Fatalf("limit 4: %d hosts in %d pages, want 25 in 7", len(hosts), pages)
 	}
@@ -299,14 +293,14 @@ func TestResolveBatchPaging(t *testing.T) {
 	// Limit 0 and limits above the maximum take the maximum.
 	for _, limit := range []int{0, 1_000_000} {
 		req.Limit = limit
-		_, pages = collect(t, r, req, 0)
+		_, pages = collect(t, r, req)
 		if pages != 3 {
 			t.Errorf("limit %d: %d pages, want 3 of at most 10", limit, pages)
 		}
 	}
 	// An exact multiple of the page size needs no trailing empty page.
 	req.Limit = 5
-	if _, pages = collect(t, r, req, 0); pages != 5 {
+	if _, pages = collect(t, r, req); pages != 5 {
 		t.Errorf("limit 5 over 25 hosts: %d pages, want 5", pages)
 	}
 }
@@ -330,7 +324,7 @@ func TestResolveBatchFilters(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.req.EnvironmentID, c.req.ConfigType = env, "healthcheck"
-			hosts, _ := collect(t, r, c.req, 0)
+			hosts, _ := collect(t, r, c.req)
 			var got []int
 			for _, h := range hosts {
 				var n int
@@ -341,24 +335,6 @@ func TestResolveBatchFilters(t *testing.T) {
 				t.Fatalf("hosts = %v, want %v", got, c.want)
 			}
 		})
-	}
-}
-
-// A page never exceeds the byte budget; it is cut early and the cursor continues after it.
-func TestResolveBatchByteBudget(t *testing.T) {
-	s := batchStore(300)
-	r := resolve.New(s, resolve.Options{})
-	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck"}
-	hosts, pages := collect(t, r, req, 4096)
-	if len(hosts) != 300 {
-		t.Fatalf("%d hosts, want 300", len(hosts))
-	}
-	if pages < 5 {
-		t.Fatalf("%d pages: the 4 KiB budget did not cut pages", pages)
-	}
-	// A budget that cannot hold the environment config at all fails instead of sending too much.
-	if _, err := r.ResolveBatch(context.Background(), req, 100); !errors.Is(err, resolve.ErrReplyTooLarge) {
-		t.Fatalf("err = %v, want ErrReplyTooLarge", err)
 	}
 }
 
@@ -381,7 +357,7 @@ func TestResolveBatchErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := r.ResolveBatch(context.Background(), c.req, 0); !errors.Is(err, c.want) {
+			if _, err := r.ResolveBatch(context.Background(), c.req); !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
 		})
@@ -395,7 +371,7 @@ func TestResolveBatchErrors(t *testing.T) {
 func TestResolveBatchNoEnvironmentRow(t *testing.T) {
 	s := batchStore(3)
 	r := resolve.New(s, resolve.Options{})
-	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"}, 0)
+	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +379,7 @@ func TestResolveBatchNoEnvironmentRow(t *testing.T) {
 		t.Fatalf("environment = %+v", e)
 	}
 	s.putHost(id(2), "tracing", `{"enabled":true}`, 50)
-	reply, err = r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"}, 0)
+	reply, err = r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"})
 	if err != nil {
 		t.Fatal(err)
 	}
