@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
 )
@@ -32,9 +33,6 @@ func TestWrongTypedAndOversizedMessagesAreTerminated(t *testing.T) {
 		"a string":               []byte(`"applied"`),
 		"a number":               []byte(`1`),
 		"null":                   []byte(`null`),
-		"over the 64 KiB limit":  padded(okAck, 64<<10),
-		"near the max payload":   padded(okAck, 900<<10),
-		"binary near the max":    []byte(strings.Repeat("\x00\xff", 450<<10)),
 		"nested past any sanity": []byte(`{"agent_id":"agent-0","config_type":"labels","version":1,"status":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`),
 	}
 	const okHeartbeat = `"agent_version":"1.0.0","config_hash":"h","config_version":1`
@@ -49,9 +47,6 @@ func TestWrongTypedAndOversizedMessagesAreTerminated(t *testing.T) {
 		"too many config_versions":     []byte(`{` + okHeartbeat + `,"config_versions":{` + manyVersions(100) + `}}`),
 		"an array":                     []byte(`[]`),
 		"a string":                     []byte(`"alive"`),
-		"over the 64 KiB limit":        padded(okHeartbeat, 64<<10),
-		"near the max payload":         padded(okHeartbeat, 900<<10),
-		"binary near the max":          []byte(strings.Repeat("\x00\xff", 450<<10)),
 		"config_versions nested deep":  []byte(`{` + okHeartbeat + `,"config_versions":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`),
 		"config_versions over int64":   []byte(`{` + okHeartbeat + `,"config_versions":{"labels":99999999999999999999}}`),
 		"config_version not a number":  []byte(`{"agent_version":"1.0.0","config_hash":"h","config_version":NaN}`),
@@ -65,6 +60,20 @@ func TestWrongTypedAndOversizedMessagesAreTerminated(t *testing.T) {
 		// The heartbeats stream keeps one message per subject: each bad heartbeat gets its own.
 		s.publish(t, protocol.HeartbeatSubject(fmt.Sprintf("bad-%d", i)), body)
 		i++
+	}
+	// The streams refuse what is over their message size limit: such a message never reaches ack-ingest.
+	tooBig := map[string][]byte{
+		"over the 64 KiB limit": padded(okAck, 64<<10),
+		"near the max payload":  padded(okHeartbeat, 900<<10),
+		"binary near the max":   []byte(strings.Repeat("\x00\xff", 450<<10)),
+	}
+	for name, body := range tooBig {
+		for _, subject := range []string{protocol.AckSubject("agent-0"), protocol.HeartbeatSubject("big-0")} {
+			reply, err := s.nc.Request(subject, body, 5*time.Second)
+			if err == nil && !strings.Contains(string(reply.Data), "maximum") {
+				t.Errorf("%s on %s: the stream stored a %d byte message: %s", name, subject, len(body), reply.Data)
+			}
+		}
 	}
 	s.publish(t, protocol.AckSubject("agent-1"), ack("agent-1", "labels", 2, protocol.AckApplied, ""))
 	s.publish(t, protocol.HeartbeatSubject("agent-1"), heartbeat("agent-1", "after-bad", 2))

@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -80,12 +81,24 @@ func TestMalformedEventsAreTerminated(t *testing.T) {
 		"an array":                []byte(`[]`),
 		"a string":                []byte(`"labels"`),
 		"null":                    []byte(`null`),
-		"over the 64 KiB limit":   oversized(`"event_id":"e","scope":"environment",`+env+`,"config_type":"labels","version":1,`, 70<<10),
-		"near the max payload":    oversized(`"event_id":"e","scope":"environment",`+env+`,"config_type":"labels","version":1,`, 900<<10),
-		"binary near the max":     []byte(strings.Repeat("\x00\xff", 450<<10)),
+	}
+	// The events stream refuses what is over its message size limit, so such an event never reaches
+	// delivery at all.
+	tooBig := map[string][]byte{
+		"over the 64 KiB limit": oversized(`"event_id":"e","scope":"environment",`+env+`,"config_type":"labels","version":1,`, 70<<10),
+		"near the max payload":  oversized(`"event_id":"e","scope":"environment",`+env+`,"config_type":"labels","version":1,`, 900<<10),
+		"binary near the max":   []byte(strings.Repeat("\x00\xff", 450<<10)),
 	}
 	for _, body := range bad {
 		s.publishEvent(t, body)
+	}
+	for name, body := range tooBig {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := s.js.Publish(ctx, protocol.ConfigChangedSubject, body)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "maximum") {
+			t.Errorf("%s: the events stream stored a %d byte event (err %v)", name, len(body), err)
+		}
 	}
 	v := s.putEnv(t, "labels", `{"static":{"tier":"web"}}`)
 	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: v})

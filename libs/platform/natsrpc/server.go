@@ -119,6 +119,11 @@ func (s *Server) Handle(e Endpoint, d Dispatcher) error {
 	if err := s.svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) { s.receive(name, d, req) }), opts...); err != nil {
 		return fmt.Errorf("natsrpc: add endpoint %s: %w", name, err)
 	}
+	// Once Handle returns, the server knows the subscription: a request sent right after a service
+	// reports itself started must not meet "no responders".
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn("endpoint subscription not confirmed by the server", zap.String("endpoint", name), zap.Error(err))
+	}
 	return nil
 }
 
