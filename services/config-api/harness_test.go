@@ -68,7 +68,11 @@ type harnessOption func(*harnessConfig)
 type harnessConfig struct {
 	noResolver bool
 	identity   *natsauth.Authority
+	publicURL  string
 }
+
+// withPublicURL sets config-api's public URL (CONFIGSYNC_PUBLIC_URL), as behind a TLS-terminating proxy.
+func withPublicURL(u string) harnessOption { return func(c *harnessConfig) { c.publicURL = u } }
 
 // withNATSIdentity runs NATS in operator mode for authority and has config-api issue and revoke agents'
 // own NATS users.
@@ -86,7 +90,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		o(&cfg)
 	}
 	pool := testinfra.Postgres(t)
-	apiCfg := configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second}
+	apiCfg := configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second, PublicURL: cfg.publicURL}
 	var natsOpts []testinfra.NATSOption
 	var connOpts []nats.Option
 	if cfg.identity != nil {

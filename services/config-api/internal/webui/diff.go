@@ -2,7 +2,7 @@ package webui
 
 import "strings"
 
-// diffLine is one line of a line diff: Op is "=" (both), "-" (only before) or "+" (only after).
+// diffLine is one line of a line diff: Op is " " (both), "-" (only before) or "+" (only after).
 type diffLine struct {
 	Op   string
 	Text string
@@ -42,7 +42,7 @@ func diffLines(before, after string) []diffLine {
 	for i < len(a) && j < len(b) {
 		switch {
 		case a[i] == b[j]:
-			out = append(out, diffLine{"=", a[i]})
+			out = append(out, diffLine{" ", a[i]})
 			i++
 			j++
 		case lcs[(i+1)*w+j] >= lcs[i*w+j+1]:
@@ -65,7 +65,7 @@ func diffLines(before, after string) []diffLine {
 // changed reports whether a diff has any added or removed line.
 func changed(d []diffLine) bool {
 	for _, l := range d {
-		if l.Op != "=" {
+		if l.Op != " " {
 			return true
 		}
 	}

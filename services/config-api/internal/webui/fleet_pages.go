@@ -123,11 +123,13 @@ func (c *Console) driftFragment(w http.ResponseWriter, r *http.Request, req *req
 			d.Stale++
 		}
 	}
-	c.renderPart(w, req, http.StatusOK, "overview", "drift-counts", "Drift", d)
+	c.execute(w, http.StatusOK, "overview", "drift-counts", c.view(req, "", d))
 	return nil
 }
 
-func hashDiffers(h drift.Host) bool { return h.ReportedHash == nil || *h.ReportedHash != h.ExpectedHash }
+func hashDiffers(h drift.Host) bool {
+	return h.ReportedHash == nil || *h.ReportedHash != h.ExpectedHash
+}
 
 func behind(h drift.Host) bool {
 	for t, want := range h.ExpectedVersions {
