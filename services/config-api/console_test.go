@@ -20,7 +20,7 @@ import (
 // consoleClient is a browser stand-in for the web console: a cookie jar, no redirect following (so
 // redirects are asserted), and the CSRF token of the last page read.
 type consoleClient struct {
-	t      *testing.T
+	t      testing.TB
 	h      *harness
 	http   *http.Client
 	csrf   string
@@ -114,7 +114,7 @@ func (c *consoleClient) must(want int, r response, what string) response {
 	return r
 }
 
-func sessionCookie(t *testing.T, r response) *http.Cookie {
+func sessionCookie(t testing.TB, r response) *http.Cookie {
 	t.Helper()
 	for _, ck := range (&http.Response{Header: r.header}).Cookies() {
 		if ck.Name == "configsync_session" {

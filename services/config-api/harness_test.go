@@ -39,7 +39,7 @@ import (
 // harness is config-api on a real PostgreSQL database and an embedded nats-server, with the real
 // resolver and credential services started through their fx Modules.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	pool  *pgxpool.Pool
 	nc    *nats.Conn
 	srv   *httptest.Server
@@ -83,7 +83,7 @@ func withNATSIdentity(a *natsauth.Authority) harnessOption {
 // withoutResolver leaves the resolver service out (requests to it find no responder).
 func withoutResolver() harnessOption { return func(c *harnessConfig) { c.noResolver = true } }
 
-func newHarness(t *testing.T, opts ...harnessOption) *harness {
+func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
 	var cfg harnessConfig
 	for _, o := range opts {
@@ -153,7 +153,7 @@ type response struct {
 }
 
 // data decodes the {"data": ...} envelope into dst.
-func (r response) data(t *testing.T, dst any) {
+func (r response) data(t testing.TB, dst any) {
 	t.Helper()
 	var env struct {
 		Data json.RawMessage `json:"data"`
@@ -167,7 +167,7 @@ func (r response) data(t *testing.T, dst any) {
 }
 
 // errCode returns the code of an {"error": ...} body.
-func (r response) errCode(t *testing.T) string {
+func (r response) errCode(t testing.TB) string {
 	t.Helper()
 	var env struct {
 		Error *struct {
@@ -181,7 +181,7 @@ func (r response) errCode(t *testing.T) string {
 	return env.Error.Code
 }
 
-func (r response) message(t *testing.T) string {
+func (r response) message(t testing.TB) string {
 	t.Helper()
 	var env struct {
 		Error struct{ Message string } `json:"error"`
@@ -329,7 +329,7 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func writeCreds(t *testing.T, dir, name string, c natsauth.Creds) string {
+func writeCreds(t testing.TB, dir, name string, c natsauth.Creds) string {
 	t.Helper()
 	path := filepath.Join(dir, name+".creds")
 	if err := os.WriteFile(path, c.File, 0o600); err != nil {

@@ -19,25 +19,36 @@ DELETE FROM console_sessions WHERE expires_at <= now();
 
 -- name: EnvironmentHostSummary :one
 -- Counts of an environment's hosts by state, in one pass. online_since is the oldest heartbeat that still
--- counts as online (the caller computes it from its online window).
+-- counts as online (the caller computes it from its online window). Failed applies come from the
+-- partial index of failed rows, joined once (not probed per host).
+WITH failed AS (
+    SELECT DISTINCT s.host_id
+    FROM host_config_apply_status s JOIN hosts f ON f.id = s.host_id
+    WHERE s.status = 'failed' AND f.environment_id = @environment_id
+)
 SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= @online_since::timestamptz)::bigint AS online,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND EXISTS (
-           SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed'))::bigint AS failed,
+       count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
 FROM hosts h
+LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = @environment_id;
 
 -- name: EnvironmentWorstHosts :many
 -- The active hosts of an environment that most need attention: most failed config types first, then the
 -- oldest (or missing) heartbeat.
-SELECT h.id, h.hostname, h.last_heartbeat_at,
-       (SELECT count(*) FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')::bigint AS failed_types
+WITH failed AS (
+    SELECT s.host_id, count(*) AS types
+    FROM host_config_apply_status s JOIN hosts f ON f.id = s.host_id
+    WHERE s.status = 'failed' AND f.environment_id = @environment_id
+    GROUP BY s.host_id
+)
+SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types
 FROM hosts h
+LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < @online_since::timestamptz
-       OR EXISTS (SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed'))
+  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < @online_since::timestamptz OR failed.host_id IS NOT NULL)
 ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT @max_rows;
 

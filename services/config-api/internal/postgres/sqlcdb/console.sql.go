@@ -129,13 +129,18 @@ func (q *Queries) DeleteExpiredConsoleSessions(ctx context.Context) (int64, erro
 }
 
 const environmentHostSummary = `-- name: EnvironmentHostSummary :one
+WITH failed AS (
+    SELECT DISTINCT s.host_id
+    FROM host_config_apply_status s JOIN hosts f ON f.id = s.host_id
+    WHERE s.status = 'failed' AND f.environment_id = $2
+)
 SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= $1::timestamptz)::bigint AS online,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND EXISTS (
-           SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed'))::bigint AS failed,
+       count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
 FROM hosts h
+LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = $2
 `
 
@@ -153,7 +158,8 @@ type EnvironmentHostSummaryRow struct {
 }
 
 // Counts of an environment's hosts by state, in one pass. online_since is the oldest heartbeat that still
-// counts as online (the caller computes it from its online window).
+// counts as online (the caller computes it from its online window). Failed applies come from the
+// partial index of failed rows, joined once (not probed per host).
 func (q *Queries) EnvironmentHostSummary(ctx context.Context, arg EnvironmentHostSummaryParams) (EnvironmentHostSummaryRow, error) {
 	row := q.db.QueryRow(ctx, environmentHostSummary, arg.OnlineSince, arg.EnvironmentID)
 	var i EnvironmentHostSummaryRow
@@ -168,12 +174,17 @@ func (q *Queries) EnvironmentHostSummary(ctx context.Context, arg EnvironmentHos
 }
 
 const environmentWorstHosts = `-- name: EnvironmentWorstHosts :many
-SELECT h.id, h.hostname, h.last_heartbeat_at,
-       (SELECT count(*) FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')::bigint AS failed_types
+WITH failed AS (
+    SELECT s.host_id, count(*) AS types
+    FROM host_config_apply_status s JOIN hosts f ON f.id = s.host_id
+    WHERE s.status = 'failed' AND f.environment_id = $1
+    GROUP BY s.host_id
+)
+SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types
 FROM hosts h
+LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = $1 AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $2::timestamptz
-       OR EXISTS (SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed'))
+  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $2::timestamptz OR failed.host_id IS NOT NULL)
 ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT $3
 `
