@@ -185,7 +185,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if h1 := b.text("main h1"); h1 != "Fleet overview" {
 		t.Fatalf("after sign-in the page is %q", h1)
 	}
-	// The agent's heartbeat makes its host count as online; the overview refreshes itself (htmx polling).
+	// The overview refreshes itself (htmx polling): the summary element is replaced without a reload.
+	b.check("mark the page and its summary", `(window.consoleMark = 1, document.querySelector(".summary").dataset.old = "1", true)`)
+	b.waitFor("the overview summary refreshed in place", `window.consoleMark === 1 && document.querySelector(".summary") !== null && document.querySelector(".summary").dataset.old === undefined`, 30*time.Second)
 	b.waitFor("the agent's host online on the overview", `document.querySelector('[data-count="online"]')?.textContent.trim() === "1"`, 45*time.Second)
 	b.waitFor("the drift counts loaded", `document.querySelector('[data-count="drifted"]') !== null`, 30*time.Second)
 	b.saveScreenshot("overview")
@@ -219,6 +221,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The host page: the agent applies the change and the page shows it without a reload.
 	b.do("host page", chromedp.Navigate(s.url+"/ui/hosts/"+s.hostID), chromedp.WaitVisible(chromedp.ID("configs")))
+	b.check("mark the host page", `(window.consoleMark = 2, document.querySelector("#live").dataset.old = "1", true)`)
+	b.waitFor("the host page refreshed in place", `window.consoleMark === 2 && document.querySelector("#live") !== null && document.querySelector("#live").dataset.old === undefined`, 30*time.Second)
 	b.waitFor("labels applied on the host page",
 		fmt.Sprintf(`(document.querySelector('.apply[data-type="labels"]')?.textContent || "").includes("applied v%d")`, version), 60*time.Second)
 	b.check("the provenance of the effective config", `document.querySelector("#type-labels").innerText.includes("environment")`)

@@ -619,6 +619,16 @@ func TestAuditLogReadRoute(t *testing.T) {
 	if len(all.Data) != 0 {
 		t.Fatalf("client alpha reads bravo's host events: %+v", all.Data)
 	}
+	// Bravo learns of alpha's attempt on its host, but not alpha's ids.
+	h.must(404, "GET", "/api/v1/hosts/"+b.host.String(), a.token, nil)
+	r := h.must(200, "GET", "/api/v1/audit?object=host:"+b.host.String(), b.token, nil)
+	if !strings.Contains(string(r.body), "cross_tenant_access") || strings.Contains(string(r.body), a.client.String()) ||
+		strings.Contains(string(r.body), "alpha-ops") || !strings.Contains(string(r.body), "(another client)") {
+		t.Fatalf("bravo's view of the cross-tenant attempt: %s", r.body)
+	}
+	if r := h.must(200, "GET", "/api/v1/audit?object=host:"+b.host.String(), h.admin, nil); !strings.Contains(string(r.body), a.client.String()) {
+		t.Fatalf("the admin does not see who attempted: %s", r.body)
+	}
 	decode(h.must(200, "GET", "/api/v1/audit?actor=test-admin&limit=1", h.admin, nil))
 	if len(all.Data) != 1 || all.NextBefore == 0 {
 		t.Fatalf("paging: %+v next %d", all.Data, all.NextBefore)

@@ -92,5 +92,37 @@ func (s *Service) List(ctx context.Context, p tenancy.Principal, f Filter) (Page
 		page.Events = evs[:limit]
 		page.NextBefore = evs[limit-1].ID
 	}
+	if !p.Admin() {
+		for i := range page.Events {
+			if d, foreign := foreignCallerHidden(page.Events[i].Detail, p.ClientID.UUID); foreign {
+				page.Events[i].Detail, page.Events[i].Actor = d, ForeignActor
+			}
+		}
+	}
 	return page, nil
+}
+
+// ForeignActor stands for the actor of an event that another client's token caused (a cross-tenant
+// attempt on the caller's object), as a client-scoped caller sees it.
+const ForeignActor = "(another client)"
+
+// foreignCallerHidden reports whether another client caused the event (a cross-tenant attempt on this
+// client's object) and then returns the detail without who called: the owner learns of the attempt, not
+// the other client's ids or token.
+func foreignCallerHidden(detail json.RawMessage, own uuid.UUID) (json.RawMessage, bool) {
+	var d map[string]any
+	if len(detail) == 0 || json.Unmarshal(detail, &d) != nil {
+		return detail, false
+	}
+	caller, ok := d["caller_client_id"].(string)
+	if !ok || caller == own.String() {
+		return detail, false
+	}
+	delete(d, "caller_client_id")
+	delete(d, "token_id")
+	out, err := json.Marshal(d)
+	if err != nil {
+		return nil, true
+	}
+	return out, true
 }
