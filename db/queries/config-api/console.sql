@@ -107,3 +107,43 @@ WHERE (sqlc.narg(client_filter)::uuid IS NULL OR client_id = sqlc.narg(client_fi
   AND (sqlc.narg(before_id)::bigint IS NULL OR id < sqlc.narg(before_id)::bigint)
 ORDER BY id DESC
 LIMIT @max_rows;
+
+-- name: FleetSummary :many
+-- Every environment the caller can see (client_filter NULL: all) with its hosts counted by state, in one
+-- query whatever the number of environments.
+WITH failed AS (
+    SELECT DISTINCT s.host_id FROM host_config_apply_status s WHERE s.status = 'failed'
+)
+SELECT e.id AS environment_id, e.name AS environment_name, e.client_id, c.name AS client_name, e.created_at,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= @online_since::timestamptz)::bigint AS online,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
+       count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
+FROM environments e
+JOIN clients c ON c.id = e.client_id
+LEFT JOIN hosts h ON h.environment_id = e.id
+LEFT JOIN failed ON failed.host_id = h.id
+WHERE sqlc.narg(client_filter)::uuid IS NULL OR e.client_id = sqlc.narg(client_filter)::uuid
+GROUP BY e.id, c.name
+ORDER BY c.name, e.name;
+
+-- name: FleetWorstHosts :many
+-- The worst offenders of every environment the caller can see, at most per_env each, ranked as
+-- EnvironmentWorstHosts ranks them.
+WITH failed AS (
+    SELECT s.host_id, count(*) AS types FROM host_config_apply_status s WHERE s.status = 'failed' GROUP BY s.host_id
+), ranked AS (
+    SELECT h.environment_id, h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types,
+           row_number() OVER (PARTITION BY h.environment_id
+                              ORDER BY COALESCE(failed.types, 0) DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname) AS rank
+    FROM hosts h
+    LEFT JOIN failed ON failed.host_id = h.id
+    WHERE h.revoked_at IS NULL
+      AND (sqlc.narg(client_filter)::uuid IS NULL OR h.client_id = sqlc.narg(client_filter)::uuid)
+      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < @online_since::timestamptz OR failed.host_id IS NOT NULL)
+)
+SELECT environment_id, id, hostname, last_heartbeat_at, failed_types
+FROM ranked
+WHERE rank <= @per_env::bigint
+ORDER BY environment_id, rank;

@@ -55,6 +55,7 @@ type Offender struct {
 // Summary is one environment at a glance.
 type Summary struct {
 	Environment tenants.Environment
+	ClientName  string // set by Overview
 	Counts      Counts
 	Worst       []Offender
 }
@@ -104,6 +105,11 @@ type Store interface {
 	WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time, limit int) ([]Offender, error)
 	SearchHosts(ctx context.Context, environmentID uuid.UUID, s Search, onlineSince time.Time) ([]hosts.Host, error)
 	ApplyProgress(ctx context.Context, environmentID uuid.UUID, configType string, version int64, topErrors int) (Progress, error)
+	// FleetSummaries counts the hosts of every environment within filter (not Valid: all), by client
+	// name then environment name; Worst is left empty.
+	FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time) ([]Summary, error)
+	// FleetWorstHosts returns at most perEnv offenders of every environment within filter, by environment.
+	FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time, perEnv int) (map[uuid.UUID][]Offender, error)
 }
 
 // Environments finds an environment the caller can see (auditing cross-tenant attempts).
@@ -145,6 +151,24 @@ func (s *Service) Summary(ctx context.Context, p tenancy.Principal, environmentI
 		return Summary{}, fmt.Errorf("fleet: worst hosts: %w", err)
 	}
 	return Summary{Environment: env, Counts: counts, Worst: worst}, nil
+}
+
+// Overview summarises every environment the caller can see (an admin: all; a client-scoped caller: its
+// client's), in two queries whatever their number.
+func (s *Service) Overview(ctx context.Context, p tenancy.Principal) ([]Summary, error) {
+	since := s.onlineSince()
+	sums, err := s.store.FleetSummaries(ctx, p.Filter(), since)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: overview: %w", err)
+	}
+	worst, err := s.store.FleetWorstHosts(ctx, p.Filter(), since, WorstHosts)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: overview worst hosts: %w", err)
+	}
+	for i := range sums {
+		sums[i].Worst = worst[sums[i].Environment.ID]
+	}
+	return sums, nil
 }
 
 // Search returns a page of an environment's hosts matching q, by hostname.

@@ -17,6 +17,7 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
 	"github.com/configsync/configsync/services/config-api/internal/sessions"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
+	"github.com/configsync/configsync/services/config-api/internal/tenants"
 )
 
 // CreateSession stores a console session by the hash of its id.
@@ -82,6 +83,37 @@ func (s *Store) WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineS
 	out := make([]fleet.Offender, len(rows))
 	for i, r := range rows {
 		out[i] = fleet.Offender{HostID: r.ID, Hostname: r.Hostname, LastHeartbeatAt: r.LastHeartbeatAt, FailedTypes: int(r.FailedTypes)}
+	}
+	return out, nil
+}
+
+// FleetSummaries counts the hosts of every environment within filter, in one query.
+func (s *Store) FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time) ([]fleet.Summary, error) {
+	rows, err := s.q.FleetSummary(ctx, sqlcdb.FleetSummaryParams{OnlineSince: onlineSince, ClientFilter: filter})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fleet summary: %w", err)
+	}
+	out := make([]fleet.Summary, len(rows))
+	for i, r := range rows {
+		out[i] = fleet.Summary{
+			Environment: tenants.Environment{ID: r.EnvironmentID, ClientID: r.ClientID, Name: r.EnvironmentName, CreatedAt: r.CreatedAt},
+			ClientName:  r.ClientName,
+			Counts: fleet.Counts{Active: int(r.Active), Online: int(r.Online), Offline: int(r.Active - r.Online),
+				NeverSeen: int(r.NeverSeen), Failed: int(r.Failed), Revoked: int(r.Revoked)},
+		}
+	}
+	return out, nil
+}
+
+// FleetWorstHosts returns the worst offenders of every environment within filter, in one query.
+func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time, perEnv int) (map[uuid.UUID][]fleet.Offender, error) {
+	rows, err := s.q.FleetWorstHosts(ctx, sqlcdb.FleetWorstHostsParams{PerEnv: int64(perEnv), ClientFilter: filter, OnlineSince: onlineSince})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fleet worst hosts: %w", err)
+	}
+	out := map[uuid.UUID][]fleet.Offender{}
+	for _, r := range rows {
+		out[r.EnvironmentID] = append(out[r.EnvironmentID], fleet.Offender{HostID: r.ID, Hostname: r.Hostname, LastHeartbeatAt: r.LastHeartbeatAt, FailedTypes: int(r.FailedTypes)})
 	}
 	return out, nil
 }

@@ -58,17 +58,14 @@ type envOverview struct {
 }
 
 func (c *Console) overviewData(r *http.Request, req *request) (overviewData, error) {
-	envs, err := c.environments(r, req)
+	sums, err := c.svc.Fleet.Overview(r.Context(), req.p)
 	if err != nil {
 		return overviewData{}, err
 	}
 	out := overviewData{OnlineWindow: c.svc.Fleet.OnlineWindow().String(), Types: agentconfig.TypeNames()}
-	for _, e := range envs {
-		s, err := c.svc.Fleet.Summary(r.Context(), req.p, e.ID)
-		if err != nil {
-			return overviewData{}, err
-		}
-		out.Environments = append(out.Environments, envOverview{Env: e, Summary: s})
+	for _, s := range sums {
+		e := s.Environment
+		out.Environments = append(out.Environments, envOverview{Env: envRef{ID: e.ID, Name: e.Name, ClientID: e.ClientID, ClientName: s.ClientName}, Summary: s})
 	}
 	return out, nil
 }

@@ -229,6 +229,137 @@ func (q *Queries) EnvironmentWorstHosts(ctx context.Context, arg EnvironmentWors
 	return items, nil
 }
 
+const fleetSummary = `-- name: FleetSummary :many
+WITH failed AS (
+    SELECT DISTINCT s.host_id FROM host_config_apply_status s WHERE s.status = 'failed'
+)
+SELECT e.id AS environment_id, e.name AS environment_name, e.client_id, c.name AS client_name, e.created_at,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= $1::timestamptz)::bigint AS online,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
+       count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
+FROM environments e
+JOIN clients c ON c.id = e.client_id
+LEFT JOIN hosts h ON h.environment_id = e.id
+LEFT JOIN failed ON failed.host_id = h.id
+WHERE $2::uuid IS NULL OR e.client_id = $2::uuid
+GROUP BY e.id, c.name
+ORDER BY c.name, e.name
+`
+
+type FleetSummaryParams struct {
+	OnlineSince  time.Time
+	ClientFilter uuid.NullUUID
+}
+
+type FleetSummaryRow struct {
+	EnvironmentID   uuid.UUID
+	EnvironmentName string
+	ClientID        uuid.UUID
+	ClientName      string
+	CreatedAt       time.Time
+	Active          int64
+	Online          int64
+	NeverSeen       int64
+	Failed          int64
+	Revoked         int64
+}
+
+// Every environment the caller can see (client_filter NULL: all) with its hosts counted by state, in one
+// query whatever the number of environments.
+func (q *Queries) FleetSummary(ctx context.Context, arg FleetSummaryParams) ([]FleetSummaryRow, error) {
+	rows, err := q.db.Query(ctx, fleetSummary, arg.OnlineSince, arg.ClientFilter)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FleetSummaryRow
+	for rows.Next() {
+		var i FleetSummaryRow
+		if err := rows.Scan(
+			&i.EnvironmentID,
+			&i.EnvironmentName,
+			&i.ClientID,
+			&i.ClientName,
+			&i.CreatedAt,
+			&i.Active,
+			&i.Online,
+			&i.NeverSeen,
+			&i.Failed,
+			&i.Revoked,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const fleetWorstHosts = `-- name: FleetWorstHosts :many
+WITH failed AS (
+    SELECT s.host_id, count(*) AS types FROM host_config_apply_status s WHERE s.status = 'failed' GROUP BY s.host_id
+), ranked AS (
+    SELECT h.environment_id, h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types,
+           row_number() OVER (PARTITION BY h.environment_id
+                              ORDER BY COALESCE(failed.types, 0) DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname) AS rank
+    FROM hosts h
+    LEFT JOIN failed ON failed.host_id = h.id
+    WHERE h.revoked_at IS NULL
+      AND ($2::uuid IS NULL OR h.client_id = $2::uuid)
+      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $3::timestamptz OR failed.host_id IS NOT NULL)
+)
+SELECT environment_id, id, hostname, last_heartbeat_at, failed_types
+FROM ranked
+WHERE rank <= $1::bigint
+ORDER BY environment_id, rank
+`
+
+type FleetWorstHostsParams struct {
+	PerEnv       int64
+	ClientFilter uuid.NullUUID
+	OnlineSince  time.Time
+}
+
+type FleetWorstHostsRow struct {
+	EnvironmentID   uuid.UUID
+	ID              uuid.UUID
+	Hostname        string
+	LastHeartbeatAt *time.Time
+	FailedTypes     int64
+}
+
+// The worst offenders of every environment the caller can see, at most per_env each, ranked as
+// EnvironmentWorstHosts ranks them.
+func (q *Queries) FleetWorstHosts(ctx context.Context, arg FleetWorstHostsParams) ([]FleetWorstHostsRow, error) {
+	rows, err := q.db.Query(ctx, fleetWorstHosts, arg.PerEnv, arg.ClientFilter, arg.OnlineSince)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FleetWorstHostsRow
+	for rows.Next() {
+		var i FleetWorstHostsRow
+		if err := rows.Scan(
+			&i.EnvironmentID,
+			&i.ID,
+			&i.Hostname,
+			&i.LastHeartbeatAt,
+			&i.FailedTypes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getConsoleSession = `-- name: GetConsoleSession :one
 SELECT t.id AS token_id, t.name, t.client_id, s.expires_at
 FROM console_sessions s
