@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -15,6 +16,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+	"go.uber.org/zap"
+
+	configapi "github.com/configsync/configsync/services/config-api"
 )
 
 // consoleClient is a browser stand-in for the web console: a cookie jar, no redirect following (so
@@ -646,4 +651,32 @@ func TestAuditLogReadRoute(t *testing.T) {
 	h.must(400, "GET", "/api/v1/audit?since=yesterday", h.admin, nil)
 	h.must(400, "GET", "/api/v1/audit?limit=5000", h.admin, nil)
 	h.must(401, "GET", "/api/v1/audit", "", nil)
+}
+
+// Sessions live in PostgreSQL: a session opened on one config-api replica is served by another, CSRF
+// token included (it derives from the session id, not from replica memory).
+func TestConsoleSessionServedByAnyReplica(t *testing.T) {
+	h := newHarness(t)
+	first := h.signIn(h.admin)
+	router := mux.NewRouter()
+	replica, err := configapi.New(configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second}, h.pool, h.nc, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica.Register(router)
+	srv := httptest.NewServer(router)
+	t.Cleanup(srv.Close)
+
+	u, _ := url.Parse(h.srv.URL + "/ui/")
+	second := h.newConsoleClient()
+	second.origin = srv.URL
+	su, _ := url.Parse(srv.URL + "/ui/")
+	second.http.Jar.SetCookies(su, first.http.Jar.Cookies(u))
+	second.h = &harness{t: t, srv: srv}
+	page := second.must(http.StatusOK, second.get("/ui/"), "overview on the other replica")
+	if second.csrf == "" || second.csrf != first.csrf || !strings.Contains(string(page.body), "test-admin") {
+		t.Fatalf("the other replica's page: csrf %q vs %q", second.csrf, first.csrf)
+	}
+	second.must(http.StatusSeeOther, second.post("/ui/signout", nil), "sign-out on the other replica")
+	first.must(http.StatusSeeOther, first.get("/ui/"), "the first replica after sign-out elsewhere")
 }

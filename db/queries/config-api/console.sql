@@ -147,3 +147,11 @@ SELECT environment_id, id, hostname, last_heartbeat_at, failed_types
 FROM ranked
 WHERE rank <= @per_env::bigint
 ORDER BY environment_id, rank;
+
+-- name: ListVisibleEnvironments :many
+-- Every environment the caller can see with its client's name, for the console's selectors.
+SELECT e.id, e.name, e.client_id, c.name AS client_name
+FROM environments e
+JOIN clients c ON c.id = e.client_id
+WHERE sqlc.narg(client_filter)::uuid IS NULL OR e.client_id = sqlc.narg(client_filter)::uuid
+ORDER BY c.name, e.name;

@@ -108,6 +108,8 @@ type Store interface {
 	// FleetSummaries counts the hosts of every environment within filter (not Valid: all), by client
 	// name then environment name; Worst is left empty.
 	FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time) ([]Summary, error)
+	// VisibleEnvironments lists every environment within filter with its client's name.
+	VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) ([]EnvironmentRef, error)
 	// FleetWorstHosts returns at most perEnv offenders of every environment within filter, by environment.
 	FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time, perEnv int) (map[uuid.UUID][]Offender, error)
 }
@@ -151,6 +153,21 @@ func (s *Service) Summary(ctx context.Context, p tenancy.Principal, environmentI
 		return Summary{}, fmt.Errorf("fleet: worst hosts: %w", err)
 	}
 	return Summary{Environment: env, Counts: counts, Worst: worst}, nil
+}
+
+// EnvironmentRef is an environment with its client's name.
+type EnvironmentRef struct {
+	ID, ClientID     uuid.UUID
+	Name, ClientName string
+}
+
+// Environments lists every environment the caller can see, by client name then name, in one query.
+func (s *Service) Environments(ctx context.Context, p tenancy.Principal) ([]EnvironmentRef, error) {
+	envs, err := s.store.VisibleEnvironments(ctx, p.Filter())
+	if err != nil {
+		return nil, fmt.Errorf("fleet: environments: %w", err)
+	}
+	return envs, nil
 }
 
 // Overview summarises every environment the caller can see (an admin: all; a client-scoped caller: its

@@ -105,6 +105,19 @@ func (s *Store) FleetSummaries(ctx context.Context, filter uuid.NullUUID, online
 	return out, nil
 }
 
+// VisibleEnvironments lists the environments within filter with their clients' names.
+func (s *Store) VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) ([]fleet.EnvironmentRef, error) {
+	rows, err := s.q.ListVisibleEnvironments(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list environments: %w", err)
+	}
+	out := make([]fleet.EnvironmentRef, len(rows))
+	for i, r := range rows {
+		out[i] = fleet.EnvironmentRef{ID: r.ID, ClientID: r.ClientID, Name: r.Name, ClientName: r.ClientName}
+	}
+	return out, nil
+}
+
 // FleetWorstHosts returns the worst offenders of every environment within filter, in one query.
 func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time, perEnv int) (map[uuid.UUID][]fleet.Offender, error) {
 	rows, err := s.q.FleetWorstHosts(ctx, sqlcdb.FleetWorstHostsParams{PerEnv: int64(perEnv), ClientFilter: filter, OnlineSince: onlineSince})

@@ -29,19 +29,13 @@ type envRef struct {
 
 // environments lists every environment the caller can see, by client.
 func (c *Console) environments(r *http.Request, req *request) ([]envRef, error) {
-	clients, err := c.svc.Tenants.Clients(r.Context(), req.p)
+	envs, err := c.svc.Fleet.Environments(r.Context(), req.p)
 	if err != nil {
 		return nil, err
 	}
-	var out []envRef
-	for _, cl := range clients {
-		envs, err := c.svc.Tenants.Environments(r.Context(), req.p, cl.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range envs {
-			out = append(out, envRef{ID: e.ID, Name: e.Name, ClientID: cl.ID, ClientName: cl.Name})
-		}
+	out := make([]envRef, len(envs))
+	for i, e := range envs {
+		out[i] = envRef{ID: e.ID, Name: e.Name, ClientID: e.ClientID, ClientName: e.ClientName}
 	}
 	return out, nil
 }

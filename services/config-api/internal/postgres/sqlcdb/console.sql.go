@@ -447,6 +447,47 @@ func (q *Queries) ListAuditEvents(ctx context.Context, arg ListAuditEventsParams
 	return items, nil
 }
 
+const listVisibleEnvironments = `-- name: ListVisibleEnvironments :many
+SELECT e.id, e.name, e.client_id, c.name AS client_name
+FROM environments e
+JOIN clients c ON c.id = e.client_id
+WHERE $1::uuid IS NULL OR e.client_id = $1::uuid
+ORDER BY c.name, e.name
+`
+
+type ListVisibleEnvironmentsRow struct {
+	ID         uuid.UUID
+	Name       string
+	ClientID   uuid.UUID
+	ClientName string
+}
+
+// Every environment the caller can see with its client's name, for the console's selectors.
+func (q *Queries) ListVisibleEnvironments(ctx context.Context, clientFilter uuid.NullUUID) ([]ListVisibleEnvironmentsRow, error) {
+	rows, err := q.db.Query(ctx, listVisibleEnvironments, clientFilter)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListVisibleEnvironmentsRow
+	for rows.Next() {
+		var i ListVisibleEnvironmentsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.ClientID,
+			&i.ClientName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const searchHosts = `-- name: SearchHosts :many
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
        h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
