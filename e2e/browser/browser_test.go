@@ -254,4 +254,29 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Sign out: back to the sign-in form, and the console is closed to this browser.
 	b.do("sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("token")))
 	b.do("after sign-out", chromedp.Navigate(s.url+"/ui/hosts/"+s.hostID), chromedp.WaitVisible(chromedp.ID("token")))
+
+	// A session that ends on the server (expired, or its token revoked) sends an open overview back to the
+	// sign-in form at its next refresh.
+	b.do("sign in again",
+		chromedp.SendKeys(chromedp.ID("token"), s.token),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS("#configs")), // back where it was going: the host page
+	)
+	b.do("overview again", chromedp.Navigate(s.url+"/ui/"), chromedp.WaitVisible(chromedp.CSS(".summary")))
+	if _, err := s.pool.Exec(b.ctx, `UPDATE console_sessions SET expires_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	// The page navigates by itself, which ends any in-page poll: ask for the location from outside.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		loc, err := chromedp.Run(b.ctx, chromedp.Location())
+		if err == nil && strings.HasSuffix(loc, "/ui/signin") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the expired session's overview stayed at %q (%v; screenshot: %s)", loc, err, b.screenshot("expired"))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	b.do("sign-in form after expiry", chromedp.WaitVisible(chromedp.ID("token")))
 }
