@@ -175,11 +175,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	s.api(http.MethodPost, "/api/v1/environments/"+s.envID+"/hosts", map[string]string{"hostname": hostile}, nil)
 	b := newBrowser(t)
 
-	// Sign in: any console page sends an anonymous browser to the sign-in form.
+	// Sign in, with the keyboard only: any console page sends an anonymous browser to the sign-in form,
+	// Tab moves past the skip link and the header's link to the token field, Enter submits.
 	b.do("sign-in form", chromedp.Navigate(s.url+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")))
+	b.do("tab to the token field", chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"))
+	b.check("the token field has the focus after three tabs", `document.activeElement === document.getElementById("token")`)
 	b.do("sign in",
-		chromedp.SendKeys(chromedp.ID("token"), s.token),
-		chromedp.Submit(chromedp.ID("token")),
+		chromedp.KeyEvent(s.token),
+		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS(".summary")),
 	)
 	if h1 := b.text("main h1"); h1 != "Fleet overview" {
