@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -164,6 +166,14 @@ func (b *browser) saveScreenshot(name string) {
 	b.t.Logf("wrote %s (%d KB)", path, len(png)/1024)
 }
 
+// scripts switches the page's JavaScript on or off (DevTools' own evaluations still run).
+func scripts(on bool) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !on})
+		return err
+	})
+}
+
 // TestConsoleInBrowser walks an operator's session in headless Chromium against the real stack: sign in,
 // the overview, an environment config edited with its dry-run diff and saved, the agent's apply status
 // turning applied on the host page (live, through htmx polling), a 412 when another writer got there
@@ -232,6 +242,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	// With the change applied, the agent's next heartbeat reports the expected hash.
 	b.waitFor("the host's hash in agreement", `document.querySelector("#agreement")?.textContent.trim() === "in sync"`, 60*time.Second)
 	b.saveScreenshot("host-detail")
+
+	// Read-only pages read without JavaScript: the same host page with scripts switched off.
+	b.do("scripts off", scripts(false), chromedp.Navigate(s.url+"/ui/hosts/"+s.hostID), chromedp.WaitVisible(chromedp.ID("configs")))
+	b.check("htmx did not run", `typeof window.htmx === "undefined"`)
+	b.check("the host page reads without JavaScript",
+		fmt.Sprintf(`document.querySelector('.apply[data-type="labels"]').textContent.includes("applied v%d")`, version))
+	b.do("scripts on", scripts(true))
 
 	// Another writer gets there first: the console's save answers the conflict and overwrites nothing.
 	b.do("editor again", chromedp.Navigate(editor), chromedp.WaitVisible(chromedp.ID("config_data")))
