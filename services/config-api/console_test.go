@@ -680,3 +680,31 @@ func TestConsoleSessionServedByAnyReplica(t *testing.T) {
 	second.must(http.StatusSeeOther, second.post("/ui/signout", nil), "sign-out on the other replica")
 	first.must(http.StatusSeeOther, first.get("/ui/"), "the first replica after sign-out elsewhere")
 }
+
+func TestConsoleStaticAssetsAndUnknownPages(t *testing.T) {
+	h := newHarness(t)
+	c := h.newConsoleClient()
+	r := c.must(http.StatusOK, c.get("/ui/static/htmx.min.js"), "htmx")
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/javascript") || !strings.Contains(string(r.body), "htmx") {
+		t.Fatalf("htmx served as %q", ct)
+	}
+	c.must(http.StatusOK, c.get("/ui/static/console.css"), "style sheet")
+	c.must(http.StatusNotFound, c.get("/ui/static/README.md"), "a file that is not an asset")
+	r = c.must(http.StatusMovedPermanently, c.get("/ui"), "/ui")
+	if r.header.Get("Location") != "/ui/" {
+		t.Fatalf("/ui redirects to %q", r.header.Get("Location"))
+	}
+	c.must(http.StatusSeeOther, c.get("/ui/no-such-page"), "unknown page without a session")
+	signed := h.signIn(h.admin)
+	signed.must(http.StatusNotFound, signed.get("/ui/no-such-page"), "unknown page")
+	signed.must(http.StatusNotFound, signed.get("/ui/hosts/not-a-uuid"), "malformed id")
+	signed.must(http.StatusNotFound, signed.get("/ui/environments/"+uuid.NewString()+"/configs/no_such_type"), "unknown config type")
+	signed.must(http.StatusNotFound, signed.get("/ui/hosts/"+uuid.NewString()), "missing host")
+	// The sign-in redirect never leaves the console.
+	form := c.get("/ui/signin")
+	tok := string(csrfField.FindSubmatch(form.body)[1])
+	r = c.send("POST", "/ui/signin", url.Values{"token": {h.admin}, "csrf": {tok}, "next": {"https://evil.example/"}}, "Origin", c.origin)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/" {
+		t.Fatalf("sign-in with a foreign next: %d %q", r.status, r.header.Get("Location"))
+	}
+}
