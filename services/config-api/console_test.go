@@ -194,6 +194,12 @@ func TestConsoleSignInSessionsAndSignOut(t *testing.T) {
 	u, _ := url.Parse(h.srv.URL + "/ui/")
 	replay.http.Jar.SetCookies(u, []*http.Cookie{{Name: "configsync_session", Value: ck.Value, Path: "/ui/"}})
 	c.must(http.StatusSeeOther, replay.get("/ui/"), "old cookie after sign-out")
+	// Neither the API token nor the session id ever reaches the log.
+	h.noLogContains(h.admin)
+	h.noLogContains(ck.Value)
+	if len(h.logs.FilterMessage("console request").FilterField(zap.String("route", "POST /ui/signin")).All()) == 0 {
+		t.Error("sign-ins are not in the access log")
+	}
 }
 
 func TestConsoleSessionEndsWithItsTokenAndExpires(t *testing.T) {

@@ -119,8 +119,8 @@ func (c *Console) Handler() http.Handler {
 	post := func(path string, h handlerFunc) { m.Handle("POST "+Prefix+path, c.action(h)) }
 
 	m.Handle("GET "+Prefix+"/static/", c.assets())
-	m.HandleFunc("GET "+Prefix+"/signin", c.signInForm)
-	m.HandleFunc("POST "+Prefix+"/signin", c.signIn)
+	m.Handle("GET "+Prefix+"/signin", c.logged(c.signInForm))
+	m.Handle("POST "+Prefix+"/signin", c.logged(c.signIn))
 	post("/signout", c.signOut)
 
 	get("/{$}", c.overview)
@@ -211,17 +211,33 @@ func (c *Console) wrap(h handlerFunc, changes bool) http.Handler {
 		if err != nil {
 			c.fail(rec, r, req, err)
 		}
-		fields := []zap.Field{
-			zap.String("method", r.Method),
-			zap.String("route", routePattern(r)),
-			zap.Int("status", rec.status),
-			zap.Duration("duration", time.Since(start)),
-		}
-		if req.p.Name != "" {
-			fields = append(fields, zap.Stringer("token_id", req.p.TokenID))
-		}
-		c.log.Info("console request", fields...)
+		c.accessLog(r, rec.status, start, req)
 	})
+}
+
+// logged wraps the sign-in handlers (no session yet) with the access log.
+func (c *Console) logged(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := c.now()
+		rec := &statusRecorder{ResponseWriter: w}
+		h(rec, r)
+		c.accessLog(r, rec.status, start, nil)
+	})
+}
+
+// accessLog writes one line per request: method, route pattern, status, duration and token id — never
+// bodies, cookies or tokens.
+func (c *Console) accessLog(r *http.Request, status int, start time.Time, req *request) {
+	fields := []zap.Field{
+		zap.String("method", r.Method),
+		zap.String("route", routePattern(r)),
+		zap.Int("status", status),
+		zap.Duration("duration", time.Since(start)),
+	}
+	if req != nil && req.p.Name != "" {
+		fields = append(fields, zap.Stringer("token_id", req.p.TokenID))
+	}
+	c.log.Info("console request", fields...)
 }
 
 // routePattern is the matched pattern (never the raw path, which carries ids).
