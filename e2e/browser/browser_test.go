@@ -20,6 +20,8 @@ import (
 var updateScreenshots = flag.Bool("update-screenshots", false,
 	"write the README's console screenshots (docs/screenshots/*.png) from this run")
 
+var keepScreenshots = flag.Bool("keep-screenshots", false, "keep the screenshot of every step even when the test passes")
+
 // screenshotDir is where -update-screenshots writes, relative to this package.
 const screenshotDir = "../../docs/screenshots"
 
@@ -54,7 +56,7 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || *keepScreenshots {
 			t.Logf("screenshots of every step: %s", shots)
 			return
 		}
