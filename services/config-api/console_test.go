@@ -714,3 +714,56 @@ func TestConsoleStaticAssetsAndUnknownPages(t *testing.T) {
 		t.Fatalf("sign-in with a foreign next: %d %q", r.status, r.header.Get("Location"))
 	}
 }
+
+func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
+	h := newHarness(t)
+	a := h.newTenant("alpha") // one never-seen host each
+	h.newTenant("bravo")
+	register := func(tn tenant, name string) uuid.UUID {
+		var o idObj
+		h.must(201, "POST", "/api/v1/environments/"+tn.env.String()+"/hosts", h.admin, map[string]any{"hostname": name}).data(t, &o)
+		return o.ID
+	}
+	failing, stale, fine, revoked := register(a, "failing"), register(a, "stale"), register(a, "fine"), register(a, "revoked")
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now() WHERE id IN ($1, $2)`, failing, fine)
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now() - interval '1 hour' WHERE id = $1`, stale)
+	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, error, applied_at) VALUES
+	        ($1, 'labels', 1, 'failed', 'x', now()), ($1, 'intervals', 1, 'failed', 'y', now()), ($2, 'labels', 1, 'applied', NULL, now())`, failing, fine)
+	h.must(200, "DELETE", "/api/v1/hosts/"+revoked.String(), h.admin, nil)
+
+	count := func(body, key string) string {
+		m := regexp.MustCompile(`data-count="` + key + `">(\d+)<`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no %s count in %s", key, body)
+		}
+		return m[1]
+	}
+	admin := h.signIn(h.admin)
+	body := string(admin.must(http.StatusOK, admin.get("/ui/fragments/overview/"+a.env.String()), "alpha's summary").body)
+	for key, want := range map[string]string{"online": "2", "offline": "2", "never": "1", "failed": "1", "active": "4", "revoked": "1"} {
+		if got := count(body, key); got != want {
+			t.Errorf("alpha's %s count is %s, want %s", key, got, want)
+		}
+	}
+	// Worst first: the most failed types, then the oldest (or no) heartbeat; healthy and revoked hosts never.
+	order := regexp.MustCompile(`<td><a href="/ui/hosts/[^"]+">([^<]+)</a></td>`).FindAllStringSubmatch(body, -1)
+	var names []string
+	for _, m := range order {
+		names = append(names, m[1])
+	}
+	if strings.Join(names, ",") != "failing,alpha-web-1,stale" {
+		t.Fatalf("worst offenders %v, want failing, alpha-web-1 (never seen), stale", names)
+	}
+	// The whole overview shows both clients' environments with the same numbers to an admin, and only
+	// alpha's to alpha.
+	page := string(admin.get("/ui/").body)
+	if !strings.Contains(page, "alpha / prod") || !strings.Contains(page, "bravo / prod") ||
+		!strings.Contains(page, `<td><a href="/ui/hosts/`+failing.String()+`">failing</a></td><td>2</td>`) {
+		t.Fatalf("admin overview: %s", page)
+	}
+	own := h.signIn(a.token)
+	page = string(own.get("/ui/").body)
+	if !strings.Contains(page, "alpha / prod") || strings.Contains(page, "bravo") {
+		t.Fatalf("alpha's overview: %s", page)
+	}
+}

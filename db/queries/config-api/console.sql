@@ -130,23 +130,22 @@ ORDER BY c.name, e.name;
 
 -- name: FleetWorstHosts :many
 -- The worst offenders of every environment the caller can see, at most per_env each, ranked as
--- EnvironmentWorstHosts ranks them.
+-- EnvironmentWorstHosts ranks them (a top-N per environment, not a sort of every offender).
 WITH failed AS (
     SELECT s.host_id, count(*) AS types FROM host_config_apply_status s WHERE s.status = 'failed' GROUP BY s.host_id
-), ranked AS (
-    SELECT h.environment_id, h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types,
-           row_number() OVER (PARTITION BY h.environment_id
-                              ORDER BY COALESCE(failed.types, 0) DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname) AS rank
+)
+SELECT e.id AS environment_id, w.id, w.hostname, w.last_heartbeat_at, w.failed_types
+FROM environments e
+CROSS JOIN LATERAL (
+    SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types
     FROM hosts h
     LEFT JOIN failed ON failed.host_id = h.id
-    WHERE h.revoked_at IS NULL
-      AND (sqlc.narg(client_filter)::uuid IS NULL OR h.client_id = sqlc.narg(client_filter)::uuid)
+    WHERE h.environment_id = e.id AND h.revoked_at IS NULL
       AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < @online_since::timestamptz OR failed.host_id IS NOT NULL)
-)
-SELECT environment_id, id, hostname, last_heartbeat_at, failed_types
-FROM ranked
-WHERE rank <= @per_env::bigint
-ORDER BY environment_id, rank;
+    ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
+    LIMIT @per_env::bigint
+) w
+WHERE sqlc.narg(client_filter)::uuid IS NULL OR e.client_id = sqlc.narg(client_filter)::uuid;
 
 -- name: ListVisibleEnvironments :many
 -- Every environment the caller can see with its client's name, for the console's selectors.

@@ -302,26 +302,25 @@ func (q *Queries) FleetSummary(ctx context.Context, arg FleetSummaryParams) ([]F
 const fleetWorstHosts = `-- name: FleetWorstHosts :many
 WITH failed AS (
     SELECT s.host_id, count(*) AS types FROM host_config_apply_status s WHERE s.status = 'failed' GROUP BY s.host_id
-), ranked AS (
-    SELECT h.environment_id, h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types,
-           row_number() OVER (PARTITION BY h.environment_id
-                              ORDER BY COALESCE(failed.types, 0) DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname) AS rank
+)
+SELECT e.id AS environment_id, w.id, w.hostname, w.last_heartbeat_at, w.failed_types
+FROM environments e
+CROSS JOIN LATERAL (
+    SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint AS failed_types
     FROM hosts h
     LEFT JOIN failed ON failed.host_id = h.id
-    WHERE h.revoked_at IS NULL
-      AND ($2::uuid IS NULL OR h.client_id = $2::uuid)
-      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $3::timestamptz OR failed.host_id IS NOT NULL)
-)
-SELECT environment_id, id, hostname, last_heartbeat_at, failed_types
-FROM ranked
-WHERE rank <= $1::bigint
-ORDER BY environment_id, rank
+    WHERE h.environment_id = e.id AND h.revoked_at IS NULL
+      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $1::timestamptz OR failed.host_id IS NOT NULL)
+    ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
+    LIMIT $2::bigint
+) w
+WHERE $3::uuid IS NULL OR e.client_id = $3::uuid
 `
 
 type FleetWorstHostsParams struct {
+	OnlineSince  time.Time
 	PerEnv       int64
 	ClientFilter uuid.NullUUID
-	OnlineSince  time.Time
 }
 
 type FleetWorstHostsRow struct {
@@ -333,9 +332,9 @@ type FleetWorstHostsRow struct {
 }
 
 // The worst offenders of every environment the caller can see, at most per_env each, ranked as
-// EnvironmentWorstHosts ranks them.
+// EnvironmentWorstHosts ranks them (a top-N per environment, not a sort of every offender).
 func (q *Queries) FleetWorstHosts(ctx context.Context, arg FleetWorstHostsParams) ([]FleetWorstHostsRow, error) {
-	rows, err := q.db.Query(ctx, fleetWorstHosts, arg.PerEnv, arg.ClientFilter, arg.OnlineSince)
+	rows, err := q.db.Query(ctx, fleetWorstHosts, arg.OnlineSince, arg.PerEnv, arg.ClientFilter)
 	if err != nil {
 		return nil, err
 	}
