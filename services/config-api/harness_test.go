@@ -39,7 +39,7 @@ import (
 // harness is config-api on a real PostgreSQL database and an embedded nats-server, with the real
 // resolver and credential services started through their fx Modules.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	pool  *pgxpool.Pool
 	nc    *nats.Conn
 	srv   *httptest.Server
@@ -68,7 +68,11 @@ type harnessOption func(*harnessConfig)
 type harnessConfig struct {
 	noResolver bool
 	identity   *natsauth.Authority
+	publicURL  string
 }
+
+// withPublicURL sets config-api's public URL (CONFIGSYNC_PUBLIC_URL), as behind a TLS-terminating proxy.
+func withPublicURL(u string) harnessOption { return func(c *harnessConfig) { c.publicURL = u } }
 
 // withNATSIdentity runs NATS in operator mode for authority and has config-api issue and revoke agents'
 // own NATS users.
@@ -79,14 +83,14 @@ func withNATSIdentity(a *natsauth.Authority) harnessOption {
 // withoutResolver leaves the resolver service out (requests to it find no responder).
 func withoutResolver() harnessOption { return func(c *harnessConfig) { c.noResolver = true } }
 
-func newHarness(t *testing.T, opts ...harnessOption) *harness {
+func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
 	var cfg harnessConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	pool := testinfra.Postgres(t)
-	apiCfg := configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second}
+	apiCfg := configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second, PublicURL: cfg.publicURL}
 	var natsOpts []testinfra.NATSOption
 	var connOpts []nats.Option
 	if cfg.identity != nil {
@@ -149,7 +153,7 @@ type response struct {
 }
 
 // data decodes the {"data": ...} envelope into dst.
-func (r response) data(t *testing.T, dst any) {
+func (r response) data(t testing.TB, dst any) {
 	t.Helper()
 	var env struct {
 		Data json.RawMessage `json:"data"`
@@ -163,7 +167,7 @@ func (r response) data(t *testing.T, dst any) {
 }
 
 // errCode returns the code of an {"error": ...} body.
-func (r response) errCode(t *testing.T) string {
+func (r response) errCode(t testing.TB) string {
 	t.Helper()
 	var env struct {
 		Error *struct {
@@ -177,7 +181,7 @@ func (r response) errCode(t *testing.T) string {
 	return env.Error.Code
 }
 
-func (r response) message(t *testing.T) string {
+func (r response) message(t testing.TB) string {
 	t.Helper()
 	var env struct {
 		Error struct{ Message string } `json:"error"`
@@ -325,7 +329,7 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func writeCreds(t *testing.T, dir, name string, c natsauth.Creds) string {
+func writeCreds(t testing.TB, dir, name string, c natsauth.Creds) string {
 	t.Helper()
 	path := filepath.Join(dir, name+".creds")
 	if err := os.WriteFile(path, c.File, 0o600); err != nil {

@@ -1,6 +1,7 @@
-// Package configapi wires config-api, the operator REST API of ConfigSync: environment configs and
-// host overrides (validated, versioned, announced through the transactional outbox), hosts, clients,
-// environments, API tokens, credentials (forwarded to the credential service), drift and history.
+// Package configapi wires config-api, the operator REST API of ConfigSync and its web console (/ui):
+// environment configs and host overrides (validated, versioned, announced through the transactional
+// outbox), hosts, clients, environments, API tokens, credentials (forwarded to the credential service),
+// drift, history and the audit log.
 //
 // Module needs a *zap.Logger, a *pgxpool.Pool, a *nats.Conn and the shared *mux.Router from the app (the
 // platform modules) and loads its own Config; it provides nothing, so several services can share one
@@ -21,16 +22,20 @@ import (
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/services/config-api/bootstrap"
 	"github.com/configsync/configsync/services/config-api/internal/agentidentity"
+	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
+	"github.com/configsync/configsync/services/config-api/internal/fleet"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/httpapi"
 	"github.com/configsync/configsync/services/config-api/internal/natsclient"
 	"github.com/configsync/configsync/services/config-api/internal/postgres"
+	"github.com/configsync/configsync/services/config-api/internal/sessions"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
 	"github.com/configsync/configsync/services/config-api/internal/tokens"
+	"github.com/configsync/configsync/services/config-api/internal/webui"
 )
 
 // Config tunes config-api. Every field has a default.
@@ -45,6 +50,12 @@ type Config struct {
 	NATSAuthorityFile string `env:"NATS_AUTHORITY_FILE"`
 	// NATSSystemCreds is a system-account user's creds file, used to push revocations.
 	NATSSystemCreds string `env:"NATS_SYSTEM_CREDS"`
+	// PublicURL is the web console's external URL (scheme and host) as browsers reach it, e.g. behind a
+	// TLS-terminating proxy; it decides the session cookie's Secure flag and the origin every form post
+	// must come from. Empty: the request's own scheme and Host.
+	PublicURL string `env:"CONFIGSYNC_PUBLIC_URL"`
+	// ConsoleSessionTTL is how long a web console session lasts.
+	ConsoleSessionTTL time.Duration `env:"CONFIGSYNC_CONSOLE_SESSION_TTL" default:"12h"`
 }
 
 // Module registers config-api's routes on the app's router.
@@ -64,7 +75,8 @@ func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router,
 
 // Service is config-api assembled over its dependencies, ready to register its routes.
 type Service struct {
-	api *httpapi.API
+	api     *httpapi.API
+	console *webui.Console
 }
 
 // New assembles config-api without fx.
@@ -85,19 +97,45 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 	tenantSvc := tenants.NewService(store, guard)
 	hostSvc := hosts.NewService(store, tenantSvc, guard, identity)
 	configSvc := configs.NewService(store, tenantSvc, hostSvc, resolver, guard)
+	tokenSvc := tokens.NewService(store, guard)
+	auditSvc := audit.NewService(store)
 	svc := httpapi.Services{
-		Tokens:      tokens.NewService(store, guard),
+		Tokens:      tokenSvc,
 		Tenants:     tenantSvc,
 		Hosts:       hostSvc,
 		Configs:     configSvc,
 		Credentials: credentials.NewService(creds, configSvc, tenantSvc, guard),
 		Drift:       drift.NewDetector(tenantSvc, store, resolver, creds, cfg.OnlineWindow),
+		Audit:       auditSvc,
 	}
-	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow})}, nil
+	console, err := webui.New(webui.Services{
+		Sessions:    sessions.NewService(store, tokenSvc, guard, cfg.ConsoleSessionTTL),
+		Tenants:     tenantSvc,
+		Hosts:       hostSvc,
+		Configs:     configSvc,
+		Credentials: svc.Credentials,
+		Drift:       svc.Drift,
+		Fleet:       fleet.NewService(store, tenantSvc, onlineWindow(cfg.OnlineWindow)),
+		Audit:       auditSvc,
+	}, log.Named("console"), webui.Options{PublicURL: cfg.PublicURL})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow}), console: console}, nil
 }
 
-// Register adds config-api's routes (under /api/v1) to r.
-func (s *Service) Register(r *mux.Router) { s.api.Register(r) }
+func onlineWindow(d time.Duration) time.Duration {
+	if d <= 0 {
+		return httpapi.DefaultOnlineWindow
+	}
+	return d
+}
+
+// Register adds config-api's routes to r: the REST API under /api/v1 and the web console under /ui.
+func (s *Service) Register(r *mux.Router) {
+	s.api.Register(r)
+	s.console.Register(r)
+}
 
 // BootstrapAdminToken creates an admin API token named name and returns it (shown once). It is how the
 // first operator gets in; see bootstrap.AdminToken.

@@ -262,6 +262,7 @@ func (s *stack) banner(d demo) {
 ConfigSync is running (Ctrl-C stops it; state is kept in %s).
 
   API        %s
+  console    %s/ui/   (sign in with the token below)
   token      %s   (admin; also in devstack.env)
   NATS       %s (TLS only; CA %s)
   PostgreSQL %s
@@ -275,7 +276,7 @@ Try it:
   curl -s %s %s/api/v1/hosts/%s/agent-configs/watch_files
   curl -s %s %s/api/v1/environments/%s/hosts
 
-`, s.dataDir, d.APIURL, d.Token, d.NATSURL, d.NATSCA, redactURL(s.databaseURL), d.AgentID, filepath.Join(s.dataDir, "agent.log"),
+`, s.dataDir, d.APIURL, d.APIURL, d.Token, d.NATSURL, d.NATSCA, redactURL(s.databaseURL), d.AgentID, filepath.Join(s.dataDir, "agent.log"),
 		s.envFile(),
 		auth, d.APIURL, d.EnvironmentID,
 		auth, d.APIURL, d.HostID,

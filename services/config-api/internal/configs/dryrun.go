@@ -28,6 +28,8 @@ type DryRunHost struct {
 	AgentID    string
 	ConfigData json.RawMessage
 	Source     string
+	// Before is the host's effective config now (nil when it has none), for a diff.
+	Before json.RawMessage
 }
 
 // DryRunPut validates data and returns the effective config the affected hosts would get if it were
@@ -57,6 +59,13 @@ func (s *Service) DryRunPut(ctx context.Context, p tenancy.Principal, ref Ref, d
 		if err != nil {
 			return DryRun{}, err
 		}
+		reply, err := s.resolver.Resolve(ctx, protocol.ResolveRequest{HostID: h.ID.String(), Types: []string{ref.ConfigType}})
+		if err != nil {
+			return DryRun{}, fmt.Errorf("configs: dry run: resolve host %s: %w", h.ID, err)
+		}
+		if ec, ok := reply.Configs[ref.ConfigType]; ok && !isNull(ec.ConfigData) {
+			host.Before = ec.ConfigData
+		}
 		out.TotalHosts, out.Hosts = 1, []DryRunHost{host}
 		return out, nil
 	}
@@ -68,10 +77,27 @@ func (s *Service) DryRunPut(ctx context.Context, p tenancy.Principal, ref Ref, d
 		return DryRun{}, fmt.Errorf("configs: dry run: %w", err)
 	}
 	out.TotalHosts = total
+	var current json.RawMessage
+	rec, err := s.repo.EnvironmentConfig(ctx, ref.ID, ref.ConfigType)
+	switch {
+	case err == nil && rec.Live():
+		current = rec.Data
+	case err != nil && !fault.Is(err, fault.NotFound):
+		return DryRun{}, fmt.Errorf("configs: dry run: %w", err)
+	}
 	for _, a := range affected {
 		host, err := dryRunHost(ref.ConfigType, data, a.Override, a)
 		if err != nil {
 			return DryRun{}, err
+		}
+		if current != nil || a.Override != nil {
+			before, err := agentconfig.Resolve(ref.ConfigType, agentconfig.Layer{Data: current}, agentconfig.Layer{Data: a.Override})
+			if err != nil {
+				return DryRun{}, fmt.Errorf("configs: dry run merge for host %s: %w", a.HostID, err)
+			}
+			if !isNull(before.Data) {
+				host.Before = before.Data
+			}
 		}
 		out.Hosts = append(out.Hosts, host)
 	}

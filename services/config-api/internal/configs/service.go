@@ -205,7 +205,16 @@ func (s *Service) Effective(ctx context.Context, p tenancy.Principal, hostID uui
 
 // EffectiveAll returns every effective config of a host, by type (deleted types left out).
 func (s *Service) EffectiveAll(ctx context.Context, p tenancy.Principal, hostID uuid.UUID) ([]protocol.EffectiveConfig, error) {
-	reply, err := s.resolve(ctx, p, hostID, nil, false)
+	return s.effectiveAll(ctx, p, hostID, false)
+}
+
+// ExplainAll is EffectiveAll with the resolver's merge provenance of every type (one resolve).
+func (s *Service) ExplainAll(ctx context.Context, p tenancy.Principal, hostID uuid.UUID) ([]protocol.EffectiveConfig, error) {
+	return s.effectiveAll(ctx, p, hostID, true)
+}
+
+func (s *Service) effectiveAll(ctx context.Context, p tenancy.Principal, hostID uuid.UUID, explain bool) ([]protocol.EffectiveConfig, error) {
+	reply, err := s.resolve(ctx, p, hostID, nil, explain)
 	if err != nil {
 		return nil, err
 	}

@@ -283,3 +283,33 @@ func (c *credentialFields) forCollectors(ctx context.Context, collectors json.Ra
 func present(raw json.RawMessage) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
+
+// Hosts checks the given hosts of an environment (a page the caller already listed, e.g. in the web
+// console) by the same rules as Environment and returns each active one's result by host id, drifted or
+// not (Reasons empty when in sync). Hosts of other environments and revoked hosts are left out.
+func (d *Detector) Hosts(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, hs []hosts.Host) (map[uuid.UUID]Host, error) {
+	env, err := d.environments.Environment(ctx, p, environmentID)
+	if err != nil {
+		return nil, err
+	}
+	active := slices.DeleteFunc(slices.Clone(hs), func(h hosts.Host) bool { return h.RevokedAt != nil || h.EnvironmentID != env.ID })
+	out := make(map[uuid.UUID]Host, len(active))
+	if len(active) == 0 {
+		return out, nil
+	}
+	expected, err := d.expected(ctx, env.ID, active)
+	if err != nil {
+		return nil, err
+	}
+	fields := &credentialFields{list: d.credentials, clientID: env.ClientID}
+	now := d.now()
+	for _, h := range active {
+		hd, _, err := compare(ctx, h, expected[h.ID], fields)
+		if err != nil {
+			return nil, err
+		}
+		hd.Online = h.Online(now, d.onlineWindow)
+		out[h.ID] = hd
+	}
+	return out, nil
+}

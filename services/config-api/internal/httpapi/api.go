@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
@@ -38,6 +39,7 @@ type Services struct {
 	Configs     *configs.Service
 	Credentials *credentials.Service
 	Drift       *drift.Detector
+	Audit       *audit.Service
 }
 
 // Options tune the API.
@@ -84,6 +86,8 @@ func (a *API) routes() []route {
 
 		{method: http.MethodPost, path: "/tokens", h: a.createToken},
 		{method: http.MethodDelete, path: "/tokens/{tokenID}", h: a.revokeToken},
+
+		{method: http.MethodGet, path: "/audit", h: a.listAudit},
 
 		{method: http.MethodPost, path: "/clients", h: a.createClient},
 		{method: http.MethodGet, path: "/clients", h: a.listClients},

@@ -51,6 +51,13 @@ type ConfigRevision struct {
 	CreatedAt     time.Time
 }
 
+type ConsoleSession struct {
+	IDHash    []byte
+	TokenID   uuid.UUID
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 type Credential struct {
 	ID             uuid.UUID
 	ClientID       uuid.UUID

@@ -1,0 +1,96 @@
+package configapi_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// benchHosts is the size of the environment the console benchmark renders.
+const benchHosts = 10_000
+
+// seedFleet fills tenant tn's environment up to n hosts straight in SQL (registration through the API
+// would take minutes): every host has heartbeat state and three acknowledged types, every 50th a failed
+// apply, every 7th an old heartbeat, every 100th a labels override; the environment has three configs.
+func seedFleet(h *harness, tn tenant, n int) {
+	env := tn.env.String()
+	for _, doc := range []struct{ typ, data string }{
+		{"labels", `{"static": {"team": "payments", "tier": "web"}}`},
+		{"intervals", `{"heartbeat": "30s", "metrics": "60s"}`},
+		{"watch_files", `{"paths": ["/etc", "/opt"], "exclude_patterns": ["*.log"]}`},
+	} {
+		h.must(http.StatusOK, "PUT", "/api/v1/environments/"+env+"/agent-configs/"+doc.typ, h.admin, `{"config_data": `+doc.data+`}`)
+	}
+	h.exec(`INSERT INTO hosts (client_id, environment_id, hostname, agent_id, agent_version, config_hash, config_version,
+	            config_versions, last_heartbeat_at)
+	        SELECT $1, $2, 'web-' || lpad(i::text, 5, '0') || '.example.internal', 'bench-agent-' || i, '1.0.0',
+	               md5(i::text), 3, '{"labels": 1, "intervals": 2, "watch_files": 3}',
+	               CASE WHEN i % 7 = 0 THEN now() - interval '1 hour' ELSE now() END
+	        FROM generate_series(1, $3::int) AS i`, tn.client, tn.env, n-1)
+	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, error, applied_at)
+	        SELECT h.id, t.typ, t.v,
+	               CASE WHEN t.typ = 'watch_files' AND h.agent_id ~ '[05]0$' THEN 'failed' ELSE 'applied' END,
+	               CASE WHEN t.typ = 'watch_files' AND h.agent_id ~ '[05]0$' THEN 'path /opt denied by policy' END, now()
+	        FROM hosts h CROSS JOIN (VALUES ('labels', 1), ('intervals', 2), ('watch_files', 3)) AS t(typ, v)
+	        WHERE h.environment_id = $1`, tn.env)
+	h.exec(`INSERT INTO host_configs (host_id, config_type, config_data, version, updated_by)
+	        SELECT id, 'labels', '{"static": {"rack": "r1"}}', nextval('config_version_seq'), 'bench'
+	        FROM hosts WHERE environment_id = $1 AND agent_id ~ '00$'`, tn.env)
+	h.exec(`ANALYZE`)
+}
+
+// BenchmarkConsolePages renders every console page (server time: the request through the handler, as
+// an httptest round trip on loopback) over an environment of 10,000 hosts, on real PostgreSQL with the
+// real resolver and credential services.
+//
+//	go test -run '^$' -bench ConsolePages -benchtime 20x .
+func BenchmarkConsolePages(b *testing.B) {
+	h := newHarness(b)
+	tn := h.newTenant("bench")
+	seedFleet(h, tn, benchHosts)
+	if n := h.count(`SELECT count(*) FROM hosts WHERE environment_id = $1`, tn.env); n != benchHosts {
+		b.Fatalf("seeded %d hosts, want %d", n, benchHosts)
+	}
+	var host string
+	if err := h.pool.QueryRow(b.Context(), `SELECT id::text FROM hosts WHERE agent_id = 'bench-agent-500'`).Scan(&host); err != nil {
+		b.Fatal(err)
+	}
+	c := h.signIn(h.admin)
+	env := tn.env.String()
+	after := url.Values{"env": {env}, "after": {"web-05000.example.internal"}, "after_id": {host}}.Encode()
+	pages := []struct{ name, path string }{
+		{"overview", "/ui/"},
+		{"overview_fragment", "/ui/fragments/overview/" + env},
+		{"hosts_first_page", "/ui/hosts?env=" + env},
+		{"hosts_deep_page", "/ui/hosts?" + after},
+		{"hosts_failed_filter", "/ui/hosts?env=" + env + "&status=failed"},
+		{"hosts_hostname_filter", "/ui/hosts?env=" + env + "&hostname=web-09"},
+		{"host_detail", "/ui/hosts/" + host},
+		{"env_editor", "/ui/environments/" + env + "/configs/labels"},
+		{"host_editor", "/ui/hosts/" + host + "/configs/labels"},
+		{"revisions", "/ui/environments/" + env + "/configs/labels/revisions"},
+		{"apply_progress", "/ui/environments/" + env + "/configs/watch_files/progress"},
+		{"credentials", "/ui/credentials?client=" + tn.client.String()},
+		{"audit", "/ui/audit"},
+		// The whole environment's drift report (10,000 expected hashes): loaded lazily by the overview.
+		{"drift_fragment", "/ui/fragments/drift/" + env},
+	}
+	for _, p := range pages {
+		b.Run(p.name, func(b *testing.B) {
+			for b.Loop() {
+				if r := c.get(p.path); r.status != http.StatusOK {
+					b.Fatalf("GET %s: %d: %s", p.path, r.status, r.body)
+				}
+			}
+		})
+	}
+	// The dry run of an environment change (10,000 affected hosts, 50 shown with their diff).
+	b.Run("dry_run", func(b *testing.B) {
+		form := url.Values{"config_data": {`{"static": {"team": "checkout"}}`}}
+		for b.Loop() {
+			if r := c.post("/ui/environments/"+env+"/configs/labels/dry-run", form); r.status != http.StatusOK {
+				b.Fatalf("dry run: %d: %s", r.status, r.body)
+			}
+		}
+	})
+}

@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/configsync/configsync/services/config-api/internal/audit"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/fleet"
+	"github.com/configsync/configsync/services/config-api/internal/hosts"
+	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
+	"github.com/configsync/configsync/services/config-api/internal/sessions"
+	"github.com/configsync/configsync/services/config-api/internal/tenancy"
+	"github.com/configsync/configsync/services/config-api/internal/tenants"
+)
+
+// CreateSession stores a console session by the hash of its id.
+func (s *Store) CreateSession(ctx context.Context, idHash []byte, tokenID uuid.UUID, expiresAt time.Time) error {
+	err := s.q.CreateConsoleSession(ctx, sqlcdb.CreateConsoleSessionParams{IDHash: idHash, TokenID: tokenID, ExpiresAt: expiresAt})
+	if err != nil {
+		return classify(err, "session")
+	}
+	return nil
+}
+
+// Session returns the principal of a live session (not expired, token not revoked).
+func (s *Store) Session(ctx context.Context, idHash []byte) (tenancy.Principal, time.Time, error) {
+	row, err := s.q.GetConsoleSession(ctx, idHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tenancy.Principal{}, time.Time{}, fault.NotFoundf("session not found")
+	}
+	if err != nil {
+		return tenancy.Principal{}, time.Time{}, fmt.Errorf("postgres: get session: %w", err)
+	}
+	return tenancy.Principal{TokenID: row.TokenID, Name: row.Name, ClientID: row.ClientID}, row.ExpiresAt, nil
+}
+
+// DeleteSession deletes a session.
+func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
+	if err := s.q.DeleteConsoleSession(ctx, idHash); err != nil {
+		return fmt.Errorf("postgres: delete session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredSessions deletes every expired session.
+func (s *Store) DeleteExpiredSessions(ctx context.Context) (int64, error) {
+	n, err := s.q.DeleteExpiredConsoleSessions(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: delete expired sessions: %w", err)
+	}
+	return n, nil
+}
+
+// HostCounts counts an environment's hosts by state in one query.
+func (s *Store) HostCounts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time) (fleet.Counts, error) {
+	r, err := s.q.EnvironmentHostSummary(ctx, sqlcdb.EnvironmentHostSummaryParams{OnlineSince: onlineSince, EnvironmentID: environmentID})
+	if err != nil {
+		return fleet.Counts{}, fmt.Errorf("postgres: host counts: %w", err)
+	}
+	return fleet.Counts{
+		Active:    int(r.Active),
+		Online:    int(r.Online),
+		Offline:   int(r.Active - r.Online),
+		NeverSeen: int(r.NeverSeen),
+		Failed:    int(r.Failed),
+		Revoked:   int(r.Revoked),
+	}, nil
+}
+
+// WorstHosts returns the active hosts with the most failed types, then the oldest heartbeats.
+func (s *Store) WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time, limit int) ([]fleet.Offender, error) {
+	rows, err := s.q.EnvironmentWorstHosts(ctx, sqlcdb.EnvironmentWorstHostsParams{EnvironmentID: environmentID, OnlineSince: onlineSince, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: worst hosts: %w", err)
+	}
+	out := make([]fleet.Offender, len(rows))
+	for i, r := range rows {
+		out[i] = fleet.Offender{HostID: r.ID, Hostname: r.Hostname, LastHeartbeatAt: r.LastHeartbeatAt, FailedTypes: int(r.FailedTypes)}
+	}
+	return out, nil
+}
+
+// FleetSummaries counts the hosts of every environment within filter, in one query.
+func (s *Store) FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time) ([]fleet.Summary, error) {
+	rows, err := s.q.FleetSummary(ctx, sqlcdb.FleetSummaryParams{OnlineSince: onlineSince, ClientFilter: filter})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fleet summary: %w", err)
+	}
+	out := make([]fleet.Summary, len(rows))
+	for i, r := range rows {
+		out[i] = fleet.Summary{
+			Environment: tenants.Environment{ID: r.EnvironmentID, ClientID: r.ClientID, Name: r.EnvironmentName, CreatedAt: r.CreatedAt},
+			ClientName:  r.ClientName,
+			Counts: fleet.Counts{Active: int(r.Active), Online: int(r.Online), Offline: int(r.Active - r.Online),
+				NeverSeen: int(r.NeverSeen), Failed: int(r.Failed), Revoked: int(r.Revoked)},
+		}
+	}
+	return out, nil
+}
+
+// VisibleEnvironments lists the environments within filter with their clients' names.
+func (s *Store) VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) ([]fleet.EnvironmentRef, error) {
+	rows, err := s.q.ListVisibleEnvironments(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list environments: %w", err)
+	}
+	out := make([]fleet.EnvironmentRef, len(rows))
+	for i, r := range rows {
+		out[i] = fleet.EnvironmentRef{ID: r.ID, ClientID: r.ClientID, Name: r.Name, ClientName: r.ClientName}
+	}
+	return out, nil
+}
+
+// FleetWorstHosts returns the worst offenders of every environment within filter, in one query.
+func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time, perEnv int) (map[uuid.UUID][]fleet.Offender, error) {
+	rows, err := s.q.FleetWorstHosts(ctx, sqlcdb.FleetWorstHostsParams{PerEnv: int64(perEnv), ClientFilter: filter, OnlineSince: onlineSince})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fleet worst hosts: %w", err)
+	}
+	out := map[uuid.UUID][]fleet.Offender{}
+	for _, r := range rows {
+		out[r.EnvironmentID] = append(out[r.EnvironmentID], fleet.Offender{HostID: r.ID, Hostname: r.Hostname, LastHeartbeatAt: r.LastHeartbeatAt, FailedTypes: int(r.FailedTypes)})
+	}
+	return out, nil
+}
+
+// likeEscaper makes a search string match literally inside ILIKE (whose default escape is backslash).
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// SearchHosts returns a page of an environment's hosts by hostname.
+func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q fleet.Search, onlineSince time.Time) ([]hosts.Host, error) {
+	p := sqlcdb.SearchHostsParams{
+		EnvironmentID: environmentID,
+		HostnameLike:  likeEscaper.Replace(q.Hostname),
+		State:         q.State,
+		OnlineSince:   onlineSince,
+		MaxRows:       int32(q.Limit),
+	}
+	if q.AfterID.Valid {
+		after := q.AfterHostname
+		p.AfterHostname, p.AfterID = &after, q.AfterID
+	}
+	rows, err := s.q.SearchHosts(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: search hosts: %w", err)
+	}
+	out := make([]hosts.Host, len(rows))
+	for i, r := range rows {
+		if out[i], err = hostFromRow(sqlcdb.ListHostsRow(r)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ApplyProgress counts how an environment's active hosts acknowledged configType at version.
+func (s *Store) ApplyProgress(ctx context.Context, environmentID uuid.UUID, configType string, version int64, topErrors int) (fleet.Progress, error) {
+	r, err := s.q.ApplyProgress(ctx, sqlcdb.ApplyProgressParams{Version: version, ConfigType: configType, EnvironmentID: environmentID})
+	if err != nil {
+		return fleet.Progress{}, fmt.Errorf("postgres: apply progress: %w", err)
+	}
+	pr := fleet.Progress{Active: int(r.Active), Applied: int(r.Applied), Failed: int(r.Failed)}
+	if pr.Failed > 0 {
+		rows, err := s.q.ApplyTopErrors(ctx, sqlcdb.ApplyTopErrorsParams{ConfigType: configType, EnvironmentID: environmentID, Version: version, MaxRows: int32(topErrors)})
+		if err != nil {
+			return fleet.Progress{}, fmt.Errorf("postgres: apply errors: %w", err)
+		}
+		for _, e := range rows {
+			pr.TopErrors = append(pr.TopErrors, fleet.ErrorCount{Error: e.Error, Hosts: int(e.Hosts)})
+		}
+	}
+	return pr, nil
+}
+
+// AuditEvents reads a page of the audit log, newest first.
+func (s *Store) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event, error) {
+	p := sqlcdb.ListAuditEventsParams{
+		ClientFilter: q.Client,
+		Actor:        q.Actor,
+		Object:       q.Object,
+		Since:        q.Since,
+		Until:        q.Until,
+		MaxRows:      int32(q.Limit),
+	}
+	if q.Before > 0 {
+		before := q.Before
+		p.BeforeID = &before
+	}
+	rows, err := s.q.ListAuditEvents(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list audit events: %w", err)
+	}
+	out := make([]audit.Event, len(rows))
+	for i, r := range rows {
+		out[i] = audit.Event{ID: r.ID, Actor: r.Actor, ClientID: r.ClientID, Action: r.Action, Object: r.Object, Detail: r.Detail, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+var (
+	_ sessions.Store = (*Store)(nil)
+	_ fleet.Store    = (*Store)(nil)
+	_ audit.Store    = (*Store)(nil)
+)

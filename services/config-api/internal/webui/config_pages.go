@@ -1,0 +1,516 @@
+package webui
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/configs"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/fleet"
+)
+
+// scope is the level a config page addresses: an environment default or a host override.
+type scope struct {
+	name  string // protocol.ScopeEnvironment or protocol.ScopeHost
+	path  string // route prefix, with its wildcard
+	param string
+}
+
+var (
+	scopeEnvironment = scope{name: protocol.ScopeEnvironment, path: "/environments/{envID}", param: "envID"}
+	scopeHost        = scope{name: protocol.ScopeHost, path: "/hosts/{hostID}", param: "hostID"}
+)
+
+// target is the environment or host a config page is about, as the caller may see it.
+type target struct {
+	Scope      string
+	ID         uuid.UUID
+	Name       string // environment name or hostname
+	EnvID      uuid.UUID
+	ConfigType string
+	Base       string // the page's URL
+}
+
+func (c *Console) target(r *http.Request, req *request, s scope) (target, error) {
+	id, err := pathID(r, s.param)
+	if err != nil {
+		return target{}, err
+	}
+	configType := r.PathValue("configType")
+	if !agentconfig.Known(configType) {
+		return target{}, fault.NotFoundf("unknown config type %q", configType)
+	}
+	t := target{Scope: s.name, ID: id, ConfigType: configType}
+	if s.name == protocol.ScopeHost {
+		h, err := c.svc.Hosts.Get(r.Context(), req.p, id)
+		if err != nil {
+			return target{}, err
+		}
+		t.Name, t.EnvID = h.Hostname, h.EnvironmentID
+		t.Base = Prefix + "/hosts/" + id.String() + "/configs/" + configType
+	} else {
+		env, err := c.svc.Tenants.Environment(r.Context(), req.p, id)
+		if err != nil {
+			return target{}, err
+		}
+		t.Name, t.EnvID = env.Name, env.ID
+		t.Base = Prefix + "/environments/" + id.String() + "/configs/" + configType
+	}
+	return t, nil
+}
+
+func (t target) ref() configs.Ref {
+	return configs.Ref{Scope: t.Scope, ID: t.ID, ConfigType: t.ConfigType}
+}
+
+// current is the stored config a page shows: the environment default, or the host's own override, and
+// the version an If-Match must name (for a host, its effective version, as in the API).
+type current struct {
+	Exists  bool
+	Data    json.RawMessage
+	Version int64 // 0: nothing to match (no config at all)
+}
+
+func (c *Console) current(r *http.Request, req *request, t target) (current, error) {
+	if t.Scope == protocol.ScopeEnvironment {
+		rec, err := c.svc.Configs.EnvironmentConfig(r.Context(), req.p, t.ID, t.ConfigType)
+		if fault.Is(err, fault.NotFound) {
+			return current{}, nil
+		}
+		if err != nil {
+			return current{}, err
+		}
+		return current{Exists: true, Data: rec.Data, Version: rec.Version}, nil
+	}
+	var cur current
+	revs, err := c.svc.Configs.Revisions(r.Context(), req.p, t.ref(), 1)
+	if err != nil {
+		return current{}, err
+	}
+	if len(revs) > 0 && revs[0].NewData != nil {
+		cur.Exists, cur.Data = true, revs[0].NewData
+	}
+	ec, err := c.svc.Configs.Effective(r.Context(), req.p, t.ID, t.ConfigType, false)
+	switch {
+	case err == nil:
+		cur.Version = ec.Version
+	case !fault.Is(err, fault.NotFound):
+		return current{}, err
+	}
+	return cur, nil
+}
+
+type editorData struct {
+	T        target
+	Types    []string
+	Text     string
+	Version  string // the version loaded, sent back as If-Match ("" when there was no config)
+	Exists   bool
+	Reviewed string // digest of the text the last dry run showed
+	Error    string
+	DryRun   *dryRunView
+	Conflict *conflictView
+	Saved    string
+}
+
+type dryRunView struct {
+	Total int
+	Hosts []dryRunHostView
+}
+
+type dryRunHostView struct {
+	HostID   uuid.UUID
+	Hostname string
+	Source   string
+	Changed  bool
+	Diff     []diffLine
+}
+
+type conflictView struct {
+	Version int64
+	Exists  bool
+	Diff    []diffLine // theirs (stored now) -> yours
+}
+
+func (c *Console) editorFor(r *http.Request, req *request, t target) (editorData, error) {
+	cur, err := c.current(r, req, t)
+	if err != nil {
+		return editorData{}, err
+	}
+	d := editorData{T: t, Types: agentconfig.TypeNames(), Exists: cur.Exists, Text: prettyJSON(cur.Data)}
+	if cur.Version > 0 {
+		d.Version = strconv.FormatInt(cur.Version, 10)
+	}
+	return d, nil
+}
+
+func (c *Console) editor(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		t, err := c.target(r, req, s)
+		if err != nil {
+			return err
+		}
+		d, err := c.editorFor(r, req, t)
+		if err != nil {
+			return err
+		}
+		c.render(w, http.StatusOK, "editor", req, t.ConfigType+" of "+t.Name, d)
+		return nil
+	}
+}
+
+// posted reads the editor form: the text, the version it was loaded at and the reviewed digest.
+func (c *Console) posted(r *http.Request, t target) (editorData, error) {
+	if err := parseForm(r); err != nil {
+		return editorData{}, err
+	}
+	d := editorData{T: t, Types: agentconfig.TypeNames(), Text: r.PostForm.Get("config_data"), Version: r.PostForm.Get("version"),
+		Reviewed: r.PostForm.Get("reviewed"), Exists: r.PostForm.Get("exists") == "true"}
+	if d.Version != "" {
+		if _, err := strconv.ParseInt(d.Version, 10, 64); err != nil {
+			return editorData{}, fault.Invalidf("version must be a config version")
+		}
+	}
+	return d, nil
+}
+
+// precondition is the If-Match of a write from the editor: the version it was loaded at.
+func (d editorData) precondition() configs.Precondition {
+	if d.Version == "" {
+		return configs.Precondition{}
+	}
+	v, _ := strconv.ParseInt(d.Version, 10, 64)
+	return configs.Precondition{Versions: []int64{v}}
+}
+
+// digest names a text that went through a dry run, so that saving requires a dry run of that text.
+func digest(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// document parses the editor's text as one JSON document, naming the line and column of a syntax error.
+func document(text string) (json.RawMessage, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, fault.Invalidf("config_data is required")
+	}
+	var raw json.RawMessage
+	if err := json.Unmarshal([]byte(text), &raw); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			line, col := position(text, int(syn.Offset))
+			return nil, fault.Invalidf("config_data is not valid JSON: line %d, column %d: %s", line, col, syn.Error())
+		}
+		return nil, fault.Invalidf("config_data is not valid JSON")
+	}
+	return raw, nil
+}
+
+func position(text string, offset int) (line, col int) {
+	line, col = 1, 1
+	for i, r := range text {
+		if i >= offset-1 {
+			break
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// renderEditor answers an editor form post: the editor fragment for htmx, the page otherwise.
+func (c *Console) renderEditor(w http.ResponseWriter, req *request, status int, d editorData) {
+	c.renderPart(w, req, status, "editor", "editor-form", d.T.ConfigType+" of "+d.T.Name, d)
+}
+
+// invalid shows a 400-class failure inside the editor, keeping the operator's text.
+func (c *Console) invalid(w http.ResponseWriter, req *request, d editorData, err error) error {
+	if fault.Is(err, fault.Invalid) {
+		d.Error = message(err)
+		d.Reviewed = ""
+		c.renderEditor(w, req, http.StatusBadRequest, d)
+		return nil
+	}
+	return err
+}
+
+func (c *Console) dryRun(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		t, err := c.target(r, req, s)
+		if err != nil {
+			return err
+		}
+		d, err := c.posted(r, t)
+		if err != nil {
+			return err
+		}
+		data, err := document(d.Text)
+		if err != nil {
+			return c.invalid(w, req, d, err)
+		}
+		out, err := c.svc.Configs.DryRunPut(r.Context(), req.p, t.ref(), data)
+		if err != nil {
+			return c.invalid(w, req, d, err)
+		}
+		view := &dryRunView{Total: out.TotalHosts}
+		for _, h := range out.Hosts {
+			diff := diffLines(prettyJSON(h.Before), prettyJSON(h.ConfigData))
+			view.Hosts = append(view.Hosts, dryRunHostView{HostID: h.HostID, Hostname: h.Hostname, Source: h.Source, Changed: changed(diff), Diff: diff})
+		}
+		d.DryRun, d.Reviewed = view, digest(d.Text)
+		c.renderEditor(w, req, http.StatusOK, d)
+		return nil
+	}
+}
+
+func (c *Console) save(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		t, err := c.target(r, req, s)
+		if err != nil {
+			return err
+		}
+		d, err := c.posted(r, t)
+		if err != nil {
+			return err
+		}
+		if d.Reviewed == "" || d.Reviewed != digest(d.Text) {
+			return c.invalid(w, req, d, fault.Invalidf("run a dry run of this text first: the diff per host is shown before anything is saved"))
+		}
+		data, err := document(d.Text)
+		if err != nil {
+			return c.invalid(w, req, d, err)
+		}
+		rec, err := c.svc.Configs.Put(r.Context(), req.p, t.ref(), data, d.precondition())
+		if fault.Is(err, fault.PreconditionFailed) {
+			return c.conflict(w, r, req, d, err)
+		}
+		if err != nil {
+			return c.invalid(w, req, d, err)
+		}
+		fresh, err := c.editorFor(r, req, t)
+		if err != nil {
+			return err
+		}
+		fresh.Saved = fmt.Sprintf("Saved as version %d.", rec.Version)
+		c.renderEditor(w, req, http.StatusOK, fresh)
+		return nil
+	}
+}
+
+// conflict shows a lost update: what is stored now against the operator's text, which is kept but not
+// saved. The operator reloads to build on the newer version.
+func (c *Console) conflict(w http.ResponseWriter, r *http.Request, req *request, d editorData, cause error) error {
+	cur, err := c.current(r, req, d.T)
+	if err != nil {
+		return err
+	}
+	d.Error = message(cause) + ". Someone else changed this config since you loaded it; nothing was saved. " +
+		"Review their version below, then reload the editor to edit it."
+	d.Conflict = &conflictView{Version: cur.Version, Exists: cur.Exists, Diff: diffLines(prettyJSON(cur.Data), d.Text)}
+	d.Reviewed = ""
+	c.renderEditor(w, req, http.StatusPreconditionFailed, d)
+	return nil
+}
+
+func (c *Console) deleteConfig(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		t, err := c.target(r, req, s)
+		if err != nil {
+			return err
+		}
+		d, err := c.posted(r, t)
+		if err != nil {
+			return err
+		}
+		if r.PostForm.Get("confirm") != "yes" {
+			return c.invalid(w, req, d, fault.Invalidf("tick the confirmation box to delete this config"))
+		}
+		rec, err := c.svc.Configs.Delete(r.Context(), req.p, t.ref(), d.precondition())
+		if fault.Is(err, fault.PreconditionFailed) {
+			return c.conflict(w, r, req, d, err)
+		}
+		if err != nil {
+			if fault.Is(err, fault.NotFound) {
+				return c.invalid(w, req, d, fault.Invalidf("%s", message(err)))
+			}
+			return c.invalid(w, req, d, err)
+		}
+		fresh, err := c.editorFor(r, req, t)
+		if err != nil {
+			return err
+		}
+		fresh.Saved = fmt.Sprintf("Deleted (version %d).", rec.Version)
+		c.renderEditor(w, req, http.StatusOK, fresh)
+		return nil
+	}
+}
+
+type revisionsData struct {
+	T         target
+	Revisions []configs.Revision
+	A, B      *configs.Revision
+	Diff      []diffLine
+	Version   string // current version, the rollback's If-Match
+	Error     string
+	Done      string
+}
+
+func (c *Console) revisionsFor(r *http.Request, req *request, t target, a, b int64) (revisionsData, error) {
+	revs, err := c.svc.Configs.Revisions(r.Context(), req.p, t.ref(), 100)
+	if err != nil {
+		return revisionsData{}, err
+	}
+	cur, err := c.current(r, req, t)
+	if err != nil {
+		return revisionsData{}, err
+	}
+	d := revisionsData{T: t, Revisions: revs}
+	if cur.Version > 0 {
+		d.Version = strconv.FormatInt(cur.Version, 10)
+	}
+	find := func(v int64) *configs.Revision {
+		for i := range revs {
+			if revs[i].Version == v {
+				return &revs[i]
+			}
+		}
+		return nil
+	}
+	if a > 0 || b > 0 {
+		d.A, d.B = find(a), find(b)
+	} else if len(revs) > 0 {
+		d.B = &revs[0]
+		if len(revs) > 1 {
+			d.A = &revs[1]
+		}
+	}
+	if d.A != nil || d.B != nil {
+		var before, after json.RawMessage
+		if d.A != nil {
+			before = d.A.NewData
+		}
+		if d.B != nil {
+			after = d.B.NewData
+		}
+		d.Diff = diffLines(prettyJSON(before), prettyJSON(after))
+	}
+	return d, nil
+}
+
+func (c *Console) revisions(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		t, err := c.target(r, req, s)
+		if err != nil {
+			return err
+		}
+		a, _ := strconv.ParseInt(r.URL.Query().Get("a"), 10, 64)
+		b, _ := strconv.ParseInt(r.URL.Query().Get("b"), 10, 64)
+		d, err := c.revisionsFor(r, req, t, a, b)
+		if err != nil {
+			return err
+		}
+		if v := r.URL.Query().Get("rolled_back"); v != "" {
+			d.Done = "Rolled back: the config is now at version " + v + "."
+		}
+		c.render(w, http.StatusOK, "revisions", req, "History of "+t.ConfigType+" of "+t.Name, d)
+		return nil
+	}
+}
+
+func (c *Console) rollback(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		t, err := c.target(r, req, s)
+		if err != nil {
+			return err
+		}
+		if err := parseForm(r); err != nil {
+			return err
+		}
+		rev, err := strconv.ParseInt(r.PostForm.Get("revision"), 10, 64)
+		if err != nil || rev <= 0 {
+			return fault.Invalidf("revision must be a positive revision number")
+		}
+		cond := configs.Precondition{}
+		if v := r.PostForm.Get("version"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fault.Invalidf("version must be a config version")
+			}
+			cond.Versions = []int64{n}
+		}
+		rec, err := c.svc.Configs.Rollback(r.Context(), req.p, t.ref(), rev, cond)
+		if fault.Is(err, fault.PreconditionFailed) || fault.Is(err, fault.Invalid) || fault.Is(err, fault.Conflict) {
+			d, lerr := c.revisionsFor(r, req, t, 0, 0)
+			if lerr != nil {
+				return lerr
+			}
+			d.Error = message(err)
+			if fault.Is(err, fault.PreconditionFailed) {
+				d.Error += ". The config changed since this page was loaded; nothing was rolled back. The list below is current."
+			}
+			c.render(w, statusOf(err), "revisions", req, "History of "+t.ConfigType+" of "+t.Name, d)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		http.Redirect(w, r, t.Base+"/revisions?rolled_back="+url.QueryEscape(strconv.FormatInt(rec.Version, 10)), http.StatusSeeOther)
+		return nil
+	}
+}
+
+type progressData struct {
+	T        target
+	Exists   bool
+	Progress fleet.Progress
+}
+
+func (c *Console) progressFor(r *http.Request, req *request) (progressData, error) {
+	t, err := c.target(r, req, scopeEnvironment)
+	if err != nil {
+		return progressData{}, err
+	}
+	d := progressData{T: t}
+	rec, err := c.svc.Configs.EnvironmentConfig(r.Context(), req.p, t.ID, t.ConfigType)
+	if fault.Is(err, fault.NotFound) {
+		return d, nil
+	}
+	if err != nil {
+		return progressData{}, err
+	}
+	d.Exists = true
+	d.Progress, err = c.svc.Fleet.ApplyProgress(r.Context(), req.p, t.ID, t.ConfigType, rec.Version)
+	return d, err
+}
+
+func (c *Console) progress(w http.ResponseWriter, r *http.Request, req *request) error {
+	d, err := c.progressFor(r, req)
+	if err != nil {
+		return err
+	}
+	c.render(w, http.StatusOK, "progress", req, "Apply progress of "+d.T.ConfigType, d)
+	return nil
+}
+
+func (c *Console) progressFragment(w http.ResponseWriter, r *http.Request, req *request) error {
+	d, err := c.progressFor(r, req)
+	if err != nil {
+		return err
+	}
+	c.execute(w, http.StatusOK, "progress", "progress-body", c.view(req, "", d))
+	return nil
+}
