@@ -63,6 +63,15 @@ func ObservationSubject(agentID, kind string) string {
 	return AgentSubjectPrefix + agentID + "." + kind
 }
 
+// CredsRenewSubjectAll is what the service that renews agent credentials subscribes to.
+const CredsRenewSubjectAll = "configsync.agent.*.creds.renew"
+
+// CredsRenewQueueGroup is the queue group of the replicas that renew agent credentials.
+const CredsRenewQueueGroup = "configsync-creds-renew"
+
+// CredsRenewSubject is where an agent asks for a fresh JWT for its NATS user before it expires.
+func CredsRenewSubject(agentID string) string { return AgentSubjectPrefix + agentID + ".creds.renew" }
+
 // CommandSubject is where the backend sends commands to one agent.
 func CommandSubject(agentID string) string { return CommandSubjectPrefix + agentID }
 

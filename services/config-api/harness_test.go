@@ -129,6 +129,10 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		t.Fatalf("config-api: %v", err)
 	}
 	api.Register(router)
+	if err := api.Start(); err != nil {
+		t.Fatalf("config-api start: %v", err)
+	}
+	t.Cleanup(api.Stop)
 	h.srv = httptest.NewServer(router)
 	t.Cleanup(h.srv.Close)
 

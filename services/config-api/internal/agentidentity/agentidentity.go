@@ -57,17 +57,38 @@ func Load(issuerFile, systemCreds string, nc *nats.Conn) (*NATS, error) {
 	return &NATS{admin: admin, sysCreds: systemCreds, serverURL: nc.ConnectedUrl}, nil
 }
 
-// Issue creates the NATS user of agentID.
-func (n *NATS) Issue(agentID string) ([]byte, string, error) {
-	c, err := n.admin.IssueAgent(agentID)
+// Issue creates the NATS user of agentID, its JWT expiring at expires.
+func (n *NATS) Issue(agentID string, expires time.Time) ([]byte, string, error) {
+	c, err := n.admin.IssueAgentUntil(agentID, expires)
 	if err != nil {
 		return nil, "", err
 	}
 	return c.File, c.UserPublicKey, nil
 }
 
-// Revoke pushes the account JWT carrying revoked as its revocation list.
-func (n *NATS) Revoke(ctx context.Context, revoked map[string]time.Time) error {
+// Renew signs a fresh JWT for agentID's existing user key.
+func (n *NATS) Renew(agentID, publicKey string, expires time.Time) (string, error) {
+	return n.admin.RenewAgent(agentID, publicKey, expires)
+}
+
+// Push signs the account with revoked as its revocation list and pushes it to the servers.
+func (n *NATS) Push(ctx context.Context, revoked map[string]time.Time) error {
+	return n.withSystem(ctx, func(sys *nats.Conn) error { return n.admin.Revoke(sys, revoked) })
+}
+
+// Sync pushes the account only when the servers' copy differs from the one revoked makes.
+func (n *NATS) Sync(ctx context.Context, revoked map[string]time.Time) (bool, error) {
+	var pushed bool
+	err := n.withSystem(ctx, func(sys *nats.Conn) error {
+		var err error
+		pushed, err = n.admin.Sync(sys, revoked, 5*time.Second)
+		return err
+	})
+	return pushed, err
+}
+
+// withSystem runs fn on a short-lived system-account connection to the server nc is connected to.
+func (n *NATS) withSystem(ctx context.Context, fn func(*nats.Conn) error) error {
 	url := n.serverURL()
 	if url == "" {
 		return errors.New("agentidentity: not connected to NATS")
@@ -80,5 +101,5 @@ func (n *NATS) Revoke(ctx context.Context, revoked map[string]time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return n.admin.Revoke(sys, revoked)
+	return fn(sys)
 }

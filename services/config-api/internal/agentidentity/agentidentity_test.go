@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -46,7 +47,7 @@ func TestLoadTakesOnlyTheIssuerDocument(t *testing.T) {
 	if err != nil {
 		t.Fatalf("issuer document refused: %v", err)
 	}
-	file, pub, err := id.Issue("agent-a")
+	file, pub, err := id.Issue("agent-a", time.Now().Add(time.Hour))
 	if err != nil || pub == "" || !strings.Contains(string(file), "BEGIN NATS USER JWT") {
 		t.Fatalf("issue: %v", err)
 	}
