@@ -47,6 +47,10 @@ type harness struct {
 	admin string
 	// natsURL is the embedded server's URL (for connecting as an agent).
 	natsURL string
+	apiCfg  configapi.Config
+	log     *zap.Logger
+	// natsDir holds the system and service creds files when NATS runs in operator mode.
+	natsDir string
 }
 
 // TestMain gives the credential service a throwaway local keyring. It is set once, here, because
@@ -68,6 +72,12 @@ type harnessOption func(*harnessConfig)
 type harnessConfig struct {
 	noResolver bool
 	identity   *natsauth.Authority
+	api        func(*configapi.Config)
+}
+
+// withAPIConfig edits config-api's Config before it starts.
+func withAPIConfig(edit func(*configapi.Config)) harnessOption {
+	return func(c *harnessConfig) { c.api = edit }
 }
 
 // withNATSIdentity runs NATS in operator mode for authority and has config-api issue and revoke agents'
@@ -89,8 +99,10 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	apiCfg := configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second}
 	var natsOpts []testinfra.NATSOption
 	var connOpts []nats.Option
+	var natsDir string
 	if cfg.identity != nil {
 		dir := t.TempDir()
+		natsDir = dir
 		natsOpts = append(natsOpts, testinfra.WithServerOptions(func(o *server.Options) {
 			if err := natsserver.Configure(o, cfg.identity, filepath.Join(dir, "accounts")); err != nil {
 				t.Fatal(err)
@@ -105,8 +117,11 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 			t.Fatal(err)
 		}
 	}
+	if cfg.api != nil {
+		cfg.api(&apiCfg)
+	}
 	ns := testinfra.NATS(t, natsOpts...)
-	h0 := &harness{t: t, pool: pool}
+	h0 := &harness{t: t, pool: pool, natsDir: natsDir}
 	nc := ns.Connect(t, connOpts...)
 	log, logs := testinfra.Logger(t)
 
@@ -123,26 +138,33 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	h := h0
 	h.nc, h.logs, h.natsURL = nc, logs, ns.URL()
 
-	router := mux.NewRouter()
-	api, err := configapi.New(apiCfg, pool, nc, log)
-	if err != nil {
-		t.Fatalf("config-api: %v", err)
-	}
-	api.Register(router)
-	if err := api.Start(); err != nil {
-		t.Fatalf("config-api start: %v", err)
-	}
-	t.Cleanup(api.Stop)
-	h.srv = httptest.NewServer(router)
-	t.Cleanup(h.srv.Close)
+	h.apiCfg, h.log = apiCfg, log
+	h.srv = h.replica()
 
-	var token string
-	token, err = configapi.BootstrapAdminToken(context.Background(), pool, "test-admin")
+	token, err := configapi.BootstrapAdminToken(context.Background(), pool, "test-admin")
 	if err != nil {
 		t.Fatalf("bootstrap admin token: %v", err)
 	}
 	h.admin = token
 	return h
+}
+
+// replica starts one more config-api on the harness's database and NATS connection (the first is
+// h.srv) and returns its HTTP server.
+func (h *harness) replica() *httptest.Server {
+	h.t.Helper()
+	router := mux.NewRouter()
+	api, err := configapi.New(h.apiCfg, h.pool, h.nc, h.log)
+	if err != nil {
+		h.t.Fatalf("config-api: %v", err)
+	}
+	api.Register(router)
+	if err := api.Start(); err != nil {
+		h.t.Fatalf("config-api start: %v", err)
+	}
+	srv := httptest.NewServer(router)
+	h.t.Cleanup(func() { srv.Close(); api.Stop() })
+	return srv
 }
 
 // response is one HTTP answer.

@@ -49,6 +49,9 @@ type Config struct {
 	// (on protocol.CredsRenewSubject). Revocations leave the account's list one lifetime after the
 	// last JWT they refuse has expired, so it also bounds how long a revocation costs account space.
 	AgentCredsLifetime time.Duration `env:"CONFIGAPI_AGENT_CREDS_LIFETIME" default:"720h"`
+	// RevocationPruneGrace keeps a revocation this much longer than the JWTs it refuses (clock skew
+	// between config-api and the NATS servers).
+	RevocationPruneGrace time.Duration `env:"CONFIGAPI_REVOCATION_PRUNE_GRACE" default:"5m"`
 	// RevocationReconcile is how often the NATS account's revocation list is compared with the desired
 	// one in the database and re-pushed when they differ (repairing a failed or raced push, pruning).
 	RevocationReconcile time.Duration `env:"CONFIGAPI_REVOCATION_RECONCILE" default:"1m"`
@@ -101,7 +104,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 			return nil, err
 		}
 		identity = &hosts.NATSIdentity{
-			Issuer: id, Accounts: id, Lifetime: cfg.AgentCredsLifetime,
+			Issuer: id, Accounts: id, Lifetime: cfg.AgentCredsLifetime, PruneGrace: cfg.RevocationPruneGrace,
 			MaxPendingPerClient: cfg.MaxPendingRevocationsPerClient, MaxPending: cfg.MaxPendingRevocations,
 			Log: log.Named("agent-identity"),
 		}
