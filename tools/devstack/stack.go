@@ -164,8 +164,9 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL}
 	var client, env struct{ ID string }
 	var host struct {
-		ID      string `json:"id"`
-		AgentID string `json:"agent_id"`
+		ID              string `json:"id"`
+		AgentID         string `json:"agent_id"`
+		NATSCredentials string `json:"nats_credentials"`
 	}
 	suffix := time.Now().UTC().Format("20060102150405")
 	if err := api(ctx, d, http.MethodPost, "/api/v1/clients", map[string]string{"name": "demo-" + suffix}, &client); err != nil {
@@ -178,20 +179,51 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 		return demo{}, fmt.Errorf("seed host: %w", err)
 	}
 	d.ClientID, d.EnvironmentID, d.HostID, d.AgentID = client.ID, env.ID, host.ID, host.AgentID
+	if host.NATSCredentials != "" {
+		// Shown once: kept for the agent (which renews it in its data directory before it expires).
+		if err := s.writeAgentCreds([]byte(host.NATSCredentials)); err != nil {
+			return demo{}, err
+		}
+	}
 	return d, writeDemo(s.envFile(), d)
 }
 
+func (s *stack) agentDir() string { return filepath.Join(s.dataDir, "agent") }
+
+func (s *stack) agentCredsFile() string { return filepath.Join(s.agentDir(), "agent.creds") }
+
+func (s *stack) writeAgentCreds(creds []byte) error {
+	if err := os.MkdirAll(s.agentDir(), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(s.agentCredsFile(), creds, 0o600)
+}
+
+// agentCreds makes sure the demo agent has NATS credentials: the ones saved at registration, or —
+// when they are gone (an older data directory) — new ones re-issued through the API, which revokes
+// the host's previous NATS user (the documented re-enrolment step).
+func (s *stack) agentCreds(d demo) (string, error) {
+	if _, err := os.Stat(s.agentCredsFile()); err == nil {
+		return s.agentCredsFile(), nil
+	}
+	var host struct {
+		NATSCredentials string `json:"nats_credentials"`
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := api(ctx, d, http.MethodPost, "/api/v1/hosts/"+d.HostID+"/credentials", nil, &host); err != nil {
+		return "", fmt.Errorf("re-issue the demo agent's NATS credentials: %w", err)
+	}
+	return s.agentCredsFile(), s.writeAgentCreds([]byte(host.NATSCredentials))
+}
+
 func (s *stack) startAgent(d demo) error {
-	dir := filepath.Join(s.dataDir, "agent")
+	dir := s.agentDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	creds, err := s.auth.Issuer().IssueAgent(d.AgentID)
+	credsFile, err := s.agentCreds(d)
 	if err != nil {
-		return err
-	}
-	credsFile := filepath.Join(dir, "agent.creds")
-	if err := os.WriteFile(credsFile, creds.File, 0o600); err != nil {
 		return err
 	}
 	logFile, err := os.OpenFile(filepath.Join(s.dataDir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
