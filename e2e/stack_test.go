@@ -74,6 +74,7 @@ type stack struct {
 	svcCreds   string
 	sysCreds   string
 	issuerFile string
+	signerFile string
 	keyring    string
 
 	services map[string][]*service
@@ -170,19 +171,24 @@ func (s *stack) restartNATS() {
 }
 
 // writeSecrets writes the files the services read: service and system NATS users, config-api's NATS
-// issuer document (only the agent and operator signing keys — never the domain's full seeds) and the
-// local keyring the credential replicas share.
+// issuer document (only the agent signing key — never the domain's full seeds), the credential
+// service's account signer document (the operator signing key: it re-signs the account with the
+// revocation list config-api asks for) and the local keyring the credential replicas share.
 func (s *stack) writeSecrets() {
 	t := s.t
 	svc, err := s.auth.ServiceCreds("configsync-services")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := s.auth.SystemCreds("configsync-config-api")
+	sys, err := s.auth.SystemCreds("configsync-credential")
 	if err != nil {
 		t.Fatal(err)
 	}
 	issuer, err := json.Marshal(s.auth.IssuerSeeds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := json.Marshal(s.auth.AccountSignerSeeds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,11 +203,13 @@ func (s *stack) writeSecrets() {
 	s.svcCreds = filepath.Join(secrets, "services.creds")
 	s.sysCreds = filepath.Join(secrets, "system.creds")
 	s.issuerFile = filepath.Join(secrets, "config-api-issuer.json")
+	s.signerFile = filepath.Join(secrets, "credential-account-signer.json")
 	s.keyring = filepath.Join(secrets, "keyring")
 	for path, data := range map[string][]byte{
 		s.svcCreds:   svc.File,
 		s.sysCreds:   sys.File,
 		s.issuerFile: issuer,
+		s.signerFile: signer,
 		s.keyring:    []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n"),
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -229,7 +237,6 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 	case "config-api":
 		env = append(env,
 			"NATS_AUTHORITY_FILE="+s.issuerFile,
-			"NATS_SYSTEM_CREDS="+s.sysCreds,
 			"CONFIGAPI_REQUEST_TIMEOUT=3s",
 			"OUTBOX_POLL_INTERVAL=500ms",
 			"OUTBOX_MAX_BACKOFF=2s",
@@ -237,6 +244,8 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 	case "credential":
 		env = append(env,
 			"CREDENTIAL_CIPHER=local",
+			"CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE="+s.signerFile,
+			"NATS_SYSTEM_CREDS="+s.sysCreds,
 			"CONFIGSYNC_KEYRING_FILE="+s.keyring,
 		)
 	case "delivery":

@@ -36,13 +36,21 @@ func (m *AccountAdmin) InSync(serverJWT string, revoked map[string]time.Time) (b
 	if err != nil {
 		return false, fmt.Errorf("natsauth: decode the servers' account JWT: %w", err)
 	}
-	if held.Subject != m.issuer.accountPub {
+	if held.Subject != m.accountPub {
 		return false, errors.New("natsauth: the servers answered with another account's JWT")
 	}
 	if held.Issuer != publicKey(m.operatorSigner) {
 		return false, nil
 	}
-	want := accountClaims(m.issuer.accountPub, m.agentSignerPub, revoked)
+	// Encoded and decoded, as the servers' copy was, so fields set while encoding compare equal.
+	wantJWT, err := m.AccountJWT(revoked)
+	if err != nil {
+		return false, err
+	}
+	want, err := jwt.DecodeAccountClaims(wantJWT)
+	if err != nil {
+		return false, err
+	}
 	a, err := json.Marshal(held.Account)
 	if err != nil {
 		return false, err
@@ -58,7 +66,7 @@ func (m *AccountAdmin) InSync(serverJWT string, revoked map[string]time.Time) (b
 // copy and pushes a newly signed one only when it differs (InSync). It reports whether it pushed.
 // This is the reconciliation of a push that failed, or that another signer overwrote.
 func (m *AccountAdmin) Sync(sys *nats.Conn, revoked map[string]time.Time, timeout time.Duration) (bool, error) {
-	held, err := LookupAccount(sys, m.issuer.accountPub, timeout)
+	held, err := LookupAccount(sys, m.accountPub, timeout)
 	if err != nil {
 		return false, err
 	}

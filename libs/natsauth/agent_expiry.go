@@ -51,13 +51,3 @@ func (i *Issuer) RenewAgent(agentID, userPublicKey string, expires time.Time) (s
 	}
 	return token, nil
 }
-
-// IssueAgentUntil creates a new expiring user for agentID (see Issuer.IssueAgentUntil).
-func (m *AccountAdmin) IssueAgentUntil(agentID string, expires time.Time) (Creds, error) {
-	return m.issuer.IssueAgentUntil(agentID, expires)
-}
-
-// RenewAgent signs a fresh JWT for an existing agent user (see Issuer.RenewAgent).
-func (m *AccountAdmin) RenewAgent(agentID, userPublicKey string, expires time.Time) (string, error) {
-	return m.issuer.RenewAgent(agentID, userPublicKey, expires)
-}

@@ -44,6 +44,12 @@ const (
 	CredentialListSubject   = "configsync.svc.credential.list"
 	CredentialGetSubject    = "configsync.svc.credential.get"
 	CredentialInjectSubject = "configsync.svc.credential.inject"
+	// AccountUpdateSubject asks the credential service — the custodian of the key that signs the NATS
+	// account — to make the servers' account carry a revocation list (AccountUpdateRequest). Only
+	// config-api's NATS user may publish it; agents and the internet never reach the custodian.
+	AccountUpdateSubject = "configsync.svc.credential.account_update"
+	// AccountUpdateQueueGroup is the queue group of the credential replicas answering it.
+	AccountUpdateQueueGroup = "configsync-credential-account"
 )
 
 // FetchSubject is where an agent asks for all of its configs.

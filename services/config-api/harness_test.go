@@ -29,6 +29,7 @@ import (
 
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
+	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	configapi "github.com/configsync/configsync/services/config-api"
@@ -100,6 +101,11 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	var natsOpts []testinfra.NATSOption
 	var connOpts []nats.Option
 	var natsDir string
+	// The credential service's Config as its Module would load it (the keyring comes from TestMain).
+	var credCfg credential.Config
+	if err := envconfig.Load(&credCfg); err != nil {
+		t.Fatal(err)
+	}
 	if cfg.identity != nil {
 		dir := t.TempDir()
 		natsDir = dir
@@ -109,8 +115,15 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 			}
 		}))
 		connOpts = append(connOpts, nats.UserCredentials(writeCreds(t, dir, "service", must(cfg.identity.ServiceCreds("config-api")))))
-		apiCfg.NATSSystemCreds = writeCreds(t, dir, "system", must(cfg.identity.SystemCreds("config-api")))
-		// config-api gets only the narrow issuer document, as deployed (natsauthgen's config-api-issuer.json).
+		// The credential service is the account's custodian: the system user and the account signer
+		// document are its; config-api gets only the narrow issuer document, as deployed (natsauthgen's
+		// credential-account-signer.json and config-api-issuer.json).
+		credCfg.NATSSystemCreds = writeCreds(t, dir, "system", must(cfg.identity.SystemCreds("credential")))
+		signer, _ := json.Marshal(cfg.identity.AccountSignerSeeds())
+		credCfg.NATSAccountSignerFile = filepath.Join(dir, "credential-account-signer.json")
+		if err := os.WriteFile(credCfg.NATSAccountSignerFile, signer, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		seeds, _ := json.Marshal(cfg.identity.IssuerSeeds())
 		apiCfg.NATSAuthorityFile = filepath.Join(dir, "config-api-issuer.json")
 		if err := os.WriteFile(apiCfg.NATSAuthorityFile, seeds, 0o600); err != nil {
@@ -127,13 +140,22 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 
 	// The real resolver and credential services, composed the way tools/devstack composes them (the
 	// credential service's keyring comes from TestMain).
-	services := []fx.Option{fx.Supply(pool, nc, log), fx.NopLogger, credential.Module}
+	services := []fx.Option{fx.Supply(pool, nc, log), fx.NopLogger}
 	if !cfg.noResolver {
 		services = append(services, resolver.Module)
 	}
 	app := fxtest.New(t, services...)
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
+	// The credential service, built as its Module builds it, with the Config above.
+	cred, err := credential.New(credCfg, pool, log)
+	if err != nil {
+		t.Fatalf("credential: %v", err)
+	}
+	if err := cred.Start(context.Background(), nc); err != nil {
+		t.Fatalf("credential start: %v", err)
+	}
+	t.Cleanup(func() { _ = cred.Stop(context.Background()) })
 
 	h := h0
 	h.nc, h.logs, h.natsURL = nc, logs, ns.URL()

@@ -39,12 +39,12 @@ type Config struct {
 	OnlineWindow time.Duration `env:"CONFIGSYNC_ONLINE_WINDOW" default:"90s"`
 	// RequestTimeout bounds each request to the resolver and credential services.
 	RequestTimeout time.Duration `env:"CONFIGAPI_REQUEST_TIMEOUT" default:"10s"`
-	// NATSAuthorityFile holds the issuer document (libs/natsauth IssuerSeeds: account public key, agent
-	// and operator signing keys — never the domain's full seeds); when set, each registered host gets
-	// its own NATS user (returned once as nats_credentials) and revoking a host revokes it.
+	// NATSAuthorityFile holds the issuer document (libs/natsauth IssuerSeeds: the account's public key
+	// and the agent signing key — never the domain's full seeds, nor the operator signing key); when
+	// set, each registered host gets its own NATS user (returned once as nats_credentials) and revoking
+	// a host revokes it, through the credential service (the custodian of the account's signing key,
+	// which needs CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE).
 	NATSAuthorityFile string `env:"NATS_AUTHORITY_FILE"`
-	// NATSSystemCreds is a system-account user's creds file, used to push revocations.
-	NATSSystemCreds string `env:"NATS_SYSTEM_CREDS"`
 	// AgentCredsLifetime is how long an agent's NATS JWT is valid; agents renew it before it expires
 	// (on protocol.CredsRenewSubject). Revocations leave the account's list one lifetime after the
 	// last JWT they refuse has expired, so it also bounds how long a revocation costs account space.
@@ -99,7 +99,7 @@ type Service struct {
 func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Service, error) {
 	var identity *hosts.NATSIdentity
 	if cfg.NATSAuthorityFile != "" {
-		id, err := agentidentity.Load(cfg.NATSAuthorityFile, cfg.NATSSystemCreds, nc)
+		id, err := agentidentity.Load(cfg.NATSAuthorityFile, nc, cfg.RequestTimeout)
 		if err != nil {
 			return nil, err
 		}

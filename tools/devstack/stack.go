@@ -105,7 +105,7 @@ func (s *stack) environment() error {
 	if err := os.WriteFile(credsFile, svcCreds.File, 0o600); err != nil {
 		return err
 	}
-	sysCreds, err := s.auth.SystemCreds("devstack-config-api")
+	sysCreds, err := s.auth.SystemCreds("devstack-credential")
 	if err != nil {
 		return err
 	}
@@ -113,9 +113,15 @@ func (s *stack) environment() error {
 	if err := os.WriteFile(sysFile, sysCreds.File, 0o600); err != nil {
 		return err
 	}
-	// config-api gets only the narrow issuer document, never the domain's seeds (nats-authority.json).
+	// config-api gets only the narrow issuer document (the agent signing key) and the credential service
+	// the account signer document (the operator signing key, with the system user above), never the
+	// domain's seeds (nats-authority.json).
 	issuerFile := filepath.Join(s.dataDir, "config-api-issuer.json")
 	if err := writeJSON(issuerFile, s.auth.IssuerSeeds()); err != nil {
+		return err
+	}
+	signerFile := filepath.Join(s.dataDir, "credential-account-signer.json")
+	if err := writeJSON(signerFile, s.auth.AccountSignerSeeds()); err != nil {
 		return err
 	}
 	vars := map[string]string{
@@ -123,15 +129,16 @@ func (s *stack) environment() error {
 		"LOG_FORMAT":   "console",
 		"DATABASE_URL": s.databaseURL,
 		// Five services share this process and its one pool.
-		"DATABASE_MAX_CONNS":        "30",
-		"NATS_URL":                  s.natsURL,
-		"NATS_CREDS":                credsFile,
-		"HTTP_ADDR":                 s.opts.httpAddr,
-		"CREDENTIAL_CIPHER":         "local",
-		"CONFIGSYNC_KEYRING_FILE":   filepath.Join(s.dataDir, "keyring"),
-		"CONFIGSYNC_KEYRING_CREATE": "true",
-		"NATS_AUTHORITY_FILE":       issuerFile,
-		"NATS_SYSTEM_CREDS":         sysFile,
+		"DATABASE_MAX_CONNS":                  "30",
+		"NATS_URL":                            s.natsURL,
+		"NATS_CREDS":                          credsFile,
+		"HTTP_ADDR":                           s.opts.httpAddr,
+		"CREDENTIAL_CIPHER":                   "local",
+		"CONFIGSYNC_KEYRING_FILE":             filepath.Join(s.dataDir, "keyring"),
+		"CONFIGSYNC_KEYRING_CREATE":           "true",
+		"NATS_AUTHORITY_FILE":                 issuerFile,
+		"CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE": signerFile,
+		"NATS_SYSTEM_CREDS":                   sysFile,
 	}
 	for k, v := range vars {
 		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" {
