@@ -112,7 +112,9 @@ func ParseAccountSignerSeeds(data []byte) (AccountSignerSeeds, error) {
 }
 
 // NewIssuerFromSeeds builds config-api's agent user issuer from its document.
-func NewIssuerFromSeeds(s IssuerSeeds) (*Issuer, error) { return NewIssuer(s.AccountPublicKey, s.AgentSigner) }
+func NewIssuerFromSeeds(s IssuerSeeds) (*Issuer, error) {
+	return NewIssuer(s.AccountPublicKey, s.AgentSigner)
+}
 
 // AccountAdmin is the account custodian's share of the authority: it re-signs the ConfigSync account —
 // the same claims as Authority.AccountJWT, with a new revocation list — with the operator signing key.
