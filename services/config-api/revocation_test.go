@@ -372,9 +372,18 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 		}
 		return reply
 	}
+	// Fresh credentials are not renewable yet (an agent renews with a third of the lifetime left).
+	if r := ask(agent, reg.AgentID, protocol.CredsRenewRequest{AgentID: reg.AgentID, PublicKey: uc.Subject}); r.Error == nil {
+		t.Fatal("credentials issued a moment ago were renewed")
+	}
+	h.exec(`UPDATE hosts SET nats_expires_at = now() + interval '15 minutes' WHERE id = $1`, reg.ID)
 	reply := ask(agent, reg.AgentID, protocol.CredsRenewRequest{AgentID: reg.AgentID, PublicKey: uc.Subject})
 	if reply.Error != nil || reply.JWT == "" {
 		t.Fatalf("renewal refused: %+v", reply.Error)
+	}
+	// Asking again at once gets nothing: the renewal just recorded is a whole lifetime away.
+	if r := ask(agent, reg.AgentID, protocol.CredsRenewRequest{AgentID: reg.AgentID, PublicKey: uc.Subject}); r.Error == nil {
+		t.Fatal("an agent renewed twice in a row")
 	}
 	renewed, err := jwt.DecodeUserClaims(reply.JWT)
 	if err != nil || renewed.Subject != uc.Subject || renewed.Name != reg.AgentID || renewed.Expires != reply.ExpiresAt.Unix() {
@@ -395,7 +404,8 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 	}
 	connectAgent(t, h.natsURL, reg.AgentID, writeCreds(t, dir, "renewed", natsauth.Creds{File: file}))
 
-	// Another host's key, or a mismatched payload agent id: refused.
+	// Another host's key, or a mismatched payload agent id: refused (other's credentials are renewable).
+	h.exec(`UPDATE hosts SET nats_expires_at = now() + interval '15 minutes' WHERE id = $1`, other.ID)
 	otherJWT, _ := jwt.ParseDecoratedJWT([]byte(other.NATSCredentials))
 	otherClaims, _ := jwt.DecodeUserClaims(otherJWT)
 	if r := ask(agent, reg.AgentID, protocol.CredsRenewRequest{AgentID: reg.AgentID, PublicKey: otherClaims.Subject}); r.Error == nil || r.Error.Code != protocol.CodeNotFound {

@@ -110,10 +110,13 @@ WHERE prune_after IS NULL OR prune_after >= @cutoff;
 DELETE FROM nats_revocations WHERE prune_after < @cutoff;
 
 -- name: RenewHostNATSExpiry :one
--- Records the expiry of a renewed JWT for the host's current key, only while the host is not revoked.
--- The row lock orders it against a revocation, which then lists the new expiry.
+-- Records the expiry of a renewed JWT for the host's current key, only while the host is not revoked
+-- and its latest JWT expires before renewable_after (an agent renews two thirds into the lifetime, so
+-- one asking again and again gets nothing). The row lock orders it against a revocation, which then
+-- lists the new expiry.
 UPDATE hosts SET nats_expires_at = GREATEST(nats_expires_at, @expires_at::timestamptz)
 WHERE agent_id = @agent_id AND nats_public_key = @nats_public_key AND revoked_at IS NULL
+  AND (nats_expires_at IS NULL OR nats_expires_at < @renewable_after::timestamptz)
 RETURNING id;
 
 -- name: LockHostForReissue :one

@@ -121,8 +121,9 @@ type RevocationStore interface {
 	// expires, and lists the key it had, if any, in the revocation list (counted against limits).
 	ReplaceNATSKey(ctx context.Context, filter uuid.NullUUID, id uuid.UUID, publicKey string, expires time.Time, limits RevocationLimits) error
 	// RenewNATSExpiry records that a JWT expiring at expires is issued for agentID's key publicKey. It
-	// fails with fault.NotFound unless the host exists, is not revoked and holds that key.
-	RenewNATSExpiry(ctx context.Context, agentID, publicKey string, expires time.Time) error
+	// fails with fault.NotFound unless the host exists, is not revoked, holds that key and its latest
+	// JWT expires before renewableAfter.
+	RenewNATSExpiry(ctx context.Context, agentID, publicKey string, expires, renewableAfter time.Time) error
 	// WithRevocations runs fn with the desired revocation list (entries pruned at cutoff left out,
 	// and deleted), holding a lock that serializes it across every config-api replica.
 	WithRevocations(ctx context.Context, cutoff time.Time, fn func(revoked map[string]time.Time) error) error
@@ -298,9 +299,9 @@ func (s *Service) ReissueCredentials(ctx context.Context, p tenancy.Principal, i
 	return h, nil
 }
 
-// ErrRenewRefused is RenewCredentials' answer for an unknown or revoked host, or a key the host does
-// not hold.
-var ErrRenewRefused = fault.NotFoundf("no active host holds these credentials")
+// ErrRenewRefused is RenewCredentials' answer for an unknown or revoked host, a key the host does not
+// hold, or credentials renewed less than half a lifetime ago.
+var ErrRenewRefused = fault.NotFoundf("no active host holds these credentials, or they were renewed recently")
 
 // RenewCredentials signs a fresh JWT for an agent's existing NATS user key, when the agent's host is
 // registered, not revoked and holds that key. agentID is the subject token the request arrived on
@@ -315,7 +316,9 @@ func (s *Service) RenewCredentials(ctx context.Context, agentID, publicKey strin
 	expires := s.identity.expiry()
 	// Recorded first (under the host's row lock, only while it is not revoked), so a revocation that
 	// follows lists the key until this JWT has expired too.
-	if err := s.store.RenewNATSExpiry(ctx, agentID, publicKey, expires); err != nil {
+	// Renewable once less than half a lifetime is left (agents renew at a third left).
+	renewableAfter := s.now().Add(s.identity.Lifetime / 2)
+	if err := s.store.RenewNATSExpiry(ctx, agentID, publicKey, expires, renewableAfter); err != nil {
 		if fault.Is(err, fault.NotFound) {
 			return "", time.Time{}, ErrRenewRefused
 		}

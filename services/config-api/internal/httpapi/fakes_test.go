@@ -206,7 +206,7 @@ func (b *memBackend) ReplaceNATSKey(context.Context, uuid.NullUUID, uuid.UUID, s
 	return nil
 }
 
-func (b *memBackend) RenewNATSExpiry(context.Context, string, string, time.Time) error {
+func (b *memBackend) RenewNATSExpiry(context.Context, string, string, time.Time, time.Time) error {
 	return fault.NotFoundf("host not found")
 }
 

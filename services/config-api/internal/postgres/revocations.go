@@ -136,8 +136,10 @@ func (s *Store) ReplaceNATSKey(ctx context.Context, filter uuid.NullUUID, id uui
 }
 
 // RenewNATSExpiry records a renewed JWT's expiry (see hosts.RevocationStore).
-func (s *Store) RenewNATSExpiry(ctx context.Context, agentID, publicKey string, expires time.Time) error {
-	_, err := s.q.RenewHostNATSExpiry(ctx, sqlcdb.RenewHostNATSExpiryParams{ExpiresAt: expires, AgentID: agentID, NatsPublicKey: &publicKey})
+func (s *Store) RenewNATSExpiry(ctx context.Context, agentID, publicKey string, expires, renewableAfter time.Time) error {
+	_, err := s.q.RenewHostNATSExpiry(ctx, sqlcdb.RenewHostNATSExpiryParams{
+		ExpiresAt: expires, AgentID: agentID, NatsPublicKey: &publicKey, RenewableAfter: renewableAfter,
+	})
 	return classify(err, "host")
 }
 

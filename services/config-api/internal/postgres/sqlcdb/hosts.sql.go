@@ -541,19 +541,28 @@ func (q *Queries) LockRevocations(ctx context.Context, lockKey int64) error {
 const renewHostNATSExpiry = `-- name: RenewHostNATSExpiry :one
 UPDATE hosts SET nats_expires_at = GREATEST(nats_expires_at, $1::timestamptz)
 WHERE agent_id = $2 AND nats_public_key = $3 AND revoked_at IS NULL
+  AND (nats_expires_at IS NULL OR nats_expires_at < $4::timestamptz)
 RETURNING id
 `
 
 type RenewHostNATSExpiryParams struct {
-	ExpiresAt     time.Time
-	AgentID       string
-	NatsPublicKey *string
+	ExpiresAt      time.Time
+	AgentID        string
+	NatsPublicKey  *string
+	RenewableAfter time.Time
 }
 
-// Records the expiry of a renewed JWT for the host's current key, only while the host is not revoked.
-// The row lock orders it against a revocation, which then lists the new expiry.
+// Records the expiry of a renewed JWT for the host's current key, only while the host is not revoked
+// and its latest JWT expires before renewable_after (an agent renews two thirds into the lifetime, so
+// one asking again and again gets nothing). The row lock orders it against a revocation, which then
+// lists the new expiry.
 func (q *Queries) RenewHostNATSExpiry(ctx context.Context, arg RenewHostNATSExpiryParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, renewHostNATSExpiry, arg.ExpiresAt, arg.AgentID, arg.NatsPublicKey)
+	row := q.db.QueryRow(ctx, renewHostNATSExpiry,
+		arg.ExpiresAt,
+		arg.AgentID,
+		arg.NatsPublicKey,
+		arg.RenewableAfter,
+	)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
