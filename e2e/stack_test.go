@@ -36,6 +36,8 @@ type stackOptions struct {
 	replicas int
 	// agents are the hostnames of the agents to register and start.
 	agents []string
+	// configAPIEnv is added to config-api's environment (NAME=value).
+	configAPIEnv []string
 }
 
 // service is one replica of a backend service.
@@ -77,6 +79,7 @@ type stack struct {
 	signerFile string
 	keyring    string
 
+	opts     stackOptions
 	services map[string][]*service
 	procs    []*process // every process, for liveness checks and log dumps
 
@@ -93,7 +96,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	bins := binaries(t)
 	dir := t.TempDir()
-	s := &stack{t: t, dir: dir, logDir: filepath.Join(dir, "logs"), bins: bins,
+	s := &stack{t: t, dir: dir, logDir: filepath.Join(dir, "logs"), bins: bins, opts: opts,
 		services: map[string][]*service{}, agents: map[string]*agent{}}
 	if keep := os.Getenv("E2E_LOG_DIR"); keep != "" {
 		// Logs outlive the test there (t.TempDir is removed at cleanup).
@@ -241,6 +244,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 			"OUTBOX_POLL_INTERVAL=500ms",
 			"OUTBOX_MAX_BACKOFF=2s",
 		)
+		env = append(env, s.opts.configAPIEnv...)
 	case "credential":
 		env = append(env,
 			"CREDENTIAL_CIPHER=local",
