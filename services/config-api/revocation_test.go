@@ -237,6 +237,13 @@ func TestRevocationCapPerClient(t *testing.T) {
 	exp := time.Now().Add(time.Hour)
 	aIDs, _ := h.insertLiveHosts(a, "a", 8, exp)
 	bIDs, bKeys := h.insertLiveHosts(b, "b", 3, exp)
+	// Ten revocations of keys without expiry from long before the cap existed: they stay in the list
+	// (never prunable) but do not count against the client's cap, which counts one lifetime back.
+	for i := range 10 {
+		kp, _ := nkeys.CreateUser()
+		pub, _ := kp.PublicKey()
+		h.exec(`INSERT INTO nats_revocations (public_key, client_id, revoked_at, revoke_before) VALUES ($1, $2, now() - interval '2000 hours' - $3 * interval '1 second', now() - interval '2000 hours')`, pub, a.client, i)
+	}
 
 	h.revokeBatches(a, aIDs[:4])
 	r := h.must(409, "POST", "/api/v1/environments/"+a.env.String()+"/hosts/revoke", a.token, map[string]any{"host_ids": aIDs[4:6]})
@@ -250,8 +257,8 @@ func TestRevocationCapPerClient(t *testing.T) {
 	h.revokeBatches(a, aIDs[3:5])
 	h.revokeBatches(b, bIDs)
 	_, list := h.serverAccount(authority)
-	if len(list) != 8 {
-		t.Fatalf("server lists %d revocations, want 8", len(list))
+	if len(list) != 18 {
+		t.Fatalf("server lists %d revocations, want 8 and the 10 old ones", len(list))
 	}
 	for _, k := range bKeys {
 		if _, ok := list[k]; !ok {

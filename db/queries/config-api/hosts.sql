@@ -95,8 +95,10 @@ SELECT revoked.id, (SELECT count(*) FROM listed)::int AS listed FROM revoked;
 SELECT pg_advisory_xact_lock(@lock_key::bigint);
 
 -- name: CountPendingRevocations :one
--- Revocation entries still in the account's list (not yet prunable at cutoff): the client's and all.
-SELECT count(*) FILTER (WHERE client_id = @client_id)::int AS client_pending, count(*)::int AS total_pending
+-- Revocation entries still in the account's list (not yet prunable at cutoff): those the client made
+-- since @since (one JWT lifetime ago), and all.
+SELECT count(*) FILTER (WHERE client_id = @client_id AND revoked_at >= @since::timestamptz)::int AS client_pending,
+       count(*)::int AS total_pending
 FROM nats_revocations
 WHERE prune_after IS NULL OR prune_after >= @cutoff;
 

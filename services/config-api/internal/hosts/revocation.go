@@ -44,9 +44,9 @@ type NATSIdentity struct {
 	// PruneGrace keeps a revocation this much longer than the JWTs it refuses, for clock skew between
 	// config-api and the NATS servers (default DefaultPruneGrace).
 	PruneGrace time.Duration
-	// MaxPendingPerClient caps one client's revocations still in the account (revoked within about one
-	// Lifetime), so no tenant can grow the account JWT, which every tenant shares, past what the
-	// servers accept (default DefaultMaxPendingPerClient).
+	// MaxPendingPerClient caps one client's revocations made within one Lifetime that are still in the
+	// account, so no tenant can grow the account JWT, which every tenant shares, past what the servers
+	// accept (default DefaultMaxPendingPerClient).
 	MaxPendingPerClient int
 	// MaxPending caps all clients' revocations together (default DefaultMaxPending): at about 93 bytes
 	// an entry, the default keeps the account JWT well under the servers' 1 MB max_payload.
@@ -89,9 +89,11 @@ func (n *NATSIdentity) expiry() time.Time {
 }
 
 // RevocationLimits is what a revocation may add to the account's list: entries still pending at Cutoff
-// (not prunable yet) count, per client and in all.
+// (not prunable yet) count — in all, and per client those it made since Since (one lifetime ago), so
+// revocations from before the cap existed never lock a client out.
 type RevocationLimits struct {
 	Cutoff    time.Time
+	Since     time.Time
 	PerClient int
 	Total     int
 }
@@ -130,7 +132,8 @@ type RevocationStore interface {
 }
 
 func (s *Service) limits() RevocationLimits {
-	return RevocationLimits{Cutoff: s.cutoff(), PerClient: s.identity.MaxPendingPerClient, Total: s.identity.MaxPending}
+	return RevocationLimits{Cutoff: s.cutoff(), Since: s.now().Add(-s.identity.Lifetime),
+		PerClient: s.identity.MaxPendingPerClient, Total: s.identity.MaxPending}
 }
 
 // cutoff is the instant before which an entry's JWTs have all expired, with the clock-skew grace.
@@ -265,13 +268,14 @@ func (s *Service) RunReconciler(ctx context.Context, interval time.Duration) {
 // installs the new creds file on the host), and how credentials issued before JWTs expired are
 // replaced by expiring ones. The creds file is in the result's NATSCredentials, shown once.
 func (s *Service) ReissueCredentials(ctx context.Context, p tenancy.Principal, id uuid.UUID) (Host, error) {
-	if s.identity == nil {
-		return Host{}, &fault.Error{Kind: fault.PreconditionFailed, Code: "no_nats_identity",
-			Message: "this deployment issues no per-agent NATS credentials"}
-	}
+	// The host first: another client's is an audited 404, whatever the deployment.
 	h, err := s.Get(ctx, p, id)
 	if err != nil {
 		return Host{}, err
+	}
+	if s.identity == nil {
+		return Host{}, &fault.Error{Kind: fault.PreconditionFailed, Code: "no_nats_identity",
+			Message: "this deployment issues no per-agent NATS credentials"}
 	}
 	if h.RevokedAt != nil {
 		return Host{}, fault.Conflictf("host %s is revoked; register a new host instead", id)

@@ -85,7 +85,7 @@ func checkLimits(ctx context.Context, q *sqlcdb.Queries, newKeys map[uuid.UUID]i
 		total += n
 	}
 	for client, n := range newKeys {
-		c, err := q.CountPendingRevocations(ctx, sqlcdb.CountPendingRevocationsParams{ClientID: client, Cutoff: &limits.Cutoff})
+		c, err := q.CountPendingRevocations(ctx, sqlcdb.CountPendingRevocationsParams{ClientID: client, Since: limits.Since, Cutoff: &limits.Cutoff})
 		if err != nil {
 			return err
 		}

@@ -24,13 +24,15 @@ func (q *Queries) CountActiveHosts(ctx context.Context, environmentID uuid.UUID)
 }
 
 const countPendingRevocations = `-- name: CountPendingRevocations :one
-SELECT count(*) FILTER (WHERE client_id = $1)::int AS client_pending, count(*)::int AS total_pending
+SELECT count(*) FILTER (WHERE client_id = $1 AND revoked_at >= $2::timestamptz)::int AS client_pending,
+       count(*)::int AS total_pending
 FROM nats_revocations
-WHERE prune_after IS NULL OR prune_after >= $2
+WHERE prune_after IS NULL OR prune_after >= $3
 `
 
 type CountPendingRevocationsParams struct {
 	ClientID uuid.UUID
+	Since    time.Time
 	Cutoff   *time.Time
 }
 
@@ -39,9 +41,10 @@ type CountPendingRevocationsRow struct {
 	TotalPending  int32
 }
 
-// Revocation entries still in the account's list (not yet prunable at cutoff): the client's and all.
+// Revocation entries still in the account's list (not yet prunable at cutoff): those the client made
+// since @since (one JWT lifetime ago), and all.
 func (q *Queries) CountPendingRevocations(ctx context.Context, arg CountPendingRevocationsParams) (CountPendingRevocationsRow, error) {
-	row := q.db.QueryRow(ctx, countPendingRevocations, arg.ClientID, arg.Cutoff)
+	row := q.db.QueryRow(ctx, countPendingRevocations, arg.ClientID, arg.Since, arg.Cutoff)
 	var i CountPendingRevocationsRow
 	err := row.Scan(&i.ClientPending, &i.TotalPending)
 	return i, err
