@@ -267,9 +267,13 @@ func TestRevocationCapPerClient(t *testing.T) {
 	}
 
 	// The batch route: another client's hosts or environment are not found, nothing revoked; bad bodies.
+	audits := h.count(`SELECT count(*) FROM audit_events WHERE action = 'cross_tenant_access'`)
 	r = h.must(404, "POST", "/api/v1/environments/"+a.env.String()+"/hosts/revoke", a.token, map[string]any{"host_ids": []uuid.UUID{aIDs[7], bIDs[0]}})
 	if !strings.Contains(r.message(t), "host_ids[1]") {
 		t.Fatalf("foreign host in a batch: %s", r.body)
+	}
+	if n := h.count(`SELECT count(*) FROM audit_events WHERE action = 'cross_tenant_access'`); n != audits+1 {
+		t.Fatalf("a foreign host in a batch revocation wrote %d cross_tenant_access events, want 1", n-audits)
 	}
 	h.must(404, "POST", "/api/v1/environments/"+b.env.String()+"/hosts/revoke", a.token, map[string]any{"host_ids": []uuid.UUID{bIDs[0]}})
 	h.must(400, "POST", "/api/v1/environments/"+a.env.String()+"/hosts/revoke", a.token, map[string]any{"host_ids": []uuid.UUID{aIDs[7], aIDs[7]}})

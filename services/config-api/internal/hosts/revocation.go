@@ -178,6 +178,8 @@ func (s *Service) RevokeBatch(ctx context.Context, p tenancy.Principal, environm
 	err = s.revoke(ctx, p, uuid.NullUUID{UUID: env.ID, Valid: true}, ids)
 	var me *MissingHostsError
 	if asMissing(err, &me) {
+		// Audits the first missing id when it is another client's host (the answer is the same).
+		_ = s.guard.Missing(ctx, p, tenancy.KindHost, ids[me.Indexes[0]])
 		return 0, fault.NotFoundf("host_ids[%d]: no such host in this environment (%d of %d not found); nothing was revoked",
 			me.Indexes[0], len(me.Indexes), len(ids))
 	}
