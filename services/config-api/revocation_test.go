@@ -403,6 +403,14 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 	if got := h.count(`SELECT count(*) FROM hosts WHERE id = $1 AND nats_expires_at = to_timestamp($2)`, reg.ID, renewed.Expires); got != 1 {
 		t.Fatal("the renewed expiry was not recorded")
 	}
+	// Operators see it on the host (to spot agents whose credentials expired while they were off).
+	var shown struct {
+		ExpireAt *time.Time `json:"nats_credentials_expire_at"`
+	}
+	h.must(200, "GET", "/api/v1/hosts/"+reg.ID.String(), a.token, nil).data(t, &shown)
+	if shown.ExpireAt == nil || shown.ExpireAt.Unix() != renewed.Expires {
+		t.Fatalf("host view nats_credentials_expire_at = %v, want %d", shown.ExpireAt, renewed.Expires)
+	}
 	// The renewed JWT with the agent's own seed connects as the agent.
 	seed, err := jwt.ParseDecoratedNKey([]byte(reg.NATSCredentials))
 	if err != nil {

@@ -37,7 +37,8 @@ type Host struct {
 
 	// NATSPublicKey is the agent's NATS user key, when config-api issued its credentials.
 	NATSPublicKey string
-	// NATSExpiresAt is when the JWT issued with the credentials expires (set on registration).
+	// NATSExpiresAt is when the latest JWT issued for the host's NATS user expires (zero: none issued,
+	// or only one without expiry).
 	NATSExpiresAt time.Time
 	// NATSCredentials is the agent's NATS creds file, set only in Register's result (shown once).
 	NATSCredentials string

@@ -185,6 +185,9 @@ func hostFromRow(r sqlcdb.ListHostsRow) (hosts.Host, error) {
 		LastHeartbeatAt: r.LastHeartbeatAt,
 		ApplyStatus:     map[string]hosts.ApplyStatus{},
 	}
+	if r.NatsExpiresAt != nil {
+		h.NATSExpiresAt = *r.NatsExpiresAt
+	}
 	if len(r.ConfigVersions) > 0 {
 		if err := json.Unmarshal(r.ConfigVersions, &h.ConfigVersions); err != nil {
 			return hosts.Host{}, fmt.Errorf("postgres: host %s config_versions: %w", r.ID, err)

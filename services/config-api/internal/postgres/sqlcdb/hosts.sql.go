@@ -217,7 +217,7 @@ func (q *Queries) FindHostConflicts(ctx context.Context, arg FindHostConflictsPa
 
 const getHost = `-- name: GetHost :one
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
                  FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
@@ -244,6 +244,7 @@ type GetHostRow struct {
 	ConfigVersions  []byte
 	LastHeartbeatAt *time.Time
 	CreatedAt       time.Time
+	NatsExpiresAt   *time.Time
 	ApplyStatus     []byte
 }
 
@@ -263,6 +264,7 @@ func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (GetHostRow, e
 		&i.ConfigVersions,
 		&i.LastHeartbeatAt,
 		&i.CreatedAt,
+		&i.NatsExpiresAt,
 		&i.ApplyStatus,
 	)
 	return i, err
@@ -344,7 +346,7 @@ func (q *Queries) ListActiveHostsWithOverride(ctx context.Context, arg ListActiv
 
 const listHosts = `-- name: ListHosts :many
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
                  FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
@@ -374,6 +376,7 @@ type ListHostsRow struct {
 	ConfigVersions  []byte
 	LastHeartbeatAt *time.Time
 	CreatedAt       time.Time
+	NatsExpiresAt   *time.Time
 	ApplyStatus     []byte
 }
 
@@ -399,6 +402,7 @@ func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHos
 			&i.ConfigVersions,
 			&i.LastHeartbeatAt,
 			&i.CreatedAt,
+			&i.NatsExpiresAt,
 			&i.ApplyStatus,
 		); err != nil {
 			return nil, err
