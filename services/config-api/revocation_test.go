@@ -423,6 +423,16 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 	}
 	connectAgent(t, h.natsURL, reg.AgentID, writeCreds(t, dir, "renewed", natsauth.Creds{File: file}))
 
+	// Credentials issued before JWTs expired (no recorded expiry) renew at once, into an expiring JWT;
+	// the key stays marked, so its revocation will never be pruned.
+	h.exec(`UPDATE hosts SET nats_expires_at = NULL, nats_unexpiring = true WHERE id = $1`, reg.ID)
+	if r := ask(agent, reg.AgentID, protocol.CredsRenewRequest{AgentID: reg.AgentID, PublicKey: uc.Subject}); r.Error != nil || r.ExpiresAt.IsZero() {
+		t.Fatalf("renewing credentials without expiry: %+v", r.Error)
+	}
+	if n := h.count(`SELECT count(*) FROM hosts WHERE id = $1 AND nats_unexpiring AND nats_expires_at IS NOT NULL`, reg.ID); n != 1 {
+		t.Fatal("a renewed key without expiry lost its mark or its new expiry")
+	}
+
 	// Another host's key, or a mismatched payload agent id: refused (other's credentials are renewable).
 	h.exec(`UPDATE hosts SET nats_expires_at = now() + interval '15 minutes' WHERE id = $1`, other.ID)
 	otherJWT, _ := jwt.ParseDecoratedJWT([]byte(other.NATSCredentials))
