@@ -174,8 +174,8 @@ func TestComposeSecretsPaths(t *testing.T) {
 	if genVolume == "" {
 		t.Fatalf("nats-auth writes to %s, where no named volume is mounted", genOut)
 	}
-	issued := map[string]bool{natsbundle.IssuerFile: true, natsbundle.AuthConf: true, natsbundle.SystemCreds: true,
-		natsbundle.ServicesCA: true, natsbundle.AgentsCA: true}
+	issued := map[string]bool{natsbundle.IssuerFile: true, natsbundle.AccountSignerFile: true, natsbundle.AuthConf: true,
+		natsbundle.SystemCreds: true, natsbundle.ServicesCA: true, natsbundle.AgentsCA: true}
 	for _, s := range natsbundle.Services {
 		issued[natsbundle.ServiceCreds(s)] = true
 	}
@@ -193,7 +193,7 @@ func TestComposeSecretsPaths(t *testing.T) {
 	}
 	for _, name := range sortedServiceNames(p) {
 		svc := p.Services[name]
-		for _, k := range []string{"NATS_CREDS", "NATS_AUTHORITY_FILE", "NATS_SYSTEM_CREDS", "NATS_TLS_CA"} {
+		for _, k := range []string{"NATS_CREDS", "NATS_AUTHORITY_FILE", "NATS_SYSTEM_CREDS", "NATS_TLS_CA", "CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE"} {
 			if v := svc.Environment[k]; v != nil && !inVolume(svc, *v) {
 				t.Errorf("compose service %s: %s=%s is not a file natsauthgen writes into a volume mounted there", name, k, *v)
 			}

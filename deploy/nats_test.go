@@ -234,17 +234,17 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 		t.Error("subscribing to another agent's commands was not refused")
 	}
 
-	// config-api's issuer document revokes the agent on every node: the account JWT it signs with the
-	// operator signing key is accepted by servers that trust auth.conf's operator.
-	doc, err := os.ReadFile(filepath.Join(authority, natsbundle.IssuerFile))
+	// The credential service's account signer document revokes the agent on every node: the account
+	// JWT it signs with the operator signing key is accepted by servers that trust auth.conf's operator.
+	doc, err := os.ReadFile(filepath.Join(authority, natsbundle.AccountSignerFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	issuer, err := natsauth.ParseIssuerSeeds(doc)
+	signer, err := natsauth.ParseAccountSignerSeeds(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := natsauth.NewAccountAdmin(issuer)
+	admin, err := natsauth.NewAccountAdmin(signer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestNATSClusterWithGeneratedAuth(t *testing.T) {
 	}
 	defer sys.Close()
 	if err := admin.Revoke(sys, map[string]time.Time{uc.Subject: time.Now().Add(time.Second)}); err != nil {
-		t.Fatalf("revoke with %s: %v", natsbundle.IssuerFile, err)
+		t.Fatalf("revoke with %s: %v", natsbundle.AccountSignerFile, err)
 	}
 	for _, s := range servers {
 		refused := false

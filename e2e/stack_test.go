@@ -36,6 +36,8 @@ type stackOptions struct {
 	replicas int
 	// agents are the hostnames of the agents to register and start.
 	agents []string
+	// configAPIEnv is added to config-api's environment (NAME=value).
+	configAPIEnv []string
 }
 
 // service is one replica of a backend service.
@@ -75,8 +77,10 @@ type stack struct {
 	obsCreds   string            // the observer's unrestricted user
 	sysCreds   string
 	issuerFile string
+	signerFile string
 	keyring    string
 
+	opts     stackOptions
 	services map[string][]*service
 	procs    []*process // every process, for liveness checks and log dumps
 
@@ -93,7 +97,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	bins := binaries(t)
 	dir := t.TempDir()
-	s := &stack{t: t, dir: dir, logDir: filepath.Join(dir, "logs"), bins: bins,
+	s := &stack{t: t, dir: dir, logDir: filepath.Join(dir, "logs"), bins: bins, opts: opts,
 		services: map[string][]*service{}, agents: map[string]*agent{}}
 	if keep := os.Getenv("E2E_LOG_DIR"); keep != "" {
 		// Logs outlive the test there (t.TempDir is removed at cleanup).
@@ -172,19 +176,24 @@ func (s *stack) restartNATS() {
 }
 
 // writeSecrets writes the files the services read: service and system NATS users, config-api's NATS
-// issuer document (only the agent and operator signing keys — never the domain's full seeds) and the
-// local keyring the credential replicas share.
+// issuer document (only the agent signing key — never the domain's full seeds), the credential
+// service's account signer document (the operator signing key: it re-signs the account with the
+// revocation list config-api asks for) and the local keyring the credential replicas share.
 func (s *stack) writeSecrets() {
 	t := s.t
 	obs, err := s.auth.UnrestrictedCreds("e2e-observer")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := s.auth.SystemCreds("configsync-config-api")
+	sys, err := s.auth.SystemCreds("configsync-credential")
 	if err != nil {
 		t.Fatal(err)
 	}
 	issuer, err := json.Marshal(s.auth.IssuerSeeds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := json.Marshal(s.auth.AccountSignerSeeds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +208,7 @@ func (s *stack) writeSecrets() {
 	s.obsCreds = filepath.Join(secrets, "observer.creds")
 	s.sysCreds = filepath.Join(secrets, "system.creds")
 	s.issuerFile = filepath.Join(secrets, "config-api-issuer.json")
+	s.signerFile = filepath.Join(secrets, "credential-account-signer.json")
 	s.keyring = filepath.Join(secrets, "keyring")
 	// Every service connects as its own least-privilege user (natsauth.ServicePermissions).
 	s.svcCreds = map[string]string{}
@@ -216,6 +226,7 @@ func (s *stack) writeSecrets() {
 		s.obsCreds:   obs.File,
 		s.sysCreds:   sys.File,
 		s.issuerFile: issuer,
+		s.signerFile: signer,
 		s.keyring:    []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n"),
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -245,14 +256,16 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 	case "config-api":
 		env = append(env,
 			"NATS_AUTHORITY_FILE="+s.issuerFile,
-			"NATS_SYSTEM_CREDS="+s.sysCreds,
 			"CONFIGAPI_REQUEST_TIMEOUT=3s",
 			"OUTBOX_POLL_INTERVAL=500ms",
 			"OUTBOX_MAX_BACKOFF=2s",
 		)
+		env = append(env, s.opts.configAPIEnv...)
 	case "credential":
 		env = append(env,
 			"CREDENTIAL_CIPHER=local",
+			"CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE="+s.signerFile,
+			"NATS_SYSTEM_CREDS="+s.sysCreds,
 			"CONFIGSYNC_KEYRING_FILE="+s.keyring,
 		)
 	case "delivery":

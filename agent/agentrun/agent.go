@@ -20,6 +20,7 @@ import (
 	"github.com/configsync/configsync/agent/internal/command"
 	"github.com/configsync/configsync/agent/internal/configcache"
 	"github.com/configsync/configsync/agent/internal/configsync"
+	"github.com/configsync/configsync/agent/internal/credsrenew"
 	"github.com/configsync/configsync/agent/internal/healthcheck"
 	"github.com/configsync/configsync/agent/internal/inventory"
 	"github.com/configsync/configsync/agent/internal/labels"
@@ -33,6 +34,7 @@ import (
 	"github.com/configsync/configsync/agent/internal/transport"
 	"github.com/configsync/configsync/agent/internal/watchfiles"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -210,10 +212,21 @@ func (a *agent) run(ctx context.Context) error {
 		"network_allow", len(a.cfg.Policy.Network.Allow), "min_interval", lim.MinInterval,
 		"max_file_size", lim.MaxFileSize, "max_files", lim.MaxFiles)
 
+	// With a creds file the agent signs in with whichever of it and its renewed copy in the data
+	// directory is newer, and renews them before they expire.
+	var renewer *credsrenew.Renewer
+	extra := a.cfg.NATSOptions
+	if a.cfg.NATS.CredsFile != "" {
+		var err error
+		if renewer, err = credsrenew.Open(a.cfg.NATS.CredsFile, a.cfg.DataDir, a.cfg.AgentID, a.log); err != nil {
+			return fmt.Errorf("agentrun: %w", err)
+		}
+		extra = append([]nats.Option{renewer.Option()}, extra...)
+	}
 	client, err := transport.Connect(transport.Options{
-		AgentID: a.cfg.AgentID, URL: a.cfg.NATS.URL, CredsFile: a.cfg.NATS.CredsFile,
+		AgentID: a.cfg.AgentID, URL: a.cfg.NATS.URL,
 		User: a.cfg.NATS.User, Password: a.cfg.NATS.Password, Token: a.cfg.NATS.Token,
-		TLS: a.cfg.NATS.transportTLS(), Log: a.log, OnReconnect: a.reconnected, Extra: a.cfg.NATSOptions,
+		TLS: a.cfg.NATS.transportTLS(), Log: a.log, OnReconnect: a.reconnected, Extra: extra,
 	})
 	if err != nil {
 		// Only a malformed URL or unreadable creds file gets here; the server being down does not.
@@ -275,6 +288,13 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.sched.Start(ctx)
 	wg.Go(func() { a.syncer.Background(ctx, !fetched, a.refetch) })
+	if renewer != nil {
+		wg.Go(func() {
+			// Reconnecting at once with the new JWT avoids the server closing the connection when the
+			// old one expires.
+			renewer.Run(ctx, client.Conn(), func() { _ = client.Conn().ForceReconnect() })
+		})
+	}
 	a.log.Info("agent running", "config_from_backend", fetched, "config_hash", a.cache.ConfigHash(),
 		"config_version", a.cache.ConfigVersion())
 	<-ctx.Done()

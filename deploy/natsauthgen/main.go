@@ -1,6 +1,7 @@
 // Command natsauthgen creates ConfigSync's NATS security domain for a deployment — or reuses the one
 // already in the output directory — and writes the NATS servers' auth include, one creds file per
-// service, the system user's creds, config-api's issuer document and, optionally, agents' creds. The layout is documented in
+// service, the system user's creds, config-api's issuer document, the credential service's account signer
+// document and, optionally, agents' creds. The layout is documented in
 // deploy/internal/natsbundle; deploy/README.md says where each file goes.
 //
 //	go run ./deploy/natsauthgen -out deploy/.secrets/nats -agents compose-agent-1,compose-agent-2
@@ -57,5 +58,6 @@ func main() {
 	} else if res.AuthConfKept {
 		fmt.Printf("natsauthgen: kept the existing %s (delete it to render a new one)\n", natsbundle.AuthConf)
 	}
-	fmt.Printf("natsauthgen: config-api's NATS_AUTHORITY_FILE is %s; %s stays with you\n", natsbundle.IssuerFile, natsbundle.AuthorityFile)
+	fmt.Printf("natsauthgen: config-api's NATS_AUTHORITY_FILE is %s, the credential service's CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE is %s; %s stays with you\n",
+		natsbundle.IssuerFile, natsbundle.AccountSignerFile, natsbundle.AuthorityFile)
 }

@@ -10,81 +10,147 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// IssuerSeeds is the narrow key material config-api holds: enough to issue agent users and to re-sign
-// the ConfigSync account with a new revocation list, and nothing more — no operator identity, system
-// account or account seed. Keep it out of logs.
+// The domain's secret keys are split between two narrow documents, so no internet-facing service can
+// rewrite the account:
+//   - IssuerSeeds, config-api's: the account's public key and the scoped agent signing key — enough
+//     to issue and renew agent users, which the signing key's template confines to their own subjects.
+//   - AccountSignerSeeds, the credential service's: the operator signing key, which re-signs the
+//     ConfigSync account (its revocation list), with the public keys the account's claims name.
+//
+// Neither holds the operator's identity key, the system account or the account's own seed.
+
+// IssuerSeeds is config-api's key material: it issues agent users with the scoped agent signing key,
+// and nothing more. Keep it out of logs.
 type IssuerSeeds struct {
 	AccountPublicKey string `json:"account_public_key"`
 	AgentSigner      string `json:"agent_signer"`
-	OperatorSigner   string `json:"operator_signer"`
 }
 
-// ErrFullSeeds is ParseIssuerSeeds' answer to the domain's full Seeds document.
+// AccountSignerSeeds is the account custodian's key material (the credential service): the operator
+// signing key that re-signs the ConfigSync account, and the public keys its claims carry. Keep it out
+// of logs.
+type AccountSignerSeeds struct {
+	AccountPublicKey     string `json:"account_public_key"`
+	AgentSignerPublicKey string `json:"agent_signer_public_key"`
+	OperatorSigner       string `json:"operator_signer"`
+}
+
+// ErrFullSeeds is the parsers' answer to the domain's full Seeds document.
 var ErrFullSeeds = errors.New("natsauth: this is the NATS security domain's full seeds document (operator, system and account keys), " +
-	"not an issuer document; give the service the issuer document instead (account_public_key, agent_signer, operator_signer; " +
-	"natsauth.Authority.IssuerSeeds writes it)")
+	"not a service's document; give config-api its issuer document (account_public_key, agent_signer) and the credential " +
+	"service its account signer document (natsauth.Authority.IssuerSeeds and AccountSignerSeeds write them)")
 
-// IssuerSeeds derives the narrow document config-api needs from the authority.
+// ErrOperatorSignerInIssuer is ParseIssuerSeeds' answer to an issuer document that still carries the
+// operator signing key (written by an older ConfigSync, when config-api re-signed the account itself).
+var ErrOperatorSignerInIssuer = errors.New("natsauth: this issuer document carries operator_signer, which config-api no longer holds " +
+	"(the credential service re-signs the account); regenerate the documents with natsauthgen, or drop operator_signer from " +
+	"config-api's and give it to the credential service's account signer document")
+
+// ErrAgentSignerInAccountSigner is ParseAccountSignerSeeds' answer to a document carrying the agent
+// signing key's seed: the account custodian signs no users.
+var ErrAgentSignerInAccountSigner = errors.New("natsauth: this document carries agent_signer (a seed); the credential service's " +
+	"account signer document holds only agent_signer_public_key")
+
+// IssuerSeeds derives config-api's document from the authority.
 func (a *Authority) IssuerSeeds() IssuerSeeds {
-	return IssuerSeeds{AccountPublicKey: a.AccountPublicKey(), AgentSigner: seedOf(a.agentSigner), OperatorSigner: seedOf(a.operatorSigner)}
+	return IssuerSeeds{AccountPublicKey: a.AccountPublicKey(), AgentSigner: seedOf(a.agentSigner)}
 }
 
-// ParseIssuerSeeds decodes an issuer document. It refuses the full Seeds document (ErrFullSeeds), so a
-// service is never handed the domain's root keys by mistake, and any other unknown field.
-func ParseIssuerSeeds(data []byte) (IssuerSeeds, error) {
+// AccountSignerSeeds derives the credential service's document from the authority.
+func (a *Authority) AccountSignerSeeds() AccountSignerSeeds {
+	return AccountSignerSeeds{AccountPublicKey: a.AccountPublicKey(), AgentSignerPublicKey: publicKey(a.agentSigner),
+		OperatorSigner: seedOf(a.operatorSigner)}
+}
+
+// parseDocument decodes a narrow key document strictly, refusing the full Seeds document and any of
+// the fields in forbidden (with the matching error).
+func parseDocument(data []byte, dst any, forbidden map[string]error) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
-		return IssuerSeeds{}, fmt.Errorf("natsauth: issuer document: %w", err)
+		return err
 	}
 	for _, root := range []string{"operator", "system", "account"} {
 		if _, ok := fields[root]; ok {
-			return IssuerSeeds{}, ErrFullSeeds
+			return ErrFullSeeds
 		}
 	}
-	var s IssuerSeeds
+	for field, err := range forbidden {
+		if _, ok := fields[field]; ok {
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	return dec.Decode(dst)
+}
+
+// ParseIssuerSeeds decodes config-api's issuer document. It refuses the full Seeds document
+// (ErrFullSeeds), one with the operator signing key (ErrOperatorSignerInIssuer) and any other unknown
+// field.
+func ParseIssuerSeeds(data []byte) (IssuerSeeds, error) {
+	var s IssuerSeeds
+	if err := parseDocument(data, &s, map[string]error{"operator_signer": ErrOperatorSignerInIssuer}); err != nil {
+		if errors.Is(err, ErrFullSeeds) || errors.Is(err, ErrOperatorSignerInIssuer) {
+			return IssuerSeeds{}, err
+		}
 		return IssuerSeeds{}, fmt.Errorf("natsauth: issuer document: %w", err)
 	}
 	return s, nil
 }
 
-// AccountAdmin is config-api's share of the authority: it issues agent users with the scoped agent
-// signing key and re-signs the ConfigSync account — the same claims as Authority.AccountJWT, with a new
-// revocation list — with the operator signing key.
+// ParseAccountSignerSeeds decodes the credential service's account signer document, refusing the full
+// Seeds document, the agent signing key's seed and any other unknown field.
+func ParseAccountSignerSeeds(data []byte) (AccountSignerSeeds, error) {
+	var s AccountSignerSeeds
+	if err := parseDocument(data, &s, map[string]error{"agent_signer": ErrAgentSignerInAccountSigner}); err != nil {
+		if errors.Is(err, ErrFullSeeds) || errors.Is(err, ErrAgentSignerInAccountSigner) {
+			return AccountSignerSeeds{}, err
+		}
+		return AccountSignerSeeds{}, fmt.Errorf("natsauth: account signer document: %w", err)
+	}
+	return s, nil
+}
+
+// NewIssuerFromSeeds builds config-api's agent user issuer from its document.
+func NewIssuerFromSeeds(s IssuerSeeds) (*Issuer, error) {
+	return NewIssuer(s.AccountPublicKey, s.AgentSigner)
+}
+
+// AccountAdmin is the account custodian's share of the authority: it re-signs the ConfigSync account —
+// the same claims as Authority.AccountJWT, with a new revocation list — with the operator signing key.
+// It signs no users.
 type AccountAdmin struct {
-	issuer         *Issuer
+	accountPub     string
 	agentSignerPub string
 	operatorSigner nkeys.KeyPair
 }
 
-// NewAccountAdmin builds an AccountAdmin from an issuer document.
-func NewAccountAdmin(s IssuerSeeds) (*AccountAdmin, error) {
-	issuer, err := NewIssuer(s.AccountPublicKey, s.AgentSigner)
-	if err != nil {
-		return nil, err
+// NewAccountAdmin builds an AccountAdmin from an account signer document.
+func NewAccountAdmin(s AccountSignerSeeds) (*AccountAdmin, error) {
+	if !nkeys.IsValidPublicAccountKey(s.AccountPublicKey) {
+		return nil, errors.New("natsauth: account_public_key is not an account key")
+	}
+	if !nkeys.IsValidPublicAccountKey(s.AgentSignerPublicKey) {
+		return nil, errors.New("natsauth: agent_signer_public_key is not an account signing key")
 	}
 	opSigner, err := keyPair(s.OperatorSigner, "operator_signer", nkeys.IsValidPublicOperatorKey)
 	if err != nil {
 		return nil, err
 	}
-	return &AccountAdmin{issuer: issuer, agentSignerPub: publicKey(issuer.signer), operatorSigner: opSigner}, nil
+	return &AccountAdmin{accountPub: s.AccountPublicKey, agentSignerPub: s.AgentSignerPublicKey, operatorSigner: opSigner}, nil
 }
 
-// AccountAdmin returns the authority's AccountAdmin (what config-api would build from IssuerSeeds).
+// AccountAdmin returns the authority's AccountAdmin (what the credential service builds from
+// AccountSignerSeeds).
 func (a *Authority) AccountAdmin() *AccountAdmin {
-	return &AccountAdmin{issuer: a.Issuer(), agentSignerPub: publicKey(a.agentSigner), operatorSigner: a.operatorSigner}
+	return &AccountAdmin{accountPub: a.AccountPublicKey(), agentSignerPub: publicKey(a.agentSigner), operatorSigner: a.operatorSigner}
 }
 
 // AccountPublicKey names the account the admin manages.
-func (m *AccountAdmin) AccountPublicKey() string { return m.issuer.accountPub }
-
-// IssueAgent creates a new user for agentID (see Issuer.IssueAgent).
-func (m *AccountAdmin) IssueAgent(agentID string) (Creds, error) { return m.issuer.IssueAgent(agentID) }
+func (m *AccountAdmin) AccountPublicKey() string { return m.accountPub }
 
 // AccountJWT is the ConfigSync account with revoked (user public key -> revoked at) as its revocation
 // list, signed with the operator signing key.
 func (m *AccountAdmin) AccountJWT(revoked map[string]time.Time) (string, error) {
-	return accountJWT(m.issuer.accountPub, m.agentSignerPub, m.operatorSigner, revoked)
+	return accountJWT(m.accountPub, m.agentSignerPub, m.operatorSigner, revoked)
 }

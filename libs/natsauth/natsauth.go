@@ -180,6 +180,16 @@ func (a *Authority) AccountJWT(revoked map[string]time.Time) (string, error) {
 // accountJWT builds and signs the ConfigSync account's claims; the Authority and the AccountAdmin both
 // sign through it, so a revocation never changes anything but the revocation list.
 func accountJWT(accountPub, agentSignerPub string, operatorSigner nkeys.KeyPair, revoked map[string]time.Time) (string, error) {
+	token, err := accountClaims(accountPub, agentSignerPub, revoked).Encode(operatorSigner)
+	if err != nil {
+		return "", fmt.Errorf("natsauth: sign account: %w", err)
+	}
+	return token, nil
+}
+
+// accountClaims is the ConfigSync account's claims, unsigned (AccountAdmin.Sync compares the servers'
+// copy with them).
+func accountClaims(accountPub, agentSignerPub string, revoked map[string]time.Time) *jwt.AccountClaims {
 	ac := jwt.NewAccountClaims(accountPub)
 	ac.Name = AccountName
 	ac.Limits.JetStreamLimits = AccountJetStreamLimits()
@@ -196,11 +206,7 @@ func accountJWT(accountPub, agentSignerPub string, operatorSigner nkeys.KeyPair,
 	for pub, at := range revoked {
 		ac.Revocations.Revoke(pub, at)
 	}
-	token, err := ac.Encode(operatorSigner)
-	if err != nil {
-		return "", fmt.Errorf("natsauth: sign account: %w", err)
-	}
-	return token, nil
+	return ac
 }
 
 // Creds is a user's credentials file content (JWT + seed) and its public key.

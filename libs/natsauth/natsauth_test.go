@@ -156,8 +156,27 @@ func TestAgentIsolation(t *testing.T) {
 	}
 }
 
-// adminFromDocument builds the AccountAdmin config-api would: from the issuer document's JSON.
-func adminFromDocument(t *testing.T, s natsauth.IssuerSeeds) *natsauth.AccountAdmin {
+// adminFromDocument builds the AccountAdmin the credential service would: from its account signer
+// document's JSON.
+func adminFromDocument(t *testing.T, s natsauth.AccountSignerSeeds) *natsauth.AccountAdmin {
+	t.Helper()
+	doc, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := natsauth.ParseAccountSignerSeeds(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := natsauth.NewAccountAdmin(parsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admin
+}
+
+// issuerFromDocument builds the agent issuer config-api would: from its issuer document's JSON.
+func issuerFromDocument(t *testing.T, s natsauth.IssuerSeeds) *natsauth.Issuer {
 	t.Helper()
 	doc, err := json.Marshal(s)
 	if err != nil {
@@ -167,11 +186,11 @@ func adminFromDocument(t *testing.T, s natsauth.IssuerSeeds) *natsauth.AccountAd
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := natsauth.NewAccountAdmin(parsed)
+	issuer, err := natsauth.NewIssuerFromSeeds(parsed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return admin
+	return issuer
 }
 
 // TestAccountsSignedByOperatorSigningKey: the operator JWT lists a signing key, every account JWT is
@@ -192,7 +211,7 @@ func TestAccountsSignedByOperatorSigningKey(t *testing.T) {
 	if len(oc.SigningKeys) != 1 || oc.SigningKeys.Contains(a.OperatorPublicKey()) {
 		t.Fatalf("operator signing keys %v: want exactly one, not the identity key", oc.SigningKeys)
 	}
-	admin := adminFromDocument(t, a.IssuerSeeds())
+	admin := adminFromDocument(t, a.AccountSignerSeeds())
 	fromAdmin, err := admin.AccountJWT(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +250,7 @@ func TestAccountsSignedByOperatorSigningKey(t *testing.T) {
 	}
 	connect(t, ns, svcCreds)
 	svc := connect(t, ns, must(a.UnrestrictedCreds("observer")))
-	agentCreds, err := admin.IssueAgent("agent-a")
+	agentCreds, err := issuerFromDocument(t, a.IssuerSeeds()).IssueAgent("agent-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,15 +278,17 @@ func mustPub(t *testing.T, seed string) string {
 	return pub
 }
 
-// TestRevokeDisconnectsAgent pushes the revocation with the narrow AccountAdmin config-api holds.
+// TestRevokeDisconnectsAgent pushes the revocation with the narrow AccountAdmin the credential service
+// holds, for an agent issued with config-api's narrow issuer.
 func TestRevokeDisconnectsAgent(t *testing.T) {
 	a, err := natsauth.NewAuthority()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ns := startServer(t, a)
-	admin := adminFromDocument(t, a.IssuerSeeds())
-	credsA, err := admin.IssueAgent("agent-a")
+	admin := adminFromDocument(t, a.AccountSignerSeeds())
+	issuer := issuerFromDocument(t, a.IssuerSeeds())
+	credsA, err := issuer.IssueAgent("agent-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +307,8 @@ func TestRevokeDisconnectsAgent(t *testing.T) {
 	// An account JWT signed by a key the operator does not list takes no effect (the server may still
 	// acknowledge the push: it verifies the issuer when it applies the update, and logs the failure).
 	other, _ := natsauth.NewAuthority()
-	forged := a.IssuerSeeds()
-	forged.OperatorSigner = other.IssuerSeeds().OperatorSigner
+	forged := a.AccountSignerSeeds()
+	forged.OperatorSigner = other.AccountSignerSeeds().OperatorSigner
 	_ = adminFromDocument(t, forged).Revoke(sys, revoked)
 	select {
 	case <-closed:
@@ -313,20 +334,16 @@ func TestRevokeDisconnectsAgent(t *testing.T) {
 		t.Fatal("revoked agent could connect again")
 	}
 	// Another agent issued afterwards is unaffected, and so are the services.
-	credsB, _ := admin.IssueAgent("agent-b")
+	credsB, _ := issuer.IssueAgent("agent-b")
 	connect(t, ns, credsB)
 	svcCreds, _ := a.ServiceCreds("delivery")
 	connect(t, ns, svcCreds)
 }
 
-// TestIssuerSeedsHoldNoRootKey: the document config-api gets has exactly its three fields and none of
-// the operator, system or account seeds.
-func TestIssuerSeedsHoldNoRootKey(t *testing.T) {
-	a, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := json.Marshal(a.IssuerSeeds())
+// docFields returns a document's field names (sorted) and fails on an empty value.
+func docFields(t *testing.T, v any) (string, string) {
+	t.Helper()
+	doc, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,37 +355,67 @@ func TestIssuerSeedsHoldNoRootKey(t *testing.T) {
 	for k, v := range fields {
 		names = append(names, k)
 		if v == "" {
-			t.Errorf("issuer document field %s is empty", k)
+			t.Errorf("document field %s is empty", k)
 		}
 	}
 	sort.Strings(names)
-	if strings.Join(names, ",") != "account_public_key,agent_signer,operator_signer" {
-		t.Fatalf("issuer document fields %v", names)
+	return strings.Join(names, ","), string(doc)
+}
+
+// TestIssuerSeedsHoldNoRootKey: config-api's issuer document holds only the account's public key and
+// the agent signing key, and the credential service's account signer document only the operator
+// signing key and public keys: neither holds a root seed, config-api's holds no key that re-signs the
+// account, and the custodian's holds no key that signs users.
+func TestIssuerSeedsHoldNoRootKey(t *testing.T) {
+	a, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
 	}
 	full := a.Seeds()
-	for name, seed := range map[string]string{"operator": full.Operator, "system": full.System, "account": full.Account} {
-		if seed == "" || strings.Contains(string(doc), seed) {
-			t.Errorf("issuer document carries the %s seed", name)
-		}
-		// A seed's public key is harmless, but its private part must not appear under any encoding.
-		if strings.Contains(string(doc), seed[3:]) {
-			t.Errorf("issuer document carries part of the %s seed", name)
+	issuerFields, issuerDoc := docFields(t, a.IssuerSeeds())
+	if issuerFields != "account_public_key,agent_signer" {
+		t.Fatalf("issuer document fields %v", issuerFields)
+	}
+	signerFields, signerDoc := docFields(t, a.AccountSignerSeeds())
+	if signerFields != "account_public_key,agent_signer_public_key,operator_signer" {
+		t.Fatalf("account signer document fields %v", signerFields)
+	}
+	for doc, seeds := range map[string]map[string]string{
+		issuerDoc: {"operator": full.Operator, "system": full.System, "account": full.Account, "operator signer": full.OperatorSigner},
+		signerDoc: {"operator": full.Operator, "system": full.System, "account": full.Account, "agent signer": full.AgentSigner},
+	} {
+		for name, seed := range seeds {
+			// A seed's public key is harmless, but its private part must not appear under any encoding.
+			if seed == "" || strings.Contains(doc, seed[3:]) {
+				t.Errorf("a document carries (part of) the %s seed: %s", name, doc)
+			}
 		}
 	}
-	if fields["account_public_key"] != a.AccountPublicKey() || fields["agent_signer"] != a.AgentSignerSeed() {
+	if got := a.IssuerSeeds(); got.AccountPublicKey != a.AccountPublicKey() || got.AgentSigner != a.AgentSignerSeed() {
 		t.Error("issuer document does not name the authority's account and agent signer")
 	}
 
-	// The full document is refused with ErrFullSeeds; so is anything with an unknown field.
+	// The full document is refused with ErrFullSeeds; an issuer document with the operator signer
+	// (older ConfigSync) and a signer document with the agent signer seed are refused by name; so is
+	// anything with an unknown field.
 	fullDoc, _ := json.Marshal(full)
 	if _, err := natsauth.ParseIssuerSeeds(fullDoc); !errors.Is(err, natsauth.ErrFullSeeds) {
 		t.Fatalf("full seeds document: %v, want ErrFullSeeds", err)
 	}
-	if _, err := natsauth.ParseIssuerSeeds([]byte(`{"account_public_key":"x","agent_signer":"y","operator_signer":"z","extra":"w"}`)); err == nil {
+	if _, err := natsauth.ParseAccountSignerSeeds(fullDoc); !errors.Is(err, natsauth.ErrFullSeeds) {
+		t.Fatalf("full seeds document as signer: %v, want ErrFullSeeds", err)
+	}
+	if _, err := natsauth.ParseIssuerSeeds([]byte(`{"account_public_key":"x","agent_signer":"y","operator_signer":"z"}`)); !errors.Is(err, natsauth.ErrOperatorSignerInIssuer) {
+		t.Fatalf("older issuer document: %v, want ErrOperatorSignerInIssuer", err)
+	}
+	if _, err := natsauth.ParseAccountSignerSeeds([]byte(`{"account_public_key":"x","agent_signer":"y","operator_signer":"z"}`)); !errors.Is(err, natsauth.ErrAgentSignerInAccountSigner) {
+		t.Fatalf("signer document with the agent signer: %v", err)
+	}
+	if _, err := natsauth.ParseIssuerSeeds([]byte(`{"account_public_key":"x","agent_signer":"y","extra":"w"}`)); err == nil {
 		t.Fatal("unknown field accepted")
 	}
 	// Keys of the wrong kind are refused: the account seed is no operator signing key.
-	swapped := a.IssuerSeeds()
+	swapped := a.AccountSignerSeeds()
 	swapped.OperatorSigner = full.Account
 	if _, err := natsauth.NewAccountAdmin(swapped); err == nil {
 		t.Fatal("an account seed accepted as operator signing key")

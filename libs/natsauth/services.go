@@ -70,6 +70,10 @@ const (
 	microAnswers = MonitorInboxPrefix + ".>"
 )
 
+// agentInboxes are the agents' reply inboxes (_INBOX.<agent id>.>). Services' own inboxes start with
+// another token (_INBOX_<service>), so this reaches no service's replies.
+const agentInboxes = "_INBOX.>"
+
 func inboxOf(name string) string { return ServiceInboxPrefix(name) + ".>" }
 
 func join(parts ...[]string) []string { return slices.Concat(parts...) }
@@ -77,14 +81,18 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 // ServicePermissions is THE table of what every service user may do (the README shows the same). Who
 // requests what:
 //
-//   - config-api: resolver (resolve, resolve_batch), credential (create, rotate, delete, get, list);
-//     its outbox relay publishes configsync.events.> into JetStream (PubAcks come to its inbox); it
-//     ensures the three streams.
+//   - config-api: resolver (resolve, resolve_batch), credential (create, rotate, delete, get, list,
+//     account_update — only config-api asks the custodian to re-sign the account); its outbox relay
+//     publishes configsync.events.> into JetStream (PubAcks come to its inbox); it ensures the three
+//     streams; it answers agents' credential renewals (queue-subscribes configsync.agent.*.creds.renew
+//     and replies to the asking agent's _INBOX.<id>.> inbox, the one the agent may read).
 //   - delivery: answers agents' fetches (subscribes configsync.agent.*.config.fetch, replies to the
 //     agents' _INBOX.<id>.> inboxes), pushes configsync.cmd.<id>, requests resolver (resolve,
 //     resolve_agents, resolve_batch) and credential inject, consumes CONFIGSYNC_EVENTS.
 //   - resolver and credential: micro services; they reply only to config-api's and delivery's inboxes
-//     (and answer $SRV requests on MonitorInboxPrefix).
+//     (and answer $SRV requests on MonitorInboxPrefix). The credential service also answers
+//     account_update (covered by configsync.svc.credential.>); it looks the account up and pushes it
+//     as a system-account user (SystemCreds) on a connection of its own, not with this user.
 //   - ack-ingest: consumes CONFIGSYNC_ACKS and CONFIGSYNC_HEARTBEATS; it publishes nothing else.
 func ServicePermissions() []ServicePermission {
 	return []ServicePermission{
@@ -94,12 +102,14 @@ func ServicePermissions() []ServicePermission {
 				[]string{
 					protocol.ResolveSubject, protocol.ResolveBatchSubject,
 					protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
-					protocol.CredentialGetSubject, protocol.CredentialListSubject,
+					protocol.CredentialGetSubject, protocol.CredentialListSubject, protocol.AccountUpdateSubject,
 					protocol.EventsSubjects,
+					// Renewal replies: agents' inboxes (ServeRenewals answers only the asking agent's own).
+					agentInboxes,
 				},
 				jsStreamAdmin(protocol.EventsStream), jsStreamAdmin(protocol.AcksStream), jsStreamAdmin(protocol.HeartbeatsStream),
 			),
-			Subscribe:      []string{inboxOf(ConfigAPIService)},
+			Subscribe:      []string{inboxOf(ConfigAPIService), protocol.CredsRenewSubjectAll},
 			ManagesStreams: true,
 		},
 		{
@@ -116,7 +126,7 @@ func ServicePermissions() []ServicePermission {
 			Service: DeliveryService,
 			Publish: join(
 				[]string{
-					protocol.CommandSubjectPrefix + "*", "_INBOX.>", microAnswers,
+					protocol.CommandSubjectPrefix + "*", agentInboxes, microAnswers,
 					protocol.ResolveSubject, protocol.ResolveAgentsSubject, protocol.ResolveBatchSubject,
 					protocol.CredentialInjectSubject,
 				},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,7 +167,18 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 		micro.WithEndpointSubject(protocol.FetchSubjectAll), micro.WithEndpointQueueGroup(protocol.DeliveryQueueGroup)); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []serviceConn{res, cred, del} {
+	// The credential service answers account updates (a plain queue subscription, as
+	// services/credential/internal/account serves it); config-api answers agents' renewals on the
+	// agent's own inbox (a queue subscription, as agentidentity.ServeRenewals).
+	accountUpdates := must(cred.nc.QueueSubscribe(protocol.AccountUpdateSubject, protocol.AccountUpdateQueueGroup, func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"pushed":true}`))
+	}))
+	t.Cleanup(func() { _ = accountUpdates.Unsubscribe() })
+	renewals := must(api.nc.QueueSubscribe(protocol.CredsRenewSubjectAll, protocol.CredsRenewQueueGroup, func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"jwt":"renewed"}`))
+	}))
+	t.Cleanup(func() { _ = renewals.Unsubscribe() })
+	for _, c := range []serviceConn{res, cred, del, api} {
 		if err := c.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -181,6 +193,12 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 	}
 	if _, err := agent.Request(protocol.FetchSubject("agent-a"), []byte(`{"agent_id":"agent-a"}`), 3*time.Second); err != nil {
 		t.Fatalf("agent fetch answered by delivery: %v (delivery errors %v)", err, del.errs.errs)
+	}
+	if m, err := api.nc.Request(protocol.AccountUpdateSubject, []byte(`{"revocations":{}}`), 3*time.Second); err != nil || string(m.Data) != `{"pushed":true}` {
+		t.Fatalf("config-api account update answered by credential: %v (credential errors %v)", err, cred.errs.errs)
+	}
+	if m, err := agent.Request(protocol.CredsRenewSubject("agent-a"), []byte(`{"agent_id":"agent-a"}`), 3*time.Second); err != nil || string(m.Data) != `{"jwt":"renewed"}` {
+		t.Fatalf("agent renewal answered by config-api: %v (config-api errors %v)", err, api.errs.errs)
 	}
 	cmds := must(agent.SubscribeSync(protocol.CommandSubject("agent-a")))
 	if err := agent.Flush(); err != nil {
@@ -255,26 +273,33 @@ func TestServiceUsersDenied(t *testing.T) {
 	deliveryInbox := natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".reply"
 	apiInbox := natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".reply"
 	pubDenied := map[string][]string{
-		// Only delivery pushes to agents, answers their fetches and asks for injection.
-		natsauth.ConfigAPIService: {cmd, agentInbox, protocol.CredentialInjectSubject, deliveryInbox, protocol.FetchSubject("agent-a")},
+		// Only delivery pushes to agents and asks for injection (config-api may answer agents' inboxes:
+		// their credential renewals).
+		natsauth.ConfigAPIService: {cmd, protocol.CredentialInjectSubject, deliveryInbox, protocol.FetchSubject("agent-a")},
+		// Only config-api asks the credential service to re-sign the NATS account.
 		natsauth.ResolverService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.CredentialCreateSubject,
-			protocol.ConfigChangedSubject, protocol.ResolveSubject},
-		natsauth.CredentialService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.ResolveSubject, protocol.ConfigChangedSubject},
-		// Only config-api manages credentials, streams and publishes events.
+			protocol.ConfigChangedSubject, protocol.ResolveSubject, protocol.AccountUpdateSubject},
+		natsauth.CredentialService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.ResolveSubject, protocol.ConfigChangedSubject,
+			protocol.AccountUpdateSubject},
+		// Only config-api manages credentials, streams and the account, and publishes events.
 		natsauth.DeliveryService: {protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
 			protocol.ConfigChangedSubject, apiInbox, "$JS.API.STREAM.UPDATE." + protocol.EventsStream,
-			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x"},
+			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x", protocol.AccountUpdateSubject},
 		// ack-ingest may not publish to agents at all.
 		natsauth.AckIngestService: {cmd, agentInbox, protocol.FetchSubject("agent-a"), protocol.ConfigChangedSubject,
 			protocol.CredentialInjectSubject, protocol.ResolveSubject, "$JS.API.STREAM.UPDATE." + protocol.AcksStream,
-			"$JS.API.CONSUMER.CREATE." + protocol.EventsStream + ".x"},
+			"$JS.API.CONSUMER.CREATE." + protocol.EventsStream + ".x", protocol.AccountUpdateSubject},
 	}
+	// Only config-api answers agents' credential renewals (the renewal request carries the agent's key).
 	subDenied := map[string][]string{
-		natsauth.ConfigAPIService:  {natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>", "configsync.svc.credential.>", protocol.FetchSubjectAll},
-		natsauth.ResolverService:   {"configsync.svc.credential.>", protocol.AckSubjectAll},
-		natsauth.CredentialService: {"configsync.svc.resolver.>", natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>"},
-		natsauth.DeliveryService:   {natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>", protocol.HeartbeatSubjectAll, "configsync.svc.>"},
-		natsauth.AckIngestService:  {protocol.AckSubjectAll, protocol.HeartbeatSubjectAll, natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>"},
+		natsauth.ConfigAPIService: {natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>", "configsync.svc.credential.>",
+			protocol.FetchSubjectAll, protocol.AccountUpdateSubject, "configsync.agent.>"},
+		natsauth.ResolverService:   {"configsync.svc.credential.>", protocol.AckSubjectAll, protocol.CredsRenewSubjectAll},
+		natsauth.CredentialService: {"configsync.svc.resolver.>", natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>", protocol.CredsRenewSubjectAll},
+		natsauth.DeliveryService: {natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>", protocol.HeartbeatSubjectAll, "configsync.svc.>",
+			protocol.CredsRenewSubjectAll, protocol.CredsRenewSubject("agent-a")},
+		natsauth.AckIngestService: {protocol.AckSubjectAll, protocol.HeartbeatSubjectAll, natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>",
+			protocol.CredsRenewSubjectAll},
 	}
 	for _, name := range natsauth.ServiceNames {
 		c := conns[name]
@@ -303,6 +328,42 @@ func TestServiceUsersDenied(t *testing.T) {
 	}
 }
 
+// TestAccountUpdateOnlyFromConfigAPI: with the credential service answering account updates, a request
+// from any other service user is a permissions violation that the custodian never sees, while
+// config-api's is answered.
+func TestAccountUpdateOnlyFromConfigAPI(t *testing.T) {
+	a := must(natsauth.NewAuthority())
+	ns := startServer(t, a)
+	cred := connectService(t, ns, a, natsauth.CredentialService)
+	var mu sync.Mutex
+	seen := 0
+	sub := must(cred.nc.QueueSubscribe(protocol.AccountUpdateSubject, protocol.AccountUpdateQueueGroup, func(m *nats.Msg) {
+		mu.Lock()
+		seen++
+		mu.Unlock()
+		_ = m.Respond([]byte(`{"pushed":true}`))
+	}))
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	cred.noErrors(t)
+	for _, name := range []string{natsauth.DeliveryService, natsauth.AckIngestService, natsauth.ResolverService} {
+		c := connectService(t, ns, a, name)
+		if _, err := c.nc.Request(protocol.AccountUpdateSubject, []byte(`{"revocations":{},"force":true}`), 500*time.Millisecond); err == nil {
+			t.Fatalf("%s's account update request was answered", name)
+		}
+		c.errs.waitFor(t, `Permissions Violation for Publish to "`+protocol.AccountUpdateSubject+`"`)
+	}
+	mu.Lock()
+	if seen != 0 {
+		t.Fatalf("the custodian received %d account updates from other services", seen)
+	}
+	mu.Unlock()
+	api := connectService(t, ns, a, natsauth.ConfigAPIService)
+	if _, err := api.nc.Request(protocol.AccountUpdateSubject, []byte(`{"revocations":{}}`), 3*time.Second); err != nil {
+		t.Fatalf("config-api's account update: %v (errors %v)", err, api.errs.errs)
+	}
+	api.noErrors(t)
+}
+
 // TestServiceCredsUnknownName: only the services of the table get a user.
 func TestServiceCredsUnknownName(t *testing.T) {
 	a := must(natsauth.NewAuthority())
@@ -314,9 +375,17 @@ func TestServiceCredsUnknownName(t *testing.T) {
 		if len(p.Publish) == 0 || len(p.Subscribe) == 0 {
 			t.Fatalf("%s: empty allow-list %+v", name, p)
 		}
-		for _, subj := range append(p.Publish, p.Subscribe...) {
-			if subj == ">" || subj == "_INBOX.>" && p.Service != natsauth.DeliveryService {
-				t.Fatalf("%s allows %q", name, subj)
+		// Only the services that answer agents (delivery: fetches; config-api: credential renewals) may
+		// publish to agents' inboxes; no one may read them, nor everything.
+		answersAgents := p.Service == natsauth.DeliveryService || p.Service == natsauth.ConfigAPIService
+		for _, subj := range p.Publish {
+			if subj == ">" || subj == "_INBOX.>" && !answersAgents {
+				t.Fatalf("%s may publish %q", name, subj)
+			}
+		}
+		for _, subj := range p.Subscribe {
+			if subj == ">" || subj == "_INBOX.>" {
+				t.Fatalf("%s may subscribe %q", name, subj)
 			}
 		}
 	}

@@ -74,3 +74,19 @@ type LogRecord struct {
 	Message string         `json:"message"`
 	Attrs   map[string]any `json:"attrs,omitempty"`
 }
+
+// CredsRenewRequest is an agent's request, on CredsRenewSubject, for a fresh JWT for its NATS user
+// (its credentials expire). PublicKey is the user key of the agent's creds file; the agent keeps the
+// seed, which never travels.
+type CredsRenewRequest struct {
+	AgentID   string `json:"agent_id"`
+	PublicKey string `json:"public_key"`
+}
+
+// CredsRenewReply answers a CredsRenewRequest: the new user JWT (same key) and when it expires, or an
+// error (not_found when the host is unknown, revoked or holds another key).
+type CredsRenewReply struct {
+	JWT       string    `json:"jwt,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	Error     *Error    `json:"error,omitempty"`
+}

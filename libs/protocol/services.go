@@ -206,3 +206,17 @@ type InjectResult struct {
 	SecretFields []string        `json:"secret_fields,omitempty"`
 	Error        *Error          `json:"error,omitempty"`
 }
+
+// AccountUpdateRequest is config-api's request on AccountUpdateSubject: the NATS account's desired
+// revocation list, user public key -> Unix seconds (JWTs of the key issued at or before are refused).
+// Without Force the custodian pushes only when the servers' account differs (reconciliation).
+type AccountUpdateRequest struct {
+	Revocations map[string]int64 `json:"revocations"`
+	Force       bool             `json:"force,omitempty"`
+}
+
+// AccountUpdateReply answers an AccountUpdateRequest: whether an account JWT was pushed, or an error.
+type AccountUpdateReply struct {
+	Pushed bool   `json:"pushed"`
+	Error  *Error `json:"error,omitempty"`
+}

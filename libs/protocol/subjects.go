@@ -44,6 +44,12 @@ const (
 	CredentialListSubject   = "configsync.svc.credential.list"
 	CredentialGetSubject    = "configsync.svc.credential.get"
 	CredentialInjectSubject = "configsync.svc.credential.inject"
+	// AccountUpdateSubject asks the credential service — the custodian of the key that signs the NATS
+	// account — to make the servers' account carry a revocation list (AccountUpdateRequest). Only
+	// config-api's NATS user may publish it; agents and the internet never reach the custodian.
+	AccountUpdateSubject = "configsync.svc.credential.account_update"
+	// AccountUpdateQueueGroup is the queue group of the credential replicas answering it.
+	AccountUpdateQueueGroup = "configsync-credential-account"
 )
 
 // FetchSubject is where an agent asks for all of its configs.
@@ -62,6 +68,15 @@ func LogsSubject(agentID string) string { return AgentSubjectPrefix + agentID + 
 func ObservationSubject(agentID, kind string) string {
 	return AgentSubjectPrefix + agentID + "." + kind
 }
+
+// CredsRenewSubjectAll is what the service that renews agent credentials subscribes to.
+const CredsRenewSubjectAll = "configsync.agent.*.creds.renew"
+
+// CredsRenewQueueGroup is the queue group of the replicas that renew agent credentials.
+const CredsRenewQueueGroup = "configsync-creds-renew"
+
+// CredsRenewSubject is where an agent asks for a fresh JWT for its NATS user before it expires.
+func CredsRenewSubject(agentID string) string { return AgentSubjectPrefix + agentID + ".creds.renew" }
 
 // CommandSubject is where the backend sends commands to one agent.
 func CommandSubject(agentID string) string { return CommandSubjectPrefix + agentID }

@@ -375,7 +375,7 @@ func TestDryRun(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("acme")
 	var second idObj
-	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, map[string]any{"hostname": "acme-web-2", "agent_id": "agent-web-2"}).data(t, &second)
+	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, map[string]any{"hostname": "acme-web-2"}).data(t, &second)
 	h.must(200, "PUT", "/api/v1/hosts/"+second.ID.String()+"/agent-configs/agent_settings", a.token, `{"config_data": {"log_level": "debug"}}`)
 	before := h.count(`SELECT count(*) FROM outbox`)
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
+	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	configapi "github.com/configsync/configsync/services/config-api"
@@ -47,6 +48,10 @@ type harness struct {
 	admin string
 	// natsURL is the embedded server's URL (for connecting as an agent).
 	natsURL string
+	apiCfg  configapi.Config
+	log     *zap.Logger
+	// natsDir holds the system and service creds files when NATS runs in operator mode.
+	natsDir string
 }
 
 // TestMain gives the credential service a throwaway local keyring. It is set once, here, because
@@ -69,6 +74,12 @@ type harnessConfig struct {
 	noResolver bool
 	identity   *natsauth.Authority
 	publicURL  string
+	api        func(*configapi.Config)
+}
+
+// withAPIConfig edits config-api's Config before it starts.
+func withAPIConfig(edit func(*configapi.Config)) harnessOption {
+	return func(c *harnessConfig) { c.api = edit }
 }
 
 // withPublicURL sets config-api's public URL (CONFIGSYNC_PUBLIC_URL), as behind a TLS-terminating proxy.
@@ -93,56 +104,93 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	apiCfg := configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second, PublicURL: cfg.publicURL}
 	var natsOpts []testinfra.NATSOption
 	var connOpts []nats.Option
+	var natsDir string
+	// The credential service's Config as its Module would load it (the keyring comes from TestMain).
+	var credCfg credential.Config
+	if err := envconfig.Load(&credCfg); err != nil {
+		t.Fatal(err)
+	}
 	if cfg.identity != nil {
 		dir := t.TempDir()
+		natsDir = dir
 		natsOpts = append(natsOpts, testinfra.WithServerOptions(func(o *server.Options) {
 			if err := natsserver.Configure(o, cfg.identity, filepath.Join(dir, "accounts")); err != nil {
 				t.Fatal(err)
 			}
 		}))
 		connOpts = append(connOpts, nats.UserCredentials(writeCreds(t, dir, "service", must(cfg.identity.UnrestrictedCreds("config-api-harness")))))
-		apiCfg.NATSSystemCreds = writeCreds(t, dir, "system", must(cfg.identity.SystemCreds("config-api")))
-		// config-api gets only the narrow issuer document, as deployed (natsauthgen's config-api-issuer.json).
+		// The credential service is the account's custodian: the system user and the account signer
+		// document are its; config-api gets only the narrow issuer document, as deployed (natsauthgen's
+		// credential-account-signer.json and config-api-issuer.json).
+		credCfg.NATSSystemCreds = writeCreds(t, dir, "system", must(cfg.identity.SystemCreds("credential")))
+		signer, _ := json.Marshal(cfg.identity.AccountSignerSeeds())
+		credCfg.NATSAccountSignerFile = filepath.Join(dir, "credential-account-signer.json")
+		if err := os.WriteFile(credCfg.NATSAccountSignerFile, signer, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		seeds, _ := json.Marshal(cfg.identity.IssuerSeeds())
 		apiCfg.NATSAuthorityFile = filepath.Join(dir, "config-api-issuer.json")
 		if err := os.WriteFile(apiCfg.NATSAuthorityFile, seeds, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if cfg.api != nil {
+		cfg.api(&apiCfg)
+	}
 	ns := testinfra.NATS(t, natsOpts...)
-	h0 := &harness{t: t, pool: pool}
+	h0 := &harness{t: t, pool: pool, natsDir: natsDir}
 	nc := ns.Connect(t, connOpts...)
 	log, logs := testinfra.Logger(t)
 
 	// The real resolver and credential services, composed the way tools/devstack composes them (the
 	// credential service's keyring comes from TestMain).
-	services := []fx.Option{fx.Supply(pool, nc, log), fx.NopLogger, credential.Module}
+	services := []fx.Option{fx.Supply(pool, nc, log), fx.NopLogger}
 	if !cfg.noResolver {
 		services = append(services, resolver.Module)
 	}
 	app := fxtest.New(t, services...)
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
+	// The credential service, built as its Module builds it, with the Config above.
+	cred, err := credential.New(credCfg, pool, log)
+	if err != nil {
+		t.Fatalf("credential: %v", err)
+	}
+	if err := cred.Start(context.Background(), nc); err != nil {
+		t.Fatalf("credential start: %v", err)
+	}
+	t.Cleanup(func() { _ = cred.Stop(context.Background()) })
 
 	h := h0
 	h.nc, h.logs, h.natsURL = nc, logs, ns.URL()
 
-	router := mux.NewRouter()
-	api, err := configapi.New(apiCfg, pool, nc, log)
-	if err != nil {
-		t.Fatalf("config-api: %v", err)
-	}
-	api.Register(router)
-	h.srv = httptest.NewServer(router)
-	t.Cleanup(h.srv.Close)
+	h.apiCfg, h.log = apiCfg, log
+	h.srv = h.replica()
 
-	var token string
-	token, err = configapi.BootstrapAdminToken(context.Background(), pool, "test-admin")
+	token, err := configapi.BootstrapAdminToken(context.Background(), pool, "test-admin")
 	if err != nil {
 		t.Fatalf("bootstrap admin token: %v", err)
 	}
 	h.admin = token
 	return h
+}
+
+// replica starts one more config-api on the harness's database and NATS connection (the first is
+// h.srv) and returns its HTTP server.
+func (h *harness) replica() *httptest.Server {
+	h.t.Helper()
+	router := mux.NewRouter()
+	api, err := configapi.New(h.apiCfg, h.pool, h.nc, h.log)
+	if err != nil {
+		h.t.Fatalf("config-api: %v", err)
+	}
+	api.Register(router)
+	if err := api.Start(); err != nil {
+		h.t.Fatalf("config-api start: %v", err)
+	}
+	srv := httptest.NewServer(router)
+	h.t.Cleanup(func() { srv.Close(); api.Stop() })
+	return srv
 }
 
 // response is one HTTP answer.

@@ -52,7 +52,8 @@ func TestHostBatchRegistration(t *testing.T) {
 		}
 	}
 	var got []registeredJSON
-	h.must(201, "POST", batchPath, a.token, batchBody(entries)).data(t, &got)
+	// Importing hosts with given agent ids takes an admin token (agent ids are global NATS identities).
+	h.must(201, "POST", batchPath, h.admin, batchBody(entries)).data(t, &got)
 	if len(got) != len(entries) {
 		t.Fatalf("%d hosts returned for %d entries", len(got), len(entries))
 	}
@@ -135,7 +136,7 @@ func TestHostBatchRegistration(t *testing.T) {
 		{"single-host body", `{"hostname": "x"}`, 400, "unknown field"},
 	}
 	for _, rf := range refusals {
-		r := h.must(rf.status, "POST", batchPath, a.token, rf.body)
+		r := h.must(rf.status, "POST", batchPath, h.admin, rf.body)
 		if msg := r.message(t); !strings.Contains(msg, rf.message) {
 			t.Errorf("%s: message %q, want it to contain %q", rf.name, msg, rf.message)
 		}
@@ -158,9 +159,34 @@ func TestHostBatchRegistration(t *testing.T) {
 			AgentID:  fmt.Sprintf("%04d", i) + strings.Repeat("a", 124),
 		}
 	}
-	h.must(201, "POST", batchPath, a.token, batchBody(long)).data(t, &got)
+	h.must(201, "POST", batchPath, h.admin, batchBody(long)).data(t, &got)
 	if len(got) != 1000 || got[999].AgentID != long[999].AgentID || hostsIn(a.env) != before+1000 {
 		t.Fatalf("1000 long entries: %d returned, %d registered", len(got), hostsIn(a.env)-before)
+	}
+
+	// A client token lets the server choose every agent id: naming one is refused, so no answer can
+	// tell it whether an id is taken in another tenant. A hostname collision in its own environment is
+	// still named.
+	audits := h.count(`SELECT count(*) FROM audit_events WHERE action = 'hosts_registered'`)
+	for _, probe := range []string{"agent-node-007", "never-used-agent"} {
+		r := h.must(400, "POST", batchPath, a.token, batchBody(with(fresh(3, "c1"), 2, batchEntry{Hostname: "c1-x", AgentID: probe})))
+		if msg := r.message(t); !strings.Contains(msg, "hosts[0].agent_id") || !strings.Contains(msg, "chosen by the server") {
+			t.Fatalf("client-chosen agent_id %s: %q", probe, msg)
+		}
+	}
+	own := []batchEntry{{Hostname: "c2-a"}, {Hostname: "node-004"}}
+	if r := h.must(409, "POST", batchPath, a.token, batchBody(own)); !strings.Contains(r.message(t), "hosts[1].hostname") {
+		t.Fatalf("own hostname collision: %s", r.body)
+	}
+	var generated []registeredJSON
+	h.must(201, "POST", batchPath, a.token, batchBody([]batchEntry{{Hostname: "c3-a"}, {Hostname: "c3-b"}})).data(t, &generated)
+	for _, r := range generated {
+		if _, err := uuid.Parse(r.AgentID); err != nil {
+			t.Fatalf("client batch: agent_id %q is not a generated UUID", r.AgentID)
+		}
+	}
+	if n := h.count(`SELECT count(*) FROM audit_events WHERE action = 'hosts_registered'`); n != audits+1 {
+		t.Fatalf("%d hosts_registered audit events for the client's batch, want 1", n-audits)
 	}
 
 	// Another client's environment: 404 and a cross-tenant audit event, whatever the body; nothing
@@ -197,7 +223,7 @@ func TestHostBatchNATSCredentials(t *testing.T) {
 		entries[i] = batchEntry{Hostname: fmt.Sprintf("db-%d", i), AgentID: fmt.Sprintf("agent-db-%d", i)}
 	}
 	var got []registeredJSON
-	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts/batch", a.token, batchBody(entries)).data(t, &got)
+	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts/batch", h.admin, batchBody(entries)).data(t, &got)
 	if len(got) != len(entries) {
 		t.Fatalf("%d hosts returned", len(got))
 	}

@@ -47,18 +47,22 @@ func TestHostRegistrationListAndRevoke(t *testing.T) {
 	if _, err := uuid.Parse(a.agentID); err != nil {
 		t.Fatalf("generated agent_id %q is not a UUID", a.agentID)
 	}
+	// A client token cannot choose an agent id (a global NATS identity); an admin may (importing hosts).
+	if r := h.must(400, "POST", hostsPath, a.token, `{"hostname": "db-1", "agent_id": "agent_db-1"}`); !strings.Contains(r.message(t), "chosen by the server") {
+		t.Fatalf("client-chosen agent_id: %s", r.body)
+	}
 	var reg idObj
-	r := h.must(201, "POST", hostsPath, a.token, `{"hostname": "db-1", "agent_id": "agent_db-1"}`)
+	r := h.must(201, "POST", hostsPath, h.admin, `{"hostname": "db-1", "agent_id": "agent_db-1"}`)
 	r.data(t, &reg)
 	if reg.AgentID != "agent_db-1" || reg.EnvironmentID != a.env || reg.ClientID != a.client || reg.ID == uuid.Nil {
 		t.Fatalf("registered %s", r.body)
 	}
-	h.must(400, "POST", hostsPath, a.token, `{"hostname": "db-2", "agent_id": "bad.agent"}`)
-	h.must(400, "POST", hostsPath, a.token, `{"hostname": "db-2", "agent_id": "`+strings.Repeat("a", 129)+`"}`)
+	h.must(400, "POST", hostsPath, h.admin, `{"hostname": "db-2", "agent_id": "bad.agent"}`)
+	h.must(400, "POST", hostsPath, h.admin, `{"hostname": "db-2", "agent_id": "`+strings.Repeat("a", 129)+`"}`)
 	h.must(400, "POST", hostsPath, a.token, `{"hostname": ""}`)
 	h.must(400, "POST", hostsPath, a.token, `{"hostname": "db\u0000-2"}`) // not 500: PostgreSQL text cannot hold NUL
 	h.must(409, "POST", hostsPath, a.token, `{"hostname": "db-1"}`)
-	h.must(409, "POST", hostsPath, a.token, `{"hostname": "db-9", "agent_id": "agent_db-1"}`)
+	h.must(409, "POST", hostsPath, h.admin, `{"hostname": "db-9", "agent_id": "agent_db-1"}`)
 	// Every registration is audited, refused ones are not: the tenant's first host (newTenant) and db-1.
 	var detail map[string]any
 	if err := h.pool.QueryRow(context.Background(), `SELECT detail FROM audit_events WHERE action = 'host_registered' AND object = $1`,
@@ -338,7 +342,7 @@ func TestHostNATSCredentialsIssuedAndRevoked(t *testing.T) {
 		AgentID         string    `json:"agent_id"`
 		NATSCredentials string    `json:"nats_credentials"`
 	}
-	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, `{"hostname": "db-1", "agent_id": "agent-db-1"}`).data(t, &reg)
+	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", h.admin, `{"hostname": "db-1", "agent_id": "agent-db-1"}`).data(t, &reg)
 	if !strings.Contains(reg.NATSCredentials, "BEGIN NATS USER JWT") || !strings.Contains(reg.NATSCredentials, "BEGIN USER NKEY SEED") {
 		t.Fatalf("registration returned no creds file: %q", reg.NATSCredentials)
 	}

@@ -44,12 +44,27 @@ type Config struct {
 	OnlineWindow time.Duration `env:"CONFIGSYNC_ONLINE_WINDOW" default:"90s"`
 	// RequestTimeout bounds each request to the resolver and credential services.
 	RequestTimeout time.Duration `env:"CONFIGAPI_REQUEST_TIMEOUT" default:"10s"`
-	// NATSAuthorityFile holds the issuer document (libs/natsauth IssuerSeeds: account public key, agent
-	// and operator signing keys — never the domain's full seeds); when set, each registered host gets
-	// its own NATS user (returned once as nats_credentials) and revoking a host revokes it.
+	// NATSAuthorityFile holds the issuer document (libs/natsauth IssuerSeeds: the account's public key
+	// and the agent signing key — never the domain's full seeds, nor the operator signing key); when
+	// set, each registered host gets its own NATS user (returned once as nats_credentials) and revoking
+	// a host revokes it, through the credential service (the custodian of the account's signing key,
+	// which needs CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE).
 	NATSAuthorityFile string `env:"NATS_AUTHORITY_FILE"`
-	// NATSSystemCreds is a system-account user's creds file, used to push revocations.
-	NATSSystemCreds string `env:"NATS_SYSTEM_CREDS"`
+	// AgentCredsLifetime is how long an agent's NATS JWT is valid; agents renew it before it expires
+	// (on protocol.CredsRenewSubject). Revocations leave the account's list one lifetime after the
+	// last JWT they refuse has expired, so it also bounds how long a revocation costs account space.
+	AgentCredsLifetime time.Duration `env:"CONFIGAPI_AGENT_CREDS_LIFETIME" default:"720h"`
+	// RevocationPruneGrace keeps a revocation this much longer than the JWTs it refuses (clock skew
+	// between config-api and the NATS servers).
+	RevocationPruneGrace time.Duration `env:"CONFIGAPI_REVOCATION_PRUNE_GRACE" default:"5m"`
+	// RevocationReconcile is how often the NATS account's revocation list is compared with the desired
+	// one in the database and re-pushed when they differ (repairing a failed or raced push, pruning).
+	RevocationReconcile time.Duration `env:"CONFIGAPI_REVOCATION_RECONCILE" default:"1m"`
+	// MaxPendingRevocationsPerClient caps one client's revocations still in the account's list.
+	MaxPendingRevocationsPerClient int `env:"CONFIGAPI_MAX_PENDING_REVOCATIONS_PER_CLIENT" default:"2000"`
+	// MaxPendingRevocations caps every client's revocations in the list together (the account JWT must
+	// stay under the servers' max_payload; an entry is about 93 bytes).
+	MaxPendingRevocations int `env:"CONFIGAPI_MAX_PENDING_REVOCATIONS" default:"8000"`
 	// PublicURL is the web console's external URL (scheme and host) as browsers reach it, e.g. behind a
 	// TLS-terminating proxy; it decides the session cookie's Secure flag and the origin every form post
 	// must come from. Empty: the request's own scheme and Host.
@@ -64,12 +79,16 @@ var Module = fx.Module("config-api",
 	fx.Invoke(register),
 )
 
-func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger) error {
+func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger) error {
 	svc, err := New(cfg, pool, nc, log.Named("config-api"))
 	if err != nil {
 		return err
 	}
 	svc.Register(router)
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { return svc.Start() },
+		OnStop:  func(context.Context) error { svc.Stop(); return nil },
+	})
 	return nil
 }
 
@@ -77,17 +96,30 @@ func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router,
 type Service struct {
 	api     *httpapi.API
 	console *webui.Console
+	hosts   *hosts.Service
+	cfg     Config
+	nc      *nats.Conn
+	log     *zap.Logger
+
+	renew  *nats.Subscription
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-// New assembles config-api without fx.
+// New assembles config-api without fx. With per-agent NATS identity, Start begins answering agents'
+// credential renewals and reconciling the account's revocation list.
 func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Service, error) {
-	var identity hosts.Identity
+	var identity *hosts.NATSIdentity
 	if cfg.NATSAuthorityFile != "" {
-		id, err := agentidentity.Load(cfg.NATSAuthorityFile, cfg.NATSSystemCreds, nc)
+		id, err := agentidentity.Load(cfg.NATSAuthorityFile, nc, cfg.RequestTimeout)
 		if err != nil {
 			return nil, err
 		}
-		identity = id
+		identity = &hosts.NATSIdentity{
+			Issuer: id, Accounts: id, Lifetime: cfg.AgentCredsLifetime, PruneGrace: cfg.RevocationPruneGrace,
+			MaxPendingPerClient: cfg.MaxPendingRevocationsPerClient, MaxPending: cfg.MaxPendingRevocations,
+			Log: log.Named("agent-identity"),
+		}
 	}
 	store := postgres.NewStore(pool)
 	guard := tenancy.NewGuard(store, store, log.Named("audit"))
@@ -121,7 +153,46 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 	if err != nil {
 		return nil, err
 	}
-	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow}), console: console}, nil
+	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow}), console: console,
+		hosts: hostSvc, cfg: cfg, nc: nc, log: log}, nil
+}
+
+// Start begins the background work of per-agent NATS identity (nothing without it): answering
+// agents' credential renewals and reconciling the account's revocation list every
+// RevocationReconcile. Stop ends it.
+func (s *Service) Start() error {
+	if s.cfg.NATSAuthorityFile == "" {
+		return nil
+	}
+	sub, err := agentidentity.ServeRenewals(s.nc, s.hosts, s.cfg.RequestTimeout, s.log.Named("creds-renew"))
+	if err != nil {
+		return err
+	}
+	s.renew = sub
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	interval := s.cfg.RevocationReconcile
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	go func() {
+		defer close(s.done)
+		s.hosts.RunReconciler(ctx, interval)
+	}()
+	return nil
+}
+
+// Stop ends what Start began and waits for it.
+func (s *Service) Stop() {
+	if s.renew != nil {
+		_ = s.renew.Unsubscribe()
+		s.renew = nil
+	}
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+		s.cancel = nil
+	}
 }
 
 func onlineWindow(d time.Duration) time.Duration {

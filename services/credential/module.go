@@ -2,7 +2,8 @@
 // collector credentials encrypted (Vault Transit or the local AES-256-GCM keyring) and injects them into
 // hosts' collector configs in batches. It owns the credentials table. Its endpoints are served by
 // libs/platform/natsrpc pools; its postgres adapter reports a database outage as
-// credential.ErrStoreUnavailable, which the NATS edge answers as unavailable.
+// credential.ErrStoreUnavailable, which the NATS edge answers as unavailable. With an account signer
+// document it is also the custodian of the key that re-signs the NATS account (package internal/account).
 //
 // Module needs a *zap.Logger, a *pgxpool.Pool and a *nats.Conn from the app (the platform modules),
 // loads its own Config from the environment and contributes a "credential-cipher" readiness check; it
@@ -22,6 +23,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
+	"github.com/configsync/configsync/services/credential/internal/account"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 	"github.com/configsync/configsync/services/credential/internal/keyring"
 	"github.com/configsync/configsync/services/credential/internal/natsapi"
@@ -68,6 +70,14 @@ type Config struct {
 	MaxInjectItems int `env:"CREDENTIAL_MAX_INJECT_ITEMS" default:"10000"`
 	// RequestTimeout bounds the work on one request.
 	RequestTimeout time.Duration `env:"CREDENTIAL_REQUEST_TIMEOUT" default:"10s"`
+
+	// NATSAccountSignerFile is the account signer document (libs/natsauth AccountSignerSeeds: the
+	// operator signing key and the account's public keys — never the domain's full seeds). When set,
+	// the service is the custodian of the NATS account: it answers config-api's account updates
+	// (protocol.AccountUpdateSubject) by signing the account with the revocation list and pushing it.
+	NATSAccountSignerFile string `env:"CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE"`
+	// NATSSystemCreds is a system-account user's creds file, used to look up and push the account.
+	NATSSystemCreds string `env:"NATS_SYSTEM_CREDS"`
 }
 
 // Module registers the credential micro service on the app's NATS connection for the app's lifetime.
@@ -98,6 +108,9 @@ type Service struct {
 	api    *natsapi.Service
 	vaults []*vaulttransit.Transit
 	log    *zap.Logger
+	cfg    Config
+
+	accountSub *nats.Subscription
 }
 
 // New builds the credential service over pool without fx; Start registers it on a connection.
@@ -116,7 +129,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Service, error) {
 			MaxInjectItems: cfg.MaxInjectItems,
 			RequestTimeout: cfg.RequestTimeout,
 		}, log)
-	return &Service{api: api, vaults: vaults, log: log}, nil
+	return &Service{api: api, vaults: vaults, log: log, cfg: cfg}, nil
 }
 
 // Start authenticates to Vault (when used; a Vault that is down does not fail start, requests report
@@ -133,11 +146,42 @@ func (s *Service) Start(ctx context.Context, nc *nats.Conn) error {
 		}
 		return err
 	}
+	if s.cfg.NATSAccountSignerFile != "" {
+		if err := s.startAccount(nc); err != nil {
+			_ = s.api.Stop(ctx)
+			for _, v := range s.vaults {
+				v.Close()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// startAccount makes this replica a custodian of the NATS account (see package account).
+func (s *Service) startAccount(nc *nats.Conn) error {
+	c, err := account.Load(s.cfg.NATSAccountSignerFile, s.cfg.NATSSystemCreds, nc, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("credential: %w", err)
+	}
+	timeout := s.cfg.RequestTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	sub, err := account.Serve(nc, c, timeout, s.log.Named("account"))
+	if err != nil {
+		return fmt.Errorf("credential: account updates: %w", err)
+	}
+	s.accountSub = sub
 	return nil
 }
 
 // Stop stops taking requests, waits for in-flight ones until ctx is done and stops Vault renewal.
 func (s *Service) Stop(ctx context.Context) error {
+	if s.accountSub != nil {
+		_ = s.accountSub.Unsubscribe()
+		s.accountSub = nil
+	}
 	err := s.api.Stop(ctx)
 	for _, v := range s.vaults {
 		v.Close()

@@ -42,6 +42,10 @@ func (k *commands) dispatch(ctx context.Context, args []string) error {
 				return k.hostsRegister(ctx, args[2:])
 			case "register-batch":
 				return k.hostsRegisterBatch(ctx, args[2:])
+			case "revoke":
+				return k.hostsRevoke(ctx, args[2:])
+			case "reissue-creds":
+				return k.hostReissueCreds(ctx, args[2:])
 			}
 		}
 		return k.hosts(ctx, args[1:])

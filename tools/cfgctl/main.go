@@ -52,10 +52,14 @@ Host overrides and effective configs:
 Fleet:
   hosts       <envID>                        hosts with heartbeat, hash, versions, online
   hosts register       <envID> <hostname> [-agent-id ID] [-creds-out PATH [-force]]
-                                             register one host; its NATS credentials go to PATH (0600)
+                                             register one host; its NATS credentials go to PATH (0600);
+                                             -agent-id needs an admin token (the server chooses ids)
   hosts register-batch <envID> -f HOSTSFILE [-creds-dir DIR [-force]]
                                              register many, 1,000 per request (all or none per chunk);
                                              credentials go to DIR/<agent_id>.creds (0600)
+  hosts revoke         <envID> <hostID>...   revoke hosts, 1,000 per request (one NATS account update each)
+  hosts reissue-creds  <hostID> -creds-out PATH [-force]
+                                             new NATS credentials for a host (re-enrolment; old ones revoked)
   drift       <envID>                        hosts whose hash or versions differ (exit 7 when any)
 History:
   history     env|host <id> <type>
@@ -71,7 +75,8 @@ Credentials (metadata only; secret values are read from SECRETFILE, never from a
   credentials delete <clientID> <credID> [-force]        in use: exit 4 unless -force
 
 FILE is JSON or YAML holding the config data ("-" reads standard input).
-HOSTSFILE has one host a line, "hostname" or "hostname agent_id"; blank lines and # comments are skipped.
+HOSTSFILE has one host a line, "hostname" or "hostname agent_id" (agent ids: admin tokens only, for
+importing hosts whose agents already run with an id); blank lines and # comments are skipped.
 SECRETFILE is a YAML or JSON map of field to value, e.g. {"username": "monitor", "password": "..."}.
 HOST:PORT is an allowed target the credential may be injected for: host name, IP ([v6] in brackets),
 "*.suffix" or "*", and a port or "*" (e.g. db.internal:5432, *.prod.example.com:*); none: any target.

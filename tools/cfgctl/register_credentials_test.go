@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -474,5 +475,41 @@ func TestCredentialTargetFlags(t *testing.T) {
 	out, _, err = runWithIO(t, srv, "", "credentials", "list", "cl-1")
 	if err != nil || !strings.Contains(out, "TARGETS") || !strings.Contains(out, "*.prod.example.com:*, db.internal:5432") || !strings.Contains(out, "any") {
 		t.Errorf("list: %v\n%s", err, out)
+	}
+}
+
+func TestHostsRevokeChunksAndReissueCreds(t *testing.T) {
+	srv, got := fakeAPI(t, map[string]func(http.ResponseWriter){
+		"POST /api/v1/environments/env-1/hosts/revoke": func(w http.ResponseWriter) { io.WriteString(w, `{"data":{"revoked":1000}}`) },
+		"POST /api/v1/hosts/h-1/credentials":           data(`{"id":"h-1","agent_id":"web-1-agent","nats_credentials":` + strconv.Quote(hostCreds) + `}`),
+	})
+	ids := make([]string, 1500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("h-%d", i)
+	}
+	out, _, err := runWithIO(t, srv, "", append([]string{"hosts", "revoke", "env-1"}, ids...)...)
+	if err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if len(*got) != 2 || len((*got)[0].Body["host_ids"].([]any)) != 1000 || len((*got)[1].Body["host_ids"].([]any)) != 500 {
+		t.Fatalf("requests: %d", len(*got))
+	}
+	if !strings.Contains(out, "revoked 2000 hosts") {
+		t.Fatalf("output %q", out)
+	}
+
+	credsPath := filepath.Join(t.TempDir(), "web-1.creds")
+	if _, _, err := runWithIO(t, srv, "", "hosts", "reissue-creds", "h-1"); err == nil {
+		t.Fatal("reissue-creds without -creds-out accepted")
+	}
+	out, errOut, err := runWithIO(t, srv, "", "hosts", "reissue-creds", "h-1", "-creds-out", credsPath)
+	if err != nil {
+		t.Fatalf("reissue-creds: %v (%s)", err, errOut)
+	}
+	if b, err := os.ReadFile(credsPath); err != nil || string(b) != hostCreds || fileMode(t, credsPath) != 0o600 {
+		t.Fatalf("creds file: %q %v", b, err)
+	}
+	if strings.Contains(out+errOut, "SEED") {
+		t.Fatal("credentials printed")
 	}
 }

@@ -118,7 +118,7 @@ func (s *stack) environment() error {
 	if err := os.WriteFile(filepath.Join(s.dataDir, "bench.creds"), benchCreds.File, 0o600); err != nil {
 		return err
 	}
-	sysCreds, err := s.auth.SystemCreds("devstack-config-api")
+	sysCreds, err := s.auth.SystemCreds("devstack-credential")
 	if err != nil {
 		return err
 	}
@@ -126,9 +126,15 @@ func (s *stack) environment() error {
 	if err := os.WriteFile(sysFile, sysCreds.File, 0o600); err != nil {
 		return err
 	}
-	// config-api gets only the narrow issuer document, never the domain's seeds (nats-authority.json).
+	// config-api gets only the narrow issuer document (the agent signing key) and the credential service
+	// the account signer document (the operator signing key, with the system user above), never the
+	// domain's seeds (nats-authority.json).
 	issuerFile := filepath.Join(s.dataDir, "config-api-issuer.json")
 	if err := writeJSON(issuerFile, s.auth.IssuerSeeds()); err != nil {
+		return err
+	}
+	signerFile := filepath.Join(s.dataDir, "credential-account-signer.json")
+	if err := writeJSON(signerFile, s.auth.AccountSignerSeeds()); err != nil {
 		return err
 	}
 	vars := map[string]string{
@@ -136,17 +142,18 @@ func (s *stack) environment() error {
 		"LOG_FORMAT":   "console",
 		"DATABASE_URL": s.databaseURL,
 		// Five services share this process and its one pool.
-		"DATABASE_MAX_CONNS":        "30",
-		"NATS_URL":                  s.natsURL,
-		"NATS_CREDS":                credsFile,
-		"NATS_INBOX_PREFIX":         natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService),
-		"NATS_TLS_CA":               s.natsCA,
-		"HTTP_ADDR":                 s.opts.httpAddr,
-		"CREDENTIAL_CIPHER":         "local",
-		"CONFIGSYNC_KEYRING_FILE":   filepath.Join(s.dataDir, "keyring"),
-		"CONFIGSYNC_KEYRING_CREATE": "true",
-		"NATS_AUTHORITY_FILE":       issuerFile,
-		"NATS_SYSTEM_CREDS":         sysFile,
+		"DATABASE_MAX_CONNS":                  "30",
+		"NATS_URL":                            s.natsURL,
+		"NATS_CREDS":                          credsFile,
+		"NATS_INBOX_PREFIX":                   natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService),
+		"NATS_TLS_CA":                         s.natsCA,
+		"HTTP_ADDR":                           s.opts.httpAddr,
+		"CREDENTIAL_CIPHER":                   "local",
+		"CONFIGSYNC_KEYRING_FILE":             filepath.Join(s.dataDir, "keyring"),
+		"CONFIGSYNC_KEYRING_CREATE":           "true",
+		"NATS_AUTHORITY_FILE":                 issuerFile,
+		"CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE": signerFile,
+		"NATS_SYSTEM_CREDS":                   sysFile,
 	}
 	for k, v := range vars {
 		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" && k != "NATS_INBOX_PREFIX" && k != "NATS_TLS_CA" {
@@ -179,8 +186,9 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL, NATSCA: s.natsCA}
 	var client, env struct{ ID string }
 	var host struct {
-		ID      string `json:"id"`
-		AgentID string `json:"agent_id"`
+		ID              string `json:"id"`
+		AgentID         string `json:"agent_id"`
+		NATSCredentials string `json:"nats_credentials"`
 	}
 	suffix := time.Now().UTC().Format("20060102150405")
 	if err := api(ctx, d, http.MethodPost, "/api/v1/clients", map[string]string{"name": "demo-" + suffix}, &client); err != nil {
@@ -193,20 +201,51 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 		return demo{}, fmt.Errorf("seed host: %w", err)
 	}
 	d.ClientID, d.EnvironmentID, d.HostID, d.AgentID = client.ID, env.ID, host.ID, host.AgentID
+	if host.NATSCredentials != "" {
+		// Shown once: kept for the agent (which renews it in its data directory before it expires).
+		if err := s.writeAgentCreds([]byte(host.NATSCredentials)); err != nil {
+			return demo{}, err
+		}
+	}
 	return d, writeDemo(s.envFile(), d)
 }
 
+func (s *stack) agentDir() string { return filepath.Join(s.dataDir, "agent") }
+
+func (s *stack) agentCredsFile() string { return filepath.Join(s.agentDir(), "agent.creds") }
+
+func (s *stack) writeAgentCreds(creds []byte) error {
+	if err := os.MkdirAll(s.agentDir(), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(s.agentCredsFile(), creds, 0o600)
+}
+
+// agentCreds makes sure the demo agent has NATS credentials: the ones saved at registration, or —
+// when they are gone (an older data directory) — new ones re-issued through the API, which revokes
+// the host's previous NATS user (the documented re-enrolment step).
+func (s *stack) agentCreds(d demo) (string, error) {
+	if _, err := os.Stat(s.agentCredsFile()); err == nil {
+		return s.agentCredsFile(), nil
+	}
+	var host struct {
+		NATSCredentials string `json:"nats_credentials"`
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := api(ctx, d, http.MethodPost, "/api/v1/hosts/"+d.HostID+"/credentials", nil, &host); err != nil {
+		return "", fmt.Errorf("re-issue the demo agent's NATS credentials: %w", err)
+	}
+	return s.agentCredsFile(), s.writeAgentCreds([]byte(host.NATSCredentials))
+}
+
 func (s *stack) startAgent(d demo) error {
-	dir := filepath.Join(s.dataDir, "agent")
+	dir := s.agentDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	creds, err := s.auth.Issuer().IssueAgent(d.AgentID)
+	credsFile, err := s.agentCreds(d)
 	if err != nil {
-		return err
-	}
-	credsFile := filepath.Join(dir, "agent.creds")
-	if err := os.WriteFile(credsFile, creds.File, 0o600); err != nil {
 		return err
 	}
 	logFile, err := os.OpenFile(filepath.Join(s.dataDir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

@@ -56,7 +56,7 @@ LIMIT @max_rows;
 -- A page of an environment's hosts by hostname (then id), filtered by a hostname substring and a state:
 -- '' (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an apply failed), 'revoked'.
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
                  FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status

@@ -6,14 +6,18 @@
 //	                          account, agent signer). Reused on every later run, so issued credentials
 //	                          stay valid. Keep it with the operator of the deployment; no service mounts it.
 //	config-api-issuer.json    the narrow issuer document config-api holds (NATS_AUTHORITY_FILE): the
-//	                          account's public key, the agent signing key and the operator signing key —
-//	                          to issue agent credentials and re-sign the account with revocations.
+//	                          account's public key and the agent signing key — to issue and renew agent
+//	                          credentials, nothing more.
+//	credential-account-signer.json
+//	                          the credential service's account signer document
+//	                          (CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE): the operator signing key and the
+//	                          account's public keys — to re-sign the account with config-api's revocations.
 //	nats/auth.conf            included by deploy/nats/nats-server.conf: trusted operator, system account,
 //	                          full resolver, preloaded account JWTs.
 //	services/<service>.creds  one least-privilege user of the CONFIGSYNC account per service, with the
 //	                          allow-lists of natsauth.ServicePermissions (the service connects with
 //	                          NATS_INBOX_PREFIX=_INBOX_<service>).
-//	services/system.creds     a system-account user (config-api pushes revocations with it).
+//	services/system.creds     a system-account user (the credential service pushes the account with it).
 //	agents/<agent id>.creds   an agent user per requested agent (normally config-api issues these when a
 //	                          host registers; this is for fixed fleets such as compose).
 //	tls/                      a local CA (ca.pem, ca-key.pem) and the servers' certificate (tlsgen), for a
@@ -47,16 +51,18 @@ import (
 
 // Paths inside the output directory.
 const (
-	AuthorityFile  = "authority.json"
-	IssuerFile     = "config-api-issuer.json"
-	AuthConf       = "nats/auth.conf"
-	SystemCreds    = "services/system.creds"
-	TLSDir         = "tls"
-	NATSCA         = "nats/ca.pem"
-	NATSServerCert = "nats/server.pem"
-	NATSServerKey  = "nats/server-key.pem"
-	ServicesCA     = "services/nats-ca.pem"
-	AgentsCA       = "agents/nats-ca.pem"
+	AuthorityFile = "authority.json"
+	IssuerFile    = "config-api-issuer.json"
+	// AccountSignerFile is the credential service's account signer document.
+	AccountSignerFile = "credential-account-signer.json"
+	AuthConf          = "nats/auth.conf"
+	SystemCreds       = "services/system.creds"
+	TLSDir            = "tls"
+	NATSCA            = "nats/ca.pem"
+	NATSServerCert    = "nats/server.pem"
+	NATSServerKey     = "nats/server-key.pem"
+	ServicesCA        = "services/nats-ca.pem"
+	AgentsCA          = "agents/nats-ca.pem"
 )
 
 // TLSHosts are the names the NATS servers' certificate is valid for: the node and client Service names
@@ -149,6 +155,16 @@ func Write(opts Options) (Result, error) {
 		return res, err
 	}
 	res.Files = append(res.Files, issuerPath)
+
+	signer, err := json.MarshalIndent(a.AccountSignerSeeds(), "", "  ")
+	if err != nil {
+		return res, fmt.Errorf("natsbundle: %w", err)
+	}
+	signerPath := filepath.Join(opts.Out, AccountSignerFile)
+	if err := writeSecret(signerPath, signer); err != nil {
+		return res, err
+	}
+	res.Files = append(res.Files, signerPath)
 
 	write := func(rel string, c natsauth.Creds, err error) error {
 		if err != nil {

@@ -24,7 +24,7 @@ func TestWriteCreatesThenReuses(t *testing.T) {
 	if !first.AuthorityCreated || first.AuthConfKept {
 		t.Fatalf("first run: %+v, want a new authority and a rendered auth.conf", first)
 	}
-	want := []string{natsbundle.AuthorityFile, natsbundle.IssuerFile, natsbundle.AuthConf, natsbundle.SystemCreds, natsbundle.AgentCreds("agent-1")}
+	want := []string{natsbundle.AuthorityFile, natsbundle.IssuerFile, natsbundle.AccountSignerFile, natsbundle.AuthConf, natsbundle.SystemCreds, natsbundle.AgentCreds("agent-1")}
 	for _, s := range natsbundle.Services {
 		want = append(want, natsbundle.ServiceCreds(s))
 	}
@@ -87,8 +87,9 @@ func TestWriteRejectsBadInput(t *testing.T) {
 	}
 }
 
-// checkIssuerFile: config-api's document belongs to authority.json's domain and carries none of its
-// root seeds.
+// checkIssuerFile: config-api's issuer document and the credential service's account signer document
+// belong to authority.json's domain and carry none of its root seeds; config-api's holds no operator
+// signing key and the credential service's no agent signing key.
 func checkIssuerFile(t *testing.T, out string) {
 	t.Helper()
 	doc, err := os.ReadFile(filepath.Join(out, natsbundle.IssuerFile))
@@ -99,8 +100,19 @@ func checkIssuerFile(t *testing.T, out string) {
 	if err != nil {
 		t.Fatalf("%s: %v", natsbundle.IssuerFile, err)
 	}
-	if _, err := natsauth.NewAccountAdmin(issuer); err != nil {
+	if _, err := natsauth.NewIssuerFromSeeds(issuer); err != nil {
 		t.Fatalf("%s: %v", natsbundle.IssuerFile, err)
+	}
+	signerDoc, err := os.ReadFile(filepath.Join(out, natsbundle.AccountSignerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := natsauth.ParseAccountSignerSeeds(signerDoc)
+	if err != nil {
+		t.Fatalf("%s: %v", natsbundle.AccountSignerFile, err)
+	}
+	if _, err := natsauth.NewAccountAdmin(signer); err != nil {
+		t.Fatalf("%s: %v", natsbundle.AccountSignerFile, err)
 	}
 	var full natsauth.Seeds
 	b, _ := os.ReadFile(filepath.Join(out, natsbundle.AuthorityFile))
@@ -111,12 +123,17 @@ func checkIssuerFile(t *testing.T, out string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if issuer != a.IssuerSeeds() {
-		t.Errorf("%s is not derived from %s", natsbundle.IssuerFile, natsbundle.AuthorityFile)
+	if issuer != a.IssuerSeeds() || signer != a.AccountSignerSeeds() {
+		t.Errorf("%s or %s is not derived from %s", natsbundle.IssuerFile, natsbundle.AccountSignerFile, natsbundle.AuthorityFile)
 	}
-	for _, root := range []string{full.Operator, full.System, full.Account} {
+	for _, root := range []string{full.Operator, full.System, full.Account, full.OperatorSigner} {
 		if bytes.Contains(doc, []byte(root)) {
-			t.Errorf("%s carries a root seed of the domain", natsbundle.IssuerFile)
+			t.Errorf("%s carries a root seed or the operator signing key", natsbundle.IssuerFile)
+		}
+	}
+	for _, root := range []string{full.Operator, full.System, full.Account, full.AgentSigner} {
+		if bytes.Contains(signerDoc, []byte(root)) {
+			t.Errorf("%s carries a root seed or the agent signing key", natsbundle.AccountSignerFile)
 		}
 	}
 }

@@ -1,9 +1,12 @@
-// Package agentidentity is config-api's adapter for per-agent NATS users (libs/natsauth): it issues each
-// registered host its own credentials and pushes the account's revocation list when hosts are revoked.
+// Package agentidentity is config-api's adapter for per-agent NATS users (libs/natsauth): it issues
+// and renews each registered host's own NATS user with the scoped agent signing key — the only NATS key
+// config-api holds — and asks the credential service, the custodian of the key that re-signs the
+// account, to update the account's revocation list (protocol.AccountUpdateSubject).
 package agentidentity
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,20 +15,21 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/protocol"
 )
 
-// NATS issues and revokes agent users of the ConfigSync NATS account.
+// NATS issues agent users and requests account updates.
 type NATS struct {
-	admin     *natsauth.AccountAdmin
-	sysCreds  string
-	serverURL func() string
+	issuer  *natsauth.Issuer
+	nc      *nats.Conn
+	timeout time.Duration
 }
 
-// Load reads the issuer document from issuerFile (JSON, natsauth.IssuerSeeds: the account's public
-// key, the agent signing key and the operator signing key; must not be readable by others) and uses
-// systemCreds (a system-account user) to push revocations to the server nc is connected to. The
-// domain's full seeds document is refused: config-api needs none of its root keys.
-func Load(issuerFile, systemCreds string, nc *nats.Conn) (*NATS, error) {
+// Load reads the issuer document from issuerFile (JSON, natsauth.IssuerSeeds: the account's public key
+// and the agent signing key; must not be readable by others) and sends account updates on nc. The
+// domain's full seeds document, and an older issuer document that still carries the operator signing
+// key, are refused: config-api needs neither.
+func Load(issuerFile string, nc *nats.Conn, timeout time.Duration) (*NATS, error) {
 	info, err := os.Stat(issuerFile)
 	if err != nil {
 		return nil, fmt.Errorf("agentidentity: %w", err)
@@ -39,46 +43,74 @@ func Load(issuerFile, systemCreds string, nc *nats.Conn) (*NATS, error) {
 		return nil, fmt.Errorf("agentidentity: %w", err)
 	}
 	seeds, err := natsauth.ParseIssuerSeeds(raw)
-	if errors.Is(err, natsauth.ErrFullSeeds) {
+	switch {
+	case errors.Is(err, natsauth.ErrFullSeeds):
 		return nil, fmt.Errorf("agentidentity: NATS_AUTHORITY_FILE=%s holds the NATS domain's full seeds (authority.json); "+
 			"point it at the issuer document instead (natsauthgen writes config-api-issuer.json next to authority.json; "+
 			"keep authority.json away from config-api)", issuerFile)
+	case errors.Is(err, natsauth.ErrOperatorSignerInIssuer):
+		return nil, fmt.Errorf("agentidentity: NATS_AUTHORITY_FILE=%s still holds the operator signing key, which config-api no "+
+			"longer keeps (the credential service re-signs the account); regenerate config-api-issuer.json and "+
+			"credential-account-signer.json with natsauthgen", issuerFile)
+	case err != nil:
+		return nil, fmt.Errorf("agentidentity: %s: %w", issuerFile, err)
 	}
+	issuer, err := natsauth.NewIssuerFromSeeds(seeds)
 	if err != nil {
 		return nil, fmt.Errorf("agentidentity: %s: %w", issuerFile, err)
 	}
-	admin, err := natsauth.NewAccountAdmin(seeds)
-	if err != nil {
-		return nil, fmt.Errorf("agentidentity: %s: %w", issuerFile, err)
+	if timeout <= 0 {
+		timeout = 10 * time.Second
 	}
-	if systemCreds == "" {
-		return nil, errors.New("agentidentity: NATS_SYSTEM_CREDS is required with NATS_AUTHORITY_FILE (revocations are pushed with it)")
-	}
-	return &NATS{admin: admin, sysCreds: systemCreds, serverURL: nc.ConnectedUrl}, nil
+	return &NATS{issuer: issuer, nc: nc, timeout: timeout}, nil
 }
 
-// Issue creates the NATS user of agentID.
-func (n *NATS) Issue(agentID string) ([]byte, string, error) {
-	c, err := n.admin.IssueAgent(agentID)
+// Issue creates the NATS user of agentID, its JWT expiring at expires.
+func (n *NATS) Issue(agentID string, expires time.Time) ([]byte, string, error) {
+	c, err := n.issuer.IssueAgentUntil(agentID, expires)
 	if err != nil {
 		return nil, "", err
 	}
 	return c.File, c.UserPublicKey, nil
 }
 
-// Revoke pushes the account JWT carrying revoked as its revocation list.
-func (n *NATS) Revoke(ctx context.Context, revoked map[string]time.Time) error {
-	url := n.serverURL()
-	if url == "" {
-		return errors.New("agentidentity: not connected to NATS")
+// Renew signs a fresh JWT for agentID's existing user key.
+func (n *NATS) Renew(agentID, publicKey string, expires time.Time) (string, error) {
+	return n.issuer.RenewAgent(agentID, publicKey, expires)
+}
+
+// Push asks the account custodian to sign and push the account with revoked as its revocation list.
+func (n *NATS) Push(ctx context.Context, revoked map[string]time.Time) error {
+	_, err := n.update(ctx, revoked, true)
+	return err
+}
+
+// Sync asks the custodian to push the account only when the servers' copy differs.
+func (n *NATS) Sync(ctx context.Context, revoked map[string]time.Time) (bool, error) {
+	return n.update(ctx, revoked, false)
+}
+
+func (n *NATS) update(ctx context.Context, revoked map[string]time.Time, force bool) (bool, error) {
+	req := protocol.AccountUpdateRequest{Revocations: make(map[string]int64, len(revoked)), Force: force}
+	for pub, at := range revoked {
+		req.Revocations[pub] = at.Unix()
 	}
-	sys, err := nats.Connect(url, nats.UserCredentials(n.sysCreds), nats.Name("config-api-revocations"), nats.NoReconnect())
+	data, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("agentidentity: system connection: %w", err)
+		return false, err
 	}
-	defer sys.Close()
-	if err := ctx.Err(); err != nil {
-		return err
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	msg, err := n.nc.RequestWithContext(ctx, protocol.AccountUpdateSubject, data)
+	if err != nil {
+		return false, fmt.Errorf("agentidentity: account update: %w", err)
 	}
-	return n.admin.Revoke(sys, revoked)
+	var reply protocol.AccountUpdateReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return false, fmt.Errorf("agentidentity: account update: bad reply: %w", err)
+	}
+	if reply.Error != nil {
+		return false, fmt.Errorf("agentidentity: account update: %w", reply.Error)
+	}
+	return reply.Pushed, nil
 }

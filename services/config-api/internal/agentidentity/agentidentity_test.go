@@ -1,11 +1,13 @@
 package agentidentity_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -33,26 +35,30 @@ func writeJSON(t *testing.T, v any, mode os.FileMode) string {
 }
 
 // TestLoadTakesOnlyTheIssuerDocument: config-api starts on the narrow issuer document and refuses the
-// domain's full seeds with an error that names the document to give it instead.
+// domain's full seeds, and an older issuer document that still holds the operator signing key, with
+// errors that name the document to give it instead.
 func TestLoadTakesOnlyTheIssuerDocument(t *testing.T) {
 	a, err := natsauth.NewAuthority()
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc := testinfra.NATS(t).Connect(t)
-	sys := filepath.Join(t.TempDir(), "system.creds")
 
-	id, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o640), sys, nc)
+	id, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o640), nc, time.Second)
 	if err != nil {
 		t.Fatalf("issuer document refused: %v", err)
 	}
-	file, pub, err := id.Issue("agent-a")
+	file, pub, err := id.Issue("agent-a", time.Now().Add(time.Hour))
 	if err != nil || pub == "" || !strings.Contains(string(file), "BEGIN NATS USER JWT") {
 		t.Fatalf("issue: %v", err)
 	}
+	// Without a custodian answering, an account update fails (it is not done locally).
+	if err := id.Push(context.Background(), nil); err == nil {
+		t.Fatal("an account update succeeded with no credential service answering")
+	}
 
 	full := a.Seeds()
-	_, err = agentidentity.Load(writeJSON(t, full, 0o600), sys, nc)
+	_, err = agentidentity.Load(writeJSON(t, full, 0o600), nc, time.Second)
 	if err == nil {
 		t.Fatal("the full seeds document was accepted")
 	}
@@ -66,16 +72,17 @@ func TestLoadTakesOnlyTheIssuerDocument(t *testing.T) {
 			t.Fatal("the error echoes a seed")
 		}
 	}
+	older := map[string]string{"account_public_key": a.AccountPublicKey(), "agent_signer": full.AgentSigner, "operator_signer": full.OperatorSigner}
+	if _, err := agentidentity.Load(writeJSON(t, older, 0o600), nc, time.Second); err == nil || !strings.Contains(err.Error(), "operator signing key") {
+		t.Errorf("issuer document with the operator signer: %v", err)
+	}
 
-	if _, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o644), sys, nc); err == nil || !strings.Contains(err.Error(), "readable by everyone") {
+	if _, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o644), nc, time.Second); err == nil || !strings.Contains(err.Error(), "readable by everyone") {
 		t.Errorf("world-readable issuer document: %v", err)
 	}
-	if _, err := agentidentity.Load(writeJSON(t, a.IssuerSeeds(), 0o600), "", nc); err == nil {
-		t.Error("no system creds accepted")
-	}
 	broken := a.IssuerSeeds()
-	broken.OperatorSigner = ""
-	if _, err := agentidentity.Load(writeJSON(t, broken, 0o600), sys, nc); err == nil {
-		t.Error("an issuer document without operator_signer accepted")
+	broken.AgentSigner = ""
+	if _, err := agentidentity.Load(writeJSON(t, broken, 0o600), nc, time.Second); err == nil {
+		t.Error("an issuer document without agent_signer accepted")
 	}
 }

@@ -37,6 +37,9 @@ type Host struct {
 
 	// NATSPublicKey is the agent's NATS user key, when config-api issued its credentials.
 	NATSPublicKey string
+	// NATSExpiresAt is when the latest JWT issued for the host's NATS user expires (zero: none issued,
+	// or only one without expiry).
+	NATSExpiresAt time.Time
 	// NATSCredentials is the agent's NATS creds file, set only in Register's result (shown once).
 	NATSCredentials string
 }
@@ -66,18 +69,7 @@ type Store interface {
 	Host(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (Host, error)
 	// Hosts returns up to limit hosts of an environment with an id greater than after, by id.
 	Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.NullUUID, limit int) ([]Host, error)
-	RevokeHost(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) error
-	// RevokedNATSKeys returns every revoked host's NATS user key with its revocation time.
-	RevokedNATSKeys(ctx context.Context) (map[string]time.Time, error)
-}
-
-// Identity issues and revokes agents' own NATS users (see libs/natsauth). Without one, agents
-// authenticate however the deployment's NATS says and Register returns no credentials.
-type Identity interface {
-	// Issue creates a NATS user for agentID: its creds file and public key.
-	Issue(agentID string) (creds []byte, publicKey string, err error)
-	// Revoke publishes the account's revocation list (user key -> revoked at).
-	Revoke(ctx context.Context, revoked map[string]time.Time) error
+	RevocationStore
 }
 
 // Environments finds an environment the caller can see (auditing cross-tenant attempts).
@@ -107,7 +99,10 @@ func (e *ConflictError) Error() string {
 // about 415 KB of JSON, well inside the API's 1 MiB body limit.
 const MaxBatchHosts = 1000
 
-// Registration is one host to register: an empty AgentID is generated (a UUID).
+// Registration is one host to register: an empty AgentID is generated (a UUID). Only an admin may
+// give one (to import hosts whose agents already run with an id): agent ids are global NATS identities
+// (the agent's user name and subject token), so a client token choosing one could probe whether
+// another tenant uses it, or claim an id another tenant's agent runs under.
 type Registration struct {
 	Hostname string
 	AgentID  string
@@ -118,11 +113,15 @@ const (
 	ruleHostname    = "must be 1 to 255 characters"
 	ruleHostnameNUL = "must not contain NUL characters"
 	ruleAgentID     = "must be 1 to 128 letters, digits, '-' or '_'"
+	ruleAgentIDSet  = "is chosen by the server; only an admin token may register hosts with given agent ids (leave it out)"
 )
 
 // normalize trims the hostname, checks both fields and generates a missing agent id. When a rule is
 // broken it returns the field's name and the rule.
-func (r Registration) normalize() (Registration, string, string) {
+func (r Registration) normalize(p tenancy.Principal) (Registration, string, string) {
+	if r.AgentID != "" && !p.Admin() {
+		return r, "agent_id", ruleAgentIDSet
+	}
 	r.Hostname = strings.TrimSpace(r.Hostname)
 	if r.Hostname == "" || len(r.Hostname) > 255 {
 		return r, "hostname", ruleHostname
@@ -156,18 +155,24 @@ type Service struct {
 	store        Store
 	environments Environments
 	guard        *tenancy.Guard
-	identity     Identity
+	identity     *NATSIdentity
+	now          func() time.Time
 }
 
-// NewService returns a Service. identity may be nil (no per-agent NATS credentials).
-func NewService(store Store, environments Environments, guard *tenancy.Guard, identity Identity) *Service {
-	return &Service{store: store, environments: environments, guard: guard, identity: identity}
+// NewService returns a Service. identity may be nil (no per-agent NATS credentials); its zero limits
+// take their defaults.
+func NewService(store Store, environments Environments, guard *tenancy.Guard, identity *NATSIdentity) *Service {
+	if identity != nil {
+		id := identity.withDefaults()
+		identity = &id
+	}
+	return &Service{store: store, environments: environments, guard: guard, identity: identity, now: time.Now}
 }
 
 // Register adds a host to an environment and audits it (host_registered). An empty agentID is generated
-// (a UUID); a given one must be usable as a NATS subject token.
+// (a UUID); a given one (admin only) must be usable as a NATS subject token.
 func (s *Service) Register(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, hostname, agentID string) (Host, error) {
-	reg, field, rule := Registration{Hostname: hostname, AgentID: agentID}.normalize()
+	reg, field, rule := Registration{Hostname: hostname, AgentID: agentID}.normalize(p)
 	if field != "" {
 		return Host{}, fault.Invalidf("%s %s", field, rule)
 	}
@@ -184,7 +189,8 @@ func (s *Service) Register(ctx context.Context, p tenancy.Principal, environment
 	}
 	var creds []byte
 	if s.identity != nil {
-		creds, host.NATSPublicKey, err = s.identity.Issue(agentID)
+		host.NATSExpiresAt = s.identity.expiry()
+		creds, host.NATSPublicKey, err = s.identity.Issuer.Issue(agentID, host.NATSExpiresAt)
 		if err != nil {
 			return Host{}, fmt.Errorf("hosts: issue NATS credentials: %w", err)
 		}
@@ -213,7 +219,7 @@ func (s *Service) RegisterBatch(ctx context.Context, p tenancy.Principal, enviro
 	agentIDs := make(map[string]int, len(regs))
 	hostnames := make(map[string]int, len(regs))
 	for i, r := range regs {
-		r, field, rule := r.normalize()
+		r, field, rule := r.normalize(p)
 		if field != "" {
 			return nil, fault.Invalidf("hosts[%d].%s: %s", i, field, rule)
 		}
@@ -236,13 +242,17 @@ func (s *Service) RegisterBatch(ctx context.Context, p tenancy.Principal, enviro
 	}
 	var creds [][]byte
 	if s.identity != nil {
+		expires := s.identity.expiry()
+		for i := range batch {
+			batch[i].NATSExpiresAt = expires
+		}
 		if creds, err = s.issueAll(batch); err != nil {
 			return nil, fmt.Errorf("hosts: issue NATS credentials: %w", err)
 		}
 	}
 	created, err := s.store.CreateHosts(ctx, batch)
 	if ce := (*ConflictError)(nil); errors.As(err, &ce) {
-		return nil, conflictFault(ce, clean)
+		return nil, conflictFault(ce, clean, p)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hosts: register batch: %w", err)
@@ -271,7 +281,7 @@ func (s *Service) issueAll(batch []Host) ([][]byte, error) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < len(batch); i += workers {
-				c, pub, err := s.identity.Issue(batch[i].AgentID)
+				c, pub, err := s.identity.Issuer.Issue(batch[i].AgentID, batch[i].NATSExpiresAt)
 				if err != nil {
 					errs[w] = err
 					return
@@ -289,10 +299,21 @@ func (s *Service) issueAll(batch []Host) ([][]byte, error) {
 	return creds, nil
 }
 
-// conflictFault names the first colliding entry of a batch and how many collide.
-func conflictFault(ce *ConflictError, regs []Registration) error {
+// conflictFault names the first colliding entry of a batch and how many collide. Only an admin hears
+// about agent ids: a client's entries carry generated ones, and telling it that one collides would
+// say that a host of some other tenant has it; a client hears only of its own environment's hostnames.
+func conflictFault(ce *ConflictError, regs []Registration, p tenancy.Principal) error {
+	if !p.Admin() {
+		var own []Conflict
+		for _, c := range ce.Conflicts {
+			if !c.AgentID {
+				own = append(own, c)
+			}
+		}
+		ce = &ConflictError{Conflicts: own}
+	}
 	if len(ce.Conflicts) == 0 {
-		return &fault.Error{Kind: fault.Conflict, Message: "a host of the batch already exists", Err: ce}
+		return &fault.Error{Kind: fault.Conflict, Message: "a host of the batch already exists; nothing was registered", Err: ce}
 	}
 	first := ce.Conflicts[0]
 	msg := fmt.Sprintf("hosts[%d].hostname: a host of this environment already has this hostname", first.Index)
@@ -338,35 +359,6 @@ func (s *Service) Get(ctx context.Context, p tenancy.Principal, id uuid.UUID) (H
 	}
 	if err != nil {
 		return Host{}, fmt.Errorf("hosts: get: %w", err)
-	}
-	return h, nil
-}
-
-// Revoke marks a host revoked: it keeps its history but gets no more configs. Revoking twice is a
-// no-op that keeps the first revocation time.
-func (s *Service) Revoke(ctx context.Context, p tenancy.Principal, id uuid.UUID) (Host, error) {
-	err := s.store.RevokeHost(ctx, p.Filter(), id)
-	if fault.Is(err, fault.NotFound) {
-		return Host{}, s.guard.Missing(ctx, p, tenancy.KindHost, id)
-	}
-	if err != nil {
-		return Host{}, fmt.Errorf("hosts: revoke: %w", err)
-	}
-	h, err := s.Get(ctx, p, id)
-	if err != nil {
-		return Host{}, err
-	}
-	s.guard.Record(ctx, p, tenancy.ActionHostRevoked, uuid.NullUUID{UUID: h.ClientID, Valid: true}, tenancy.KindHost, id, nil)
-	if s.identity != nil {
-		// The whole list is pushed every time, so a failed push is repaired by revoking again.
-		revoked, err := s.store.RevokedNATSKeys(ctx)
-		if err != nil {
-			return Host{}, fmt.Errorf("hosts: revoke: list NATS keys: %w", err)
-		}
-		if err := s.identity.Revoke(ctx, revoked); err != nil {
-			return Host{}, &fault.Error{Kind: fault.Unavailable, Err: err,
-				Message: "host revoked, but its NATS credentials could not be revoked yet; revoke it again"}
-		}
 	}
 	return h, nil
 }

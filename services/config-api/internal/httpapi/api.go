@@ -104,6 +104,7 @@ func (a *API) routes() []route {
 		{method: http.MethodGet, path: env, h: a.getEnvironment},
 		{method: http.MethodPost, path: env + "/hosts", h: a.registerHost},
 		{method: http.MethodPost, path: env + "/hosts/batch", h: a.registerHosts},
+		{method: http.MethodPost, path: env + "/hosts/revoke", h: a.revokeHosts},
 		{method: http.MethodGet, path: env + "/hosts", h: a.listHosts},
 		{method: http.MethodGet, path: env + "/drift", h: a.drift},
 		{method: http.MethodGet, path: env + "/agent-configs", h: a.listEnvironmentConfigs},
@@ -115,6 +116,7 @@ func (a *API) routes() []route {
 
 		{method: http.MethodGet, path: host, h: a.getHost},
 		{method: http.MethodDelete, path: host, h: a.revokeHost},
+		{method: http.MethodPost, path: host + "/credentials", h: a.reissueCredentials},
 		{method: http.MethodGet, path: host + "/agent-configs", h: a.listHostConfigs},
 		{method: http.MethodGet, path: hostCfg, h: a.getHostConfig},
 		{method: http.MethodPut, path: hostCfg, h: a.putConfig(scopeHost)},

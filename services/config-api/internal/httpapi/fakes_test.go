@@ -193,9 +193,26 @@ func (b *memBackend) Hosts(ctx context.Context, _ uuid.UUID, _ uuid.NullUUID, _ 
 	return []hosts.Host{h}, nil
 }
 
-func (b *memBackend) RevokeHost(context.Context, uuid.NullUUID, uuid.UUID) error { return nil }
+func (b *memBackend) RevokeHosts(_ context.Context, _, _ uuid.NullUUID, ids []uuid.UUID, _ hosts.RevocationLimits) (int, error) {
+	for i, id := range ids {
+		if id != memHost {
+			return 0, &hosts.MissingHostsError{Indexes: []int{i}}
+		}
+	}
+	return 0, nil
+}
 
-func (b *memBackend) RevokedNATSKeys(context.Context) (map[string]time.Time, error) { return nil, nil }
+func (b *memBackend) ReplaceNATSKey(context.Context, uuid.NullUUID, uuid.UUID, string, time.Time, hosts.RevocationLimits) error {
+	return nil
+}
+
+func (b *memBackend) RenewNATSExpiry(context.Context, string, string, time.Time, time.Time) error {
+	return fault.NotFoundf("host not found")
+}
+
+func (b *memBackend) WithRevocations(_ context.Context, _ time.Time, fn func(map[string]time.Time) error) error {
+	return fn(map[string]time.Time{})
+}
 
 // configs.Repository
 

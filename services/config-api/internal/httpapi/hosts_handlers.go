@@ -123,6 +123,46 @@ func (a *API) revokeHost(w http.ResponseWriter, r *http.Request, p principal) er
 	return writeData(w, http.StatusOK, a.viewHost(h))
 }
 
+// revokeHostsRequest is a batch revocation: 1 to hosts.MaxBatchRevoke host ids of one environment.
+type revokeHostsRequest struct {
+	HostIDs []uuid.UUID `json:"host_ids"`
+}
+
+type revokedHostsView struct {
+	Revoked int `json:"revoked"`
+}
+
+func (a *API) revokeHosts(w http.ResponseWriter, r *http.Request, p principal) error {
+	envID, err := pathID(r, "envID")
+	if err != nil {
+		return err
+	}
+	if _, err := a.svc.Tenants.Environment(r.Context(), p, envID); err != nil {
+		return err
+	}
+	var req revokeHostsRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	n, err := a.svc.Hosts.RevokeBatch(r.Context(), p, envID, req.HostIDs)
+	if err != nil {
+		return err
+	}
+	return writeData(w, http.StatusOK, revokedHostsView{Revoked: n})
+}
+
+func (a *API) reissueCredentials(w http.ResponseWriter, r *http.Request, p principal) error {
+	id, err := pathID(r, "hostID")
+	if err != nil {
+		return err
+	}
+	h, err := a.svc.Hosts.ReissueCredentials(r.Context(), p, id)
+	if err != nil {
+		return err
+	}
+	return writeData(w, http.StatusOK, viewRegisteredHost(h))
+}
+
 func (a *API) drift(w http.ResponseWriter, r *http.Request, p principal) error {
 	envID, err := pathID(r, "envID")
 	if err != nil {

@@ -173,6 +173,9 @@ type hostView struct {
 	ConfigVersion   *int64                       `json:"config_version"`
 	ConfigVersions  map[string]int64             `json:"config_versions"`
 	ApplyStatus     map[string]hosts.ApplyStatus `json:"apply_status"`
+	// NATSCredentialsExpireAt is when the host's latest agent JWT expires: an agent renews before
+	// then; one whose credentials expired while it was off needs re-issued ones.
+	NATSCredentialsExpireAt *time.Time `json:"nats_credentials_expire_at"`
 }
 
 func (a *API) viewHost(h hosts.Host) hostView {
@@ -191,6 +194,10 @@ func (a *API) viewHost(h hosts.Host) hostView {
 		ConfigVersion:   h.ConfigVersion,
 		ConfigVersions:  h.ConfigVersions,
 		ApplyStatus:     h.ApplyStatus,
+	}
+	if !h.NATSExpiresAt.IsZero() {
+		exp := h.NATSExpiresAt
+		v.NATSCredentialsExpireAt = &exp
 	}
 	if v.ConfigVersions == nil {
 		v.ConfigVersions = map[string]int64{}

@@ -21,6 +21,7 @@ func (s *Store) CreateHost(ctx context.Context, h hosts.Host) (hosts.Host, error
 		Hostname:      h.Hostname,
 		AgentID:       h.AgentID,
 		NatsPublicKey: optional(h.NATSPublicKey),
+		NatsExpiresAt: optionalTime(h.NATSExpiresAt),
 	})
 	if err != nil {
 		return hosts.Host{}, classify(err, "host with this hostname or agent_id")
@@ -48,6 +49,7 @@ func (s *Store) CreateHosts(ctx context.Context, hs []hosts.Host) ([]hosts.Host,
 		Hostnames:      make([]string, len(hs)),
 		AgentIds:       make([]string, len(hs)),
 		NatsPublicKeys: make([]string, len(hs)),
+		NatsExpiresAt:  optionalTime(hs[0].NATSExpiresAt),
 	}
 	for i, h := range hs {
 		if h.ClientID != p.ClientID || h.EnvironmentID != p.EnvironmentID {
@@ -146,23 +148,11 @@ func (s *Store) Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.N
 	return out, nil
 }
 
-// RevokeHost sets a host's revoked_at (kept when already set).
-func (s *Store) RevokeHost(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) error {
-	_, err := s.q.RevokeHost(ctx, sqlcdb.RevokeHostParams{ID: id, ClientFilter: filter})
-	return classify(err, "host")
-}
-
-// RevokedNATSKeys returns every revoked host's NATS user key and revocation time.
-func (s *Store) RevokedNATSKeys(ctx context.Context) (map[string]time.Time, error) {
-	rows, err := s.q.ListRevokedNATSKeys(ctx)
-	if err != nil {
-		return nil, classify(err, "hosts")
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
 	}
-	out := make(map[string]time.Time, len(rows))
-	for _, r := range rows {
-		out[r.NatsPublicKey] = r.RevokedAt
-	}
-	return out, nil
+	return &t
 }
 
 func optional(s string) *string {
@@ -194,6 +184,9 @@ func hostFromRow(r sqlcdb.ListHostsRow) (hosts.Host, error) {
 		ConfigVersion:   r.ConfigVersion,
 		LastHeartbeatAt: r.LastHeartbeatAt,
 		ApplyStatus:     map[string]hosts.ApplyStatus{},
+	}
+	if r.NatsExpiresAt != nil {
+		h.NATSExpiresAt = *r.NatsExpiresAt
 	}
 	if len(r.ConfigVersions) > 0 {
 		if err := json.Unmarshal(r.ConfigVersions, &h.ConfigVersions); err != nil {

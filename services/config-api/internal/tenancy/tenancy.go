@@ -13,23 +13,40 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 )
 
-// Principal is the authenticated caller: one API token, scoped to a client or admin.
+// Principal is the authenticated caller: one API token, scoped to a client or admin. Admin is an
+// explicit property: the zero value (what a public route holds) is no one — not an admin, and bound to
+// no client, so every client-filtered lookup it makes finds nothing.
 type Principal struct {
 	TokenID uuid.UUID
 	Name    string
 	// ClientID is the token's client; not Valid for an admin token.
 	ClientID uuid.NullUUID
+	// IsAdmin is set only for an admin token (one bound to no client).
+	IsAdmin bool
 }
 
 // Admin reports whether the caller is an admin (not bound to a client).
-func (p Principal) Admin() bool { return !p.ClientID.Valid }
+func (p Principal) Admin() bool { return p.IsAdmin && !p.ClientID.Valid }
 
-// Filter is the client every lookup of this caller is restricted to; not Valid for an admin.
-func (p Principal) Filter() uuid.NullUUID { return p.ClientID }
+// noClient is a client filter that matches no row: no client has the nil UUID.
+var noClient = uuid.NullUUID{UUID: uuid.Nil, Valid: true}
+
+// Filter is the client every lookup of this caller is restricted to; not Valid for an admin. A caller
+// that is neither an admin nor bound to a client gets a filter that matches nothing.
+func (p Principal) Filter() uuid.NullUUID {
+	switch {
+	case p.Admin():
+		return uuid.NullUUID{}
+	case p.ClientID.Valid:
+		return p.ClientID
+	default:
+		return noClient
+	}
+}
 
 // CanAccess reports whether the caller may see objects of clientID.
 func (p Principal) CanAccess(clientID uuid.UUID) bool {
-	return p.Admin() || p.ClientID.UUID == clientID
+	return p.Admin() || (p.ClientID.Valid && p.ClientID.UUID == clientID)
 }
 
 // RequireAdmin fails unless the caller is an admin.
@@ -74,15 +91,18 @@ type AuditLog interface {
 
 // Audit actions.
 const (
-	ActionCrossTenant      = "cross_tenant_access"
-	ActionTokenIssued      = "token_issued"
-	ActionTokenRevoked     = "token_revoked"
-	ActionHostRegistered   = "host_registered"
-	ActionHostRevoked      = "host_revoked"
-	ActionHostsRegistered  = "hosts_registered"
-	ActionCredentialCreate = "credential_created"
-	ActionCredentialRotate = "credential_rotated"
-	ActionCredentialDelete = "credential_deleted"
+	ActionCrossTenant     = "cross_tenant_access"
+	ActionTokenIssued     = "token_issued"
+	ActionTokenRevoked    = "token_revoked"
+	ActionHostRegistered  = "host_registered"
+	ActionHostRevoked     = "host_revoked"
+	ActionHostsRegistered = "hosts_registered"
+	ActionHostsRevoked    = "hosts_revoked"
+	// ActionHostCredsReissued: a host got new NATS credentials (its old key revoked).
+	ActionHostCredsReissued = "host_credentials_reissued"
+	ActionCredentialCreate  = "credential_created"
+	ActionCredentialRotate  = "credential_rotated"
+	ActionCredentialDelete  = "credential_deleted"
 )
 
 // Guard answers client-filtered misses and records audit events.

@@ -93,7 +93,7 @@ func (s *Service) Authenticate(ctx context.Context, bearer string) (tenancy.Prin
 		// Best effort: failing to record usage must not fail the request.
 		_ = s.store.TouchToken(ctx, t.ID)
 	}
-	return tenancy.Principal{TokenID: t.ID, Name: t.Name, ClientID: t.ClientID}, nil
+	return tenancy.Principal{TokenID: t.ID, Name: t.Name, ClientID: t.ClientID, IsAdmin: !t.ClientID.Valid}, nil
 }
 
 // Issue creates a token named name for clientID (admin when not Valid). Only admins issue tokens.

@@ -19,7 +19,8 @@ import (
 // (the spec's credential resolution rules): if any credential it references is missing, belongs to
 // another client, is scoped to another environment, has allowed targets that a collector referencing it
 // does not aim at (targets.go) or cannot be decrypted, the item fails with credential_failed and a
-// reason naming the credential, and other items are unaffected.
+// reason naming the credential, and other items are unaffected. Another client's credential is answered
+// "not found", exactly as a missing one.
 //
 // A batch reads every referenced credential in one store query and decrypts every distinct credential
 // that some item may use in one Cipher call, whatever the number of items. Decrypted secrets live only
@@ -39,6 +40,10 @@ func NewInjector(store Store, cipher Cipher, log *zap.Logger) *Injector {
 // failure is why one item fails, kept apart from the reply so that it is logged once per batch.
 type failure struct {
 	code, rule, credentialID string
+	// crossClient marks a reference to another client's credential. The reply says "not found", as
+	// for one that does not exist, so no answer tells a tenant that an id exists elsewhere; only the
+	// log tells them apart.
+	crossClient bool
 }
 
 // itemPlan is what the injector learned about one item before decrypting.
@@ -157,7 +162,7 @@ func scope(raw, id string, sealed map[string]Sealed, p *itemPlan) *failure {
 	case id == "" || !ok:
 		return &failure{code: protocol.CodeCredentialFailed, rule: "not found", credentialID: raw}
 	case s.ClientID != p.clientID:
-		return &failure{code: protocol.CodeCredentialFailed, rule: "belongs to another client", credentialID: raw}
+		return &failure{code: protocol.CodeCredentialFailed, rule: "not found", credentialID: raw, crossClient: true}
 	case s.EnvironmentID != "" && s.EnvironmentID != p.environmentID:
 		return &failure{code: protocol.CodeCredentialFailed, rule: "is scoped to another environment", credentialID: raw}
 	}
@@ -282,6 +287,7 @@ func (in *Injector) logFailures(failures map[failure]int) {
 		in.log.Warn("credential injection failed",
 			zap.String("code", f.code),
 			zap.String("rule", f.rule),
+			zap.Bool("cross_client", f.crossClient),
 			zap.String("credential_id", f.credentialID),
 			zap.Int("items", n))
 	}

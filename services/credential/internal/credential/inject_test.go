@@ -120,7 +120,7 @@ func TestInjectRules(t *testing.T) {
 		{name: "environment scoping", envID: envA2, cols: collectors(t, []any{mysql("p", inEnvA1)}),
 			wantCode: protocol.CodeCredentialFailed, wantReason: "credential " + inEnvA1 + " is scoped to another environment"},
 		{name: "client scoping", cols: collectors(t, []any{mysql("p", otherClient)}),
-			wantCode: protocol.CodeCredentialFailed, wantReason: "credential " + otherClient + " belongs to another client"},
+			wantCode: protocol.CodeCredentialFailed, wantReason: "credential " + otherClient + " not found"},
 		{name: "not found", cols: collectors(t, []any{mysql("p", missing)}),
 			wantCode: protocol.CodeCredentialFailed, wantReason: "credential " + missing + " not found"},
 		{name: "not a UUID is not found", cols: collectors(t, []any{mysql("p", "db-password")}),

@@ -84,6 +84,8 @@ func (c *Client) RegisterHosts(ctx context.Context, environmentID string, agentI
 
 func (c *Client) registerChunk(ctx context.Context, environmentID string, agentIDs []string) (retries int, err error) {
 	hosts := make([]HostSpec, len(agentIDs))
+	// Loadgen names its simulated agents itself (they connect under those ids), which only an admin
+	// token may do: agent ids are global NATS identities, so config-api generates them for client tokens.
 	for i, id := range agentIDs {
 		hosts[i] = HostSpec{Hostname: id, AgentID: id}
 	}

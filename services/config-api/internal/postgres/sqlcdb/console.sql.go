@@ -489,7 +489,7 @@ func (q *Queries) ListVisibleEnvironments(ctx context.Context, clientFilter uuid
 
 const searchHosts = `-- name: SearchHosts :many
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
                  FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
@@ -533,6 +533,7 @@ type SearchHostsRow struct {
 	ConfigVersions  []byte
 	LastHeartbeatAt *time.Time
 	CreatedAt       time.Time
+	NatsExpiresAt   *time.Time
 	ApplyStatus     []byte
 }
 
@@ -568,6 +569,7 @@ func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]Sea
 			&i.ConfigVersions,
 			&i.LastHeartbeatAt,
 			&i.CreatedAt,
+			&i.NatsExpiresAt,
 			&i.ApplyStatus,
 		); err != nil {
 			return nil, err

@@ -23,10 +23,37 @@ func (q *Queries) CountActiveHosts(ctx context.Context, environmentID uuid.UUID)
 	return count, err
 }
 
+const countPendingRevocations = `-- name: CountPendingRevocations :one
+SELECT count(*) FILTER (WHERE client_id = $1 AND revoked_at >= $2::timestamptz)::int AS client_pending,
+       count(*)::int AS total_pending
+FROM nats_revocations
+WHERE prune_after IS NULL OR prune_after >= $3
+`
+
+type CountPendingRevocationsParams struct {
+	ClientID uuid.UUID
+	Since    time.Time
+	Cutoff   *time.Time
+}
+
+type CountPendingRevocationsRow struct {
+	ClientPending int32
+	TotalPending  int32
+}
+
+// Revocation entries still in the account's list (not yet prunable at cutoff): those the client made
+// since @since (one JWT lifetime ago), and all.
+func (q *Queries) CountPendingRevocations(ctx context.Context, arg CountPendingRevocationsParams) (CountPendingRevocationsRow, error) {
+	row := q.db.QueryRow(ctx, countPendingRevocations, arg.ClientID, arg.Since, arg.Cutoff)
+	var i CountPendingRevocationsRow
+	err := row.Scan(&i.ClientPending, &i.TotalPending)
+	return i, err
+}
+
 const createHost = `-- name: CreateHost :one
 
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at)
+VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id, client_id, environment_id, hostname, agent_id, created_at
 `
 
@@ -36,6 +63,7 @@ type CreateHostParams struct {
 	Hostname      string
 	AgentID       string
 	NatsPublicKey *string
+	NatsExpiresAt *time.Time
 }
 
 type CreateHostRow struct {
@@ -55,6 +83,7 @@ func (q *Queries) CreateHost(ctx context.Context, arg CreateHostParams) (CreateH
 		arg.Hostname,
 		arg.AgentID,
 		arg.NatsPublicKey,
+		arg.NatsExpiresAt,
 	)
 	var i CreateHostRow
 	err := row.Scan(
@@ -69,16 +98,18 @@ func (q *Queries) CreateHost(ctx context.Context, arg CreateHostParams) (CreateH
 }
 
 const createHosts = `-- name: CreateHosts :many
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key)
-SELECT $1::uuid, $2::uuid, b.hostname, b.agent_id, NULLIF(b.nats_public_key, '')
-FROM (SELECT unnest($3::text[]) AS hostname, unnest($4::text[]) AS agent_id,
-             unnest($5::text[]) AS nats_public_key) AS b
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at)
+SELECT $1::uuid, $2::uuid, b.hostname, b.agent_id, NULLIF(b.nats_public_key, ''),
+       CASE WHEN b.nats_public_key = '' THEN NULL ELSE $3::timestamptz END
+FROM (SELECT unnest($4::text[]) AS hostname, unnest($5::text[]) AS agent_id,
+             unnest($6::text[]) AS nats_public_key) AS b
 RETURNING id, client_id, environment_id, hostname, agent_id, created_at
 `
 
 type CreateHostsParams struct {
 	ClientID       uuid.UUID
 	EnvironmentID  uuid.UUID
+	NatsExpiresAt  *time.Time
 	Hostnames      []string
 	AgentIds       []string
 	NatsPublicKeys []string
@@ -95,11 +126,13 @@ type CreateHostsRow struct {
 
 // Registers a batch of hosts of one environment in one statement (so all or none): the arrays hold one
 // element per host (unnested side by side), an empty nats_public_keys element meaning none was issued.
-// Rows come back in no promised order; agent_id (unique) matches them to the batch.
+// Rows come back in no promised order; agent_id (unique) matches them to the batch. Every issued JWT
+// of the batch expires at nats_expires_at.
 func (q *Queries) CreateHosts(ctx context.Context, arg CreateHostsParams) ([]CreateHostsRow, error) {
 	rows, err := q.db.Query(ctx, createHosts,
 		arg.ClientID,
 		arg.EnvironmentID,
+		arg.NatsExpiresAt,
 		arg.Hostnames,
 		arg.AgentIds,
 		arg.NatsPublicKeys,
@@ -127,6 +160,18 @@ func (q *Queries) CreateHosts(ctx context.Context, arg CreateHostsParams) ([]Cre
 		return nil, err
 	}
 	return items, nil
+}
+
+const deletePrunedNATSRevocations = `-- name: DeletePrunedNATSRevocations :execrows
+DELETE FROM nats_revocations WHERE prune_after < $1
+`
+
+func (q *Queries) DeletePrunedNATSRevocations(ctx context.Context, cutoff *time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, deletePrunedNATSRevocations, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const findHostConflicts = `-- name: FindHostConflicts :many
@@ -172,7 +217,7 @@ func (q *Queries) FindHostConflicts(ctx context.Context, arg FindHostConflictsPa
 
 const getHost = `-- name: GetHost :one
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
                  FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
@@ -199,6 +244,7 @@ type GetHostRow struct {
 	ConfigVersions  []byte
 	LastHeartbeatAt *time.Time
 	CreatedAt       time.Time
+	NatsExpiresAt   *time.Time
 	ApplyStatus     []byte
 }
 
@@ -218,9 +264,36 @@ func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (GetHostRow, e
 		&i.ConfigVersions,
 		&i.LastHeartbeatAt,
 		&i.CreatedAt,
+		&i.NatsExpiresAt,
 		&i.ApplyStatus,
 	)
 	return i, err
+}
+
+const insertNATSRevocation = `-- name: InsertNATSRevocation :exec
+INSERT INTO nats_revocations (public_key, client_id, host_id, revoke_before, prune_after)
+VALUES ($1, $2, $3, GREATEST(now(), $4::timestamptz), $5::timestamptz)
+ON CONFLICT (public_key) DO NOTHING
+`
+
+type InsertNATSRevocationParams struct {
+	PublicKey  string
+	ClientID   uuid.UUID
+	HostID     uuid.NullUUID
+	ExpiresAt  *time.Time
+	PruneAfter *time.Time
+}
+
+// Lists a replaced key (re-issued credentials) in the account's revocation list.
+func (q *Queries) InsertNATSRevocation(ctx context.Context, arg InsertNATSRevocationParams) error {
+	_, err := q.db.Exec(ctx, insertNATSRevocation,
+		arg.PublicKey,
+		arg.ClientID,
+		arg.HostID,
+		arg.ExpiresAt,
+		arg.PruneAfter,
+	)
+	return err
 }
 
 const listActiveHostsWithOverride = `-- name: ListActiveHostsWithOverride :many
@@ -273,7 +346,7 @@ func (q *Queries) ListActiveHostsWithOverride(ctx context.Context, arg ListActiv
 
 const listHosts = `-- name: ListHosts :many
 SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at,
+       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
                  FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
@@ -303,6 +376,7 @@ type ListHostsRow struct {
 	ConfigVersions  []byte
 	LastHeartbeatAt *time.Time
 	CreatedAt       time.Time
+	NatsExpiresAt   *time.Time
 	ApplyStatus     []byte
 }
 
@@ -328,6 +402,7 @@ func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHos
 			&i.ConfigVersions,
 			&i.LastHeartbeatAt,
 			&i.CreatedAt,
+			&i.NatsExpiresAt,
 			&i.ApplyStatus,
 		); err != nil {
 			return nil, err
@@ -340,28 +415,28 @@ func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHos
 	return items, nil
 }
 
-const listRevokedNATSKeys = `-- name: ListRevokedNATSKeys :many
-SELECT nats_public_key::text AS nats_public_key, revoked_at::timestamptz AS revoked_at
-FROM hosts
-WHERE revoked_at IS NOT NULL AND nats_public_key IS NOT NULL
+const listNATSRevocations = `-- name: ListNATSRevocations :many
+SELECT public_key, revoke_before
+FROM nats_revocations
+WHERE prune_after IS NULL OR prune_after >= $1
 `
 
-type ListRevokedNATSKeysRow struct {
-	NatsPublicKey string
-	RevokedAt     time.Time
+type ListNATSRevocationsRow struct {
+	PublicKey    string
+	RevokeBefore time.Time
 }
 
-// Every revoked agent's NATS user key, for the account's revocation list.
-func (q *Queries) ListRevokedNATSKeys(ctx context.Context) ([]ListRevokedNATSKeysRow, error) {
-	rows, err := q.db.Query(ctx, listRevokedNATSKeys)
+// The account's desired revocation list at cutoff (entries whose JWTs have all expired are left out).
+func (q *Queries) ListNATSRevocations(ctx context.Context, cutoff *time.Time) ([]ListNATSRevocationsRow, error) {
+	rows, err := q.db.Query(ctx, listNATSRevocations, cutoff)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListRevokedNATSKeysRow
+	var items []ListNATSRevocationsRow
 	for rows.Next() {
-		var i ListRevokedNATSKeysRow
-		if err := rows.Scan(&i.NatsPublicKey, &i.RevokedAt); err != nil {
+		var i ListNATSRevocationsRow
+		if err := rows.Scan(&i.PublicKey, &i.RevokeBefore); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -372,21 +447,192 @@ func (q *Queries) ListRevokedNATSKeys(ctx context.Context) ([]ListRevokedNATSKey
 	return items, nil
 }
 
-const revokeHost = `-- name: RevokeHost :one
-UPDATE hosts SET revoked_at = COALESCE(revoked_at, now())
+const lockHostForReissue = `-- name: LockHostForReissue :one
+SELECT id, client_id, nats_public_key, nats_expires_at, nats_unexpiring, revoked_at
+FROM hosts
 WHERE id = $1
   AND ($2::uuid IS NULL OR client_id = $2::uuid)
-RETURNING id
+FOR UPDATE
 `
 
-type RevokeHostParams struct {
+type LockHostForReissueParams struct {
 	ID           uuid.UUID
 	ClientFilter uuid.NullUUID
 }
 
-func (q *Queries) RevokeHost(ctx context.Context, arg RevokeHostParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, revokeHost, arg.ID, arg.ClientFilter)
+type LockHostForReissueRow struct {
+	ID             uuid.UUID
+	ClientID       uuid.UUID
+	NatsPublicKey  *string
+	NatsExpiresAt  *time.Time
+	NatsUnexpiring bool
+	RevokedAt      *time.Time
+}
+
+func (q *Queries) LockHostForReissue(ctx context.Context, arg LockHostForReissueParams) (LockHostForReissueRow, error) {
+	row := q.db.QueryRow(ctx, lockHostForReissue, arg.ID, arg.ClientFilter)
+	var i LockHostForReissueRow
+	err := row.Scan(
+		&i.ID,
+		&i.ClientID,
+		&i.NatsPublicKey,
+		&i.NatsExpiresAt,
+		&i.NatsUnexpiring,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
+const lockHostsForRevocation = `-- name: LockHostsForRevocation :many
+SELECT id, client_id, environment_id, revoked_at, nats_public_key
+FROM hosts
+WHERE id = ANY($1::uuid[])
+  AND ($2::uuid IS NULL OR client_id = $2::uuid)
+  AND ($3::uuid IS NULL OR environment_id = $3::uuid)
+ORDER BY id
+FOR UPDATE
+`
+
+type LockHostsForRevocationParams struct {
+	Ids           []uuid.UUID
+	ClientFilter  uuid.NullUUID
+	EnvironmentID uuid.NullUUID
+}
+
+type LockHostsForRevocationRow struct {
+	ID            uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	RevokedAt     *time.Time
+	NatsPublicKey *string
+}
+
+// The hosts a revocation names, within the caller's client and (when given) environment, locked so a
+// concurrent renewal or re-issue of their NATS credentials is ordered before or after it.
+func (q *Queries) LockHostsForRevocation(ctx context.Context, arg LockHostsForRevocationParams) ([]LockHostsForRevocationRow, error) {
+	rows, err := q.db.Query(ctx, lockHostsForRevocation, arg.Ids, arg.ClientFilter, arg.EnvironmentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockHostsForRevocationRow
+	for rows.Next() {
+		var i LockHostsForRevocationRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.RevokedAt,
+			&i.NatsPublicKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockRevocations = `-- name: LockRevocations :exec
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+// Serializes writers of the revocation list (the per-client cap) or its pushes, across replicas.
+func (q *Queries) LockRevocations(ctx context.Context, lockKey int64) error {
+	_, err := q.db.Exec(ctx, lockRevocations, lockKey)
+	return err
+}
+
+const renewHostNATSExpiry = `-- name: RenewHostNATSExpiry :one
+UPDATE hosts SET nats_expires_at = GREATEST(nats_expires_at, $1::timestamptz)
+WHERE agent_id = $2 AND nats_public_key = $3 AND revoked_at IS NULL
+  AND (nats_expires_at IS NULL OR nats_expires_at < $4::timestamptz)
+RETURNING id
+`
+
+type RenewHostNATSExpiryParams struct {
+	ExpiresAt      time.Time
+	AgentID        string
+	NatsPublicKey  *string
+	RenewableAfter time.Time
+}
+
+// Records the expiry of a renewed JWT for the host's current key, only while the host is not revoked
+// and its latest JWT expires before renewable_after (an agent renews two thirds into the lifetime, so
+// one asking again and again gets nothing). The row lock orders it against a revocation, which then
+// lists the new expiry.
+func (q *Queries) RenewHostNATSExpiry(ctx context.Context, arg RenewHostNATSExpiryParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, renewHostNATSExpiry,
+		arg.ExpiresAt,
+		arg.AgentID,
+		arg.NatsPublicKey,
+		arg.RenewableAfter,
+	)
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const replaceHostNATSKey = `-- name: ReplaceHostNATSKey :exec
+UPDATE hosts SET nats_public_key = $1, nats_expires_at = $2, nats_unexpiring = false
+WHERE id = $3
+`
+
+type ReplaceHostNATSKeyParams struct {
+	NatsPublicKey *string
+	NatsExpiresAt *time.Time
+	ID            uuid.UUID
+}
+
+func (q *Queries) ReplaceHostNATSKey(ctx context.Context, arg ReplaceHostNATSKeyParams) error {
+	_, err := q.db.Exec(ctx, replaceHostNATSKey, arg.NatsPublicKey, arg.NatsExpiresAt, arg.ID)
+	return err
+}
+
+const revokeHosts = `-- name: RevokeHosts :many
+WITH revoked AS (
+    UPDATE hosts SET revoked_at = now()
+    WHERE id = ANY($1::uuid[]) AND revoked_at IS NULL
+    RETURNING id, client_id, nats_public_key, nats_expires_at, nats_unexpiring, revoked_at
+), listed AS (
+    INSERT INTO nats_revocations (public_key, client_id, host_id, revoked_at, revoke_before, prune_after)
+    SELECT r.nats_public_key, r.client_id, r.id, r.revoked_at, GREATEST(r.revoked_at, r.nats_expires_at),
+           CASE WHEN r.nats_unexpiring THEN NULL ELSE r.nats_expires_at END
+    FROM revoked r
+    WHERE r.nats_public_key IS NOT NULL
+    ON CONFLICT (public_key) DO NOTHING
+    RETURNING public_key
+)
+SELECT revoked.id, (SELECT count(*) FROM listed)::int AS listed FROM revoked
+`
+
+type RevokeHostsRow struct {
+	ID     uuid.UUID
+	Listed int32
+}
+
+// Revokes hosts (already locked and filtered by LockHostsForRevocation) and lists their NATS user keys
+// for the account's revocation list: refused up to the latest expiry of any JWT issued for the key
+// (so a renewal racing the revocation is covered too), pruned after it unless a JWT without expiry was
+// ever issued for the key.
+func (q *Queries) RevokeHosts(ctx context.Context, ids []uuid.UUID) ([]RevokeHostsRow, error) {
+	rows, err := q.db.Query(ctx, revokeHosts, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RevokeHostsRow
+	for rows.Next() {
+		var i RevokeHostsRow
+		if err := rows.Scan(&i.ID, &i.Listed); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -104,6 +104,8 @@ type Host struct {
 	ConfigVersions  []byte
 	LastHeartbeatAt *time.Time
 	CreatedAt       time.Time
+	NatsExpiresAt   *time.Time
+	NatsUnexpiring  bool
 }
 
 type HostConfig struct {
@@ -127,6 +129,15 @@ type HostConfigApplyStatus struct {
 	Error      *string
 	AppliedAt  time.Time
 	UpdatedAt  time.Time
+}
+
+type NatsRevocation struct {
+	PublicKey    string
+	ClientID     uuid.UUID
+	HostID       uuid.NullUUID
+	RevokedAt    time.Time
+	RevokeBefore time.Time
+	PruneAfter   *time.Time
 }
 
 type Outbox struct {
