@@ -95,7 +95,7 @@ type Migrator struct {
 
 // New returns a Migrator writing one progress line per config row (and a summary) to out.
 func New(store Store, creds Credentials, out io.Writer) *Migrator {
-	return &Migrator{store: store, creds: creds, out: out, p: tenancy.Principal{Name: Actor}}
+	return &Migrator{store: store, creds: creds, out: out, p: tenancy.Principal{Name: Actor, IsAdmin: true}}
 }
 
 // errUnchanged: the row no longer holds inline secrets (migrated concurrently); nothing is written.

@@ -38,7 +38,7 @@ func (s *Store) Session(ctx context.Context, idHash []byte) (tenancy.Principal, 
 	if err != nil {
 		return tenancy.Principal{}, time.Time{}, fmt.Errorf("postgres: get session: %w", err)
 	}
-	return tenancy.Principal{TokenID: row.TokenID, Name: row.Name, ClientID: row.ClientID}, row.ExpiresAt, nil
+	return tenancy.Principal{TokenID: row.TokenID, Name: row.Name, ClientID: row.ClientID, IsAdmin: !row.ClientID.Valid}, row.ExpiresAt, nil
 }
 
 // DeleteSession deletes a session.
