@@ -55,7 +55,11 @@ func TestCustodianUpdatesTheAccount(t *testing.T) {
 	sysCreds, _ := a.SystemCreds("credential")
 	svcFile := writeFile(t, dir, "svc.creds", svcCreds.File, 0o600)
 	sysFile := writeFile(t, dir, "sys.creds", sysCreds.File, 0o600)
-	nc := ns.Connect(t, nats.UserCredentials(svcFile))
+	nc := ns.Connect(t, nats.UserCredentials(svcFile), nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.CredentialService)))
+	// config-api's user is the one allowed to ask (natsauth.ServicePermissions).
+	apiCreds, _ := a.ServiceCreds(natsauth.ConfigAPIService)
+	api := ns.Connect(t, nats.UserCredentials(writeFile(t, dir, "api.creds", apiCreds.File, 0o600)),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService)))
 
 	signerDoc, _ := json.Marshal(a.AccountSignerSeeds())
 	fullDoc, _ := json.Marshal(a.Seeds())
@@ -100,7 +104,7 @@ func TestCustodianUpdatesTheAccount(t *testing.T) {
 	ask := func(req any) protocol.AccountUpdateReply {
 		t.Helper()
 		data, _ := json.Marshal(req)
-		msg, err := nc.Request(protocol.AccountUpdateSubject, data, 10*time.Second)
+		msg, err := api.Request(protocol.AccountUpdateSubject, data, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,4 +150,46 @@ func TestCustodianUpdatesTheAccount(t *testing.T) {
 		t.Fatalf("malformed request: %+v", r)
 	}
 	_ = context.Background
+}
+
+// TestCustodianOverTLS: on servers that serve TLS only, the custodian's system connection verifies
+// them with the service connection's CA and pushes the account.
+func TestCustodianOverTLS(t *testing.T) {
+	a, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ns := testinfra.NATS(t, testinfra.WithTLS(), testinfra.WithServerOptions(func(o *server.Options) {
+		if err := natsserver.Configure(o, a, filepath.Join(dir, "accounts")); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	svcCreds, _ := a.ServiceCreds(natsauth.CredentialService)
+	sysCreds, _ := a.SystemCreds("credential")
+	nc := ns.Connect(t, nats.UserCredentials(writeFile(t, dir, "svc.creds", svcCreds.File, 0o600)),
+		nats.CustomInboxPrefix(natsauth.ServiceInboxPrefix(natsauth.CredentialService)))
+	signerDoc, _ := json.Marshal(a.AccountSignerSeeds())
+	c, err := account.Load(writeFile(t, dir, "signer.json", signerDoc, 0o600), writeFile(t, dir, "sys.creds", sysCreds.File, 0o600), nc, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentCreds, err := a.Issuer().IssueAgentUntil("agent-a", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pushed, err := c.Update(ctx, map[string]time.Time{agentCreds.UserPublicKey: time.Now().Add(time.Hour)}, true)
+	if err != nil || !pushed {
+		t.Fatalf("forced update over TLS: pushed %t, %v", pushed, err)
+	}
+	sys := ns.Connect(t, nats.UserCredentials(filepath.Join(dir, "sys.creds")))
+	held, err := natsauth.LookupAccount(sys, a.AccountPublicKey(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac, err := jwt.DecodeAccountClaims(held); err != nil || !ac.Revocations.IsRevoked(agentCreds.UserPublicKey, time.Now()) {
+		t.Fatalf("the servers' account does not carry the revocation: %v", err)
+	}
 }
