@@ -125,6 +125,8 @@ func (s *stack) startAgent(natsURL string) {
 	cfg.BootJitter = 0
 	cfg.LogLevel = "warn"
 	cfg.LogOutput = io.Discard
+	// The stack heartbeats every 2s, under the default policy's 5s floor.
+	cfg.Policy.Limits.MinInterval = time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
