@@ -75,7 +75,7 @@ func configHashReference(entries []CacheEntry) string {
 	}
 	var items []item
 	for _, e := range entries {
-		if !present(e.ConfigData) {
+		if IsNull(e.ConfigData) {
 			continue
 		}
 		c, err := canonicalizeTree(e.ConfigData)

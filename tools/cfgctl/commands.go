@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"gopkg.in/yaml.v3"
 )
 
@@ -453,7 +454,7 @@ func (k *commands) writeJSON(raw json.RawMessage) error {
 }
 
 func pretty(raw json.RawMessage) []string {
-	if len(raw) == 0 || string(raw) == "null" {
+	if agentconfig.IsNull(raw) {
 		return nil
 	}
 	var buf bytes.Buffer

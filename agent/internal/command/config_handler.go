@@ -4,7 +4,6 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,7 +122,7 @@ func (h *ConfigHandler) Handle(ctx context.Context, cmd protocol.Command) (proto
 		attribute.String("origin", "push")))
 	defer span.End()
 
-	deleted := isNull(cmd.Payload)
+	deleted := agentconfig.IsNull(cmd.Payload)
 	if !deleted {
 		if err := agentconfig.Validate(cmd.ConfigType, cmd.Payload); err != nil {
 			log.Warn("config update rejected", "error", err)
@@ -255,9 +254,4 @@ func (h *ConfigHandler) ack(ctx context.Context, configType string, version int6
 		}
 	}
 	return a
-}
-
-func isNull(data json.RawMessage) bool {
-	t := bytes.TrimSpace(data)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }

@@ -63,7 +63,7 @@ func FuzzHandleMessage(f *testing.F) {
 				if !agentconfig.Known(a.ConfigType) {
 					t.Fatalf("unknown type %q acked as applied", a.ConfigType)
 				}
-				if !isNull(cmd.Payload) {
+				if !agentconfig.IsNull(cmd.Payload) {
 					if err := agentconfig.Validate(cmd.ConfigType, cmd.Payload); err != nil {
 						t.Fatalf("invalid config acked as applied: %v", err)
 					}

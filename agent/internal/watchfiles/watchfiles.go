@@ -36,7 +36,7 @@ const maxFiles = 50_000
 // Parse decodes a watch_files config (null: nothing watched) and fills in the default max_file_size.
 func Parse(data json.RawMessage) (Config, error) {
 	var c Config
-	if t := bytes.TrimSpace(data); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+	if !agentconfig.IsNull(data) {
 		if err := json.Unmarshal(data, &c); err != nil {
 			return c, fmt.Errorf("watch_files: %w", err)
 		}
