@@ -270,15 +270,18 @@ func (s *stack) startService(kind string, index int) *service {
 // waitReady polls the replica's /readyz until it answers 200.
 func (s *stack) waitReady(svc *service) {
 	client := &http.Client{Timeout: 2 * time.Second}
-	eventually(s.t, readyTimeout, svc.name+" /readyz 200", s.alive, func() (string, bool) {
+	s.eventually(readyTimeout, svc.name+" /readyz 200", func() error {
 		resp, err := client.Get("http://" + svc.httpAddr + "/readyz")
 		if err != nil {
-			return err.Error(), false
+			return err
 		}
 		defer resp.Body.Close()
 		var body bytes.Buffer
 		_, _ = body.ReadFrom(resp.Body)
-		return fmt.Sprintf("HTTP %d %s", resp.StatusCode, strings.TrimSpace(body.String())), resp.StatusCode == http.StatusOK
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		return fmt.Errorf("HTTP %d %s", resp.StatusCode, strings.TrimSpace(body.String()))
 	})
 }
 
@@ -292,10 +295,20 @@ func (s *stack) alive() error {
 	return nil
 }
 
-// eventually is the package's eventually with this stack's liveness check.
-func (s *stack) eventually(timeout time.Duration, what string, check func() (string, bool)) {
+// eventually waits until check returns nil (testinfra.EventuallyNoError), failing at once when a process
+// of the stack exited without the test stopping it, and logs how long the wait took.
+func (s *stack) eventually(timeout time.Duration, what string, check func() error) {
 	s.t.Helper()
-	eventually(s.t, timeout, what, s.alive, check)
+	start := time.Now()
+	var last error
+	testinfra.EventuallyNoError(s.t, timeout, func() error {
+		if err := s.alive(); err != nil {
+			s.t.Fatalf("waiting for %s: %v\nlast state: %v", what, err, last)
+		}
+		last = check()
+		return last
+	}, what)
+	s.t.Logf("%s: after %s", what, time.Since(start).Round(time.Millisecond))
 }
 
 func (s *stack) dumpLogsOnFailure() {
