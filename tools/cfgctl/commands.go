@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/configsync/configsync/libs/agentconfig"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 type commands struct {
