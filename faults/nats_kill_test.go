@@ -68,6 +68,11 @@ func TestNATSKilledMidEnvironmentPush(t *testing.T) {
 		}
 		return nil
 	}, "every agent's first heartbeat to be stored")
+	// The agents took v1 from their startup fetch; its fan-out (a page per host) may still be running.
+	// Armed now, the gate would hold one of its pages instead of v2's.
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
+		return s.consumerIdle(protocol.EventsStream, "configsync-delivery-push")
+	}, "the fan-outs of the setup to finish")
 
 	gate.arm(1)
 	for _, a := range agents {
