@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,11 +21,11 @@ import (
 // ack-ingest -> PostgreSQL -> config-api).
 func (s *stack) waitOnline(api int) {
 	s.t.Helper()
-	s.eventually(convergeTimeout, "every host online in the API", func() (string, bool) {
+	s.eventually(convergeTimeout, "every host online in the API", func() error {
 		r := s.api(api).do(http.MethodGet, "/api/v1/environments/"+s.envID+"/hosts", nil)
 		var hosts []hostView
 		if r.err != nil || r.status != http.StatusOK || r.data(&hosts) != nil {
-			return r.String(), false
+			return errors.New(r.String())
 		}
 		online := map[string]bool{}
 		var state []string
@@ -34,10 +35,10 @@ func (s *stack) waitOnline(api int) {
 		}
 		for _, a := range s.agents {
 			if !online[a.hostID] {
-				return strings.Join(state, "; "), false
+				return errors.New(strings.Join(state, "; "))
 			}
 		}
-		return "", true
+		return nil
 	})
 }
 
@@ -50,7 +51,7 @@ func (s *stack) waitApplied(api int, timeout time.Duration, configType string, v
 		names[i] = a.hostname
 	}
 	what := fmt.Sprintf("%s v%d applied by %s (apply_status in the API)", configType, version, strings.Join(names, ", "))
-	s.eventually(timeout, what, func() (string, bool) {
+	s.eventually(timeout, what, func() error {
 		var state []string
 		ok := true
 		for _, a := range agents {
@@ -66,7 +67,10 @@ func (s *stack) waitApplied(api int, timeout time.Duration, configType string, v
 				ok = false
 			}
 		}
-		return strings.Join(state, "; "), ok
+		if ok {
+			return nil
+		}
+		return errors.New(strings.Join(state, "; "))
 	})
 }
 
@@ -103,29 +107,29 @@ func (s *stack) mustCacheEntry(a *agent, configType string) agentconfig.CacheEnt
 // hash of its agent's cache file as written on disk.
 func (s *stack) waitConverged(api int, timeout time.Duration) {
 	s.t.Helper()
-	s.eventually(timeout, "drift list empty and reported hashes equal to the cache files' hashes", func() (string, bool) {
+	s.eventually(timeout, "drift list empty and reported hashes equal to the cache files' hashes", func() error {
 		d, r, ok := s.drift(api)
 		if !ok {
-			return r.String(), false
+			return errors.New(r.String())
 		}
 		if len(d.Hosts) > 0 || d.CheckedHosts != len(s.agents) {
-			return "drift: " + string(r.body), false
+			return errors.New("drift: " + string(r.body))
 		}
 		for _, a := range s.agentList() {
 			entries, _, err := readCache(a)
 			if err != nil {
-				return err.Error(), false
+				return err
 			}
 			want := agentconfig.ConfigHash(entries)
 			h, r, ok := s.host(api, a)
 			if !ok {
-				return r.String(), false
+				return errors.New(r.String())
 			}
 			if h.ConfigHash == nil || *h.ConfigHash != want {
-				return fmt.Sprintf("%s reports config_hash %v, its cache file hashes to %s", a.hostname, deref(h.ConfigHash), want), false
+				return fmt.Errorf("%s reports config_hash %v, its cache file hashes to %s", a.hostname, deref(h.ConfigHash), want)
 			}
 		}
-		return "", true
+		return nil
 	})
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -118,13 +119,16 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("host-a's agent needed SIGKILL to stop while NATS was down")
 	}
 	a.proc.start(t)
-	s.eventually(convergeTimeout, "restarted host-a agent running from its cache", func() (string, bool) {
+	s.eventually(convergeTimeout, "restarted host-a agent running from its cache", func() error {
 		runs := a.proc.logLines("agent running")
 		if len(runs) <= runsBefore {
-			return fmt.Sprintf("%d 'agent running' lines, waiting for a new one; log tail:\n%s", len(runs), a.proc.logTail(5)), false
+			return fmt.Errorf("%d 'agent running' lines, waiting for a new one; log tail:\n%s", len(runs), a.proc.logTail(5))
 		}
 		last := runs[len(runs)-1]
-		return jsonString(last), last["config_from_backend"] == false && last["config_hash"] == hashBefore
+		if last["config_from_backend"] == false && last["config_hash"] == hashBefore {
+			return nil
+		}
+		return errors.New(jsonString(last))
 	})
 	// The restarted agent knows the collector only redacted: it must not run it with "[REDACTED]".
 	s.assertCacheRedacted(a, secret)
@@ -133,14 +137,14 @@ func TestEndToEnd(t *testing.T) {
 	s.waitApplied(1, recoverTimeout, "healthcheck", outageV, a, b)
 	s.waitOnline(1)
 	s.waitConverged(1, recoverTimeout)
-	s.eventually(recoverTimeout, "host-a's re-fetch after NATS came back carrying the injected secret", func() (string, bool) {
+	s.eventually(recoverTimeout, "host-a's re-fetch after NATS came back carrying the injected secret", func() error {
 		for _, rep := range s.obs.fetchRepliesTo(a.agentID) {
 			cs, err := decodeCollectors(rep.Configs["collectors"])
 			if err == nil && len(cs) == 1 && cs[0].Password == secret {
-				return "", true
+				return nil
 			}
 		}
-		return fmt.Sprintf("%d fetch replies seen for host-a", len(s.obs.fetchRepliesTo(a.agentID))), false
+		return fmt.Errorf("%d fetch replies seen for host-a", len(s.obs.fetchRepliesTo(a.agentID)))
 	})
 	s.assertCacheRedacted(a, secret)
 
@@ -150,16 +154,16 @@ func TestEndToEnd(t *testing.T) {
 	}
 	tampered := s.tamperCache(a, "labels")
 	a.proc.start(t)
-	s.eventually(recoverTimeout, "host-a (only) in the drift list with its hand-edited cache", func() (string, bool) {
+	s.eventually(recoverTimeout, "host-a (only) in the drift list with its hand-edited cache", func() error {
 		d, r, ok := s.drift(1)
 		if !ok {
-			return r.String(), false
+			return errors.New(r.String())
 		}
 		if len(d.Hosts) != 1 || d.Hosts[0].HostID != a.hostID || d.Hosts[0].ReportedHash == nil ||
 			*d.Hosts[0].ReportedHash != tampered || len(d.Hosts[0].Reasons) == 0 {
-			return string(r.body), false
+			return errors.New(string(r.body))
 		}
-		return string(r.body), true
+		return nil
 	})
 
 	s.assertNoSecretInLogs(secret)

@@ -47,7 +47,7 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	renewed := filepath.Join(a.dataDir, "nats.creds")
-	s.eventually(60*time.Second, "the agent to renew its NATS credentials", func() (string, bool) {
+	s.eventually(60*time.Second, "the agent to renew its NATS credentials", why(func() (string, bool) {
 		info, err := os.Stat(renewed)
 		if err != nil {
 			return err.Error(), false
@@ -60,10 +60,10 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 			return err.Error(), false
 		}
 		return fmt.Sprintf("renewed JWT expires %v, the first %v", exp, first), exp.After(first)
-	})
+	}))
 	// Heartbeats keep arriving after the first JWT expired (the agent reconnected with the new one).
 	after := first.Add(2 * time.Second)
-	s.eventually(60*time.Second, "a heartbeat after the registered JWT expired", func() (string, bool) {
+	s.eventually(60*time.Second, "a heartbeat after the registered JWT expired", why(func() (string, bool) {
 		h, r, ok := s.host(1, a)
 		if !ok {
 			return r.String(), false
@@ -72,10 +72,10 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 			return "no heartbeat yet", false
 		}
 		return fmt.Sprintf("last heartbeat %v, want after %v", *h.LastHeartbeatAt, after), h.LastHeartbeatAt.After(after)
-	})
+	}))
 
 	s.api(1).mustDo(t, http.MethodPost, "/api/v1/environments/"+s.envID+"/hosts/revoke", map[string]any{"host_ids": []string{a.hostID}}, nil)
-	s.eventually(30*time.Second, "the revoked agent's renewed credentials to be refused", func() (string, bool) {
+	s.eventually(30*time.Second, "the revoked agent's renewed credentials to be refused", why(func() (string, bool) {
 		exp, err := credsExpiry(renewed)
 		if err != nil {
 			return err.Error(), false
@@ -87,5 +87,5 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 		}
 		// Refused while the JWT is still valid: by the revocation, not by expiry.
 		return fmt.Sprintf("refused (%v) with the JWT valid until %v", err, exp), time.Now().Before(exp)
-	})
+	}))
 }

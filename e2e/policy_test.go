@@ -58,7 +58,7 @@ func TestPolicyRefusesCommandLabel(t *testing.T) {
 	})
 	const rule = "labels: dynamic[0].command: policy: commands: sh"
 	var refusedAt time.Time
-	s.eventually(convergeTimeout, fmt.Sprintf("labels v%d acknowledged failed naming the policy rule", refusedV), func() (string, bool) {
+	s.eventually(convergeTimeout, fmt.Sprintf("labels v%d acknowledged failed naming the policy rule", refusedV), why(func() (string, bool) {
 		h, r, ok := s.host(1, a)
 		if !ok {
 			return r.String(), false
@@ -66,11 +66,11 @@ func TestPolicyRefusesCommandLabel(t *testing.T) {
 		st := h.ApplyStatus["labels"]
 		refusedAt = st.AppliedAt
 		return jsonString(st), st.Version == refusedV && st.Status == protocol.AckFailed && strings.Contains(st.Error, rule)
-	})
+	}))
 	if n := s.obs.commandsFor(a.agentID, "labels", refusedV); len(n) != 1 {
 		t.Errorf("host-a received %d labels v%d commands, want 1", len(n), refusedV)
 	}
-	s.eventually(convergeTimeout, "host-a in the drift list with the refusal as a reason", func() (string, bool) {
+	s.eventually(convergeTimeout, "host-a in the drift list with the refusal as a reason", why(func() (string, bool) {
 		d, r, ok := s.drift(1)
 		if !ok {
 			return r.String(), false
@@ -87,13 +87,13 @@ func TestPolicyRefusesCommandLabel(t *testing.T) {
 			}
 		}
 		return string(r.body), false
-	})
+	}))
 
 	// The previous labels keep running.
 	if e := s.mustCacheEntry(a, "labels"); e.Version != labelsV {
 		t.Errorf("host-a caches labels v%d, want the previous v%d", e.Version, labelsV)
 	}
-	s.eventually(convergeTimeout, "a metrics report after the refusal still labelled team=core", func() (string, bool) {
+	s.eventually(convergeTimeout, "a metrics report after the refusal still labelled team=core", why(func() (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range reports {
@@ -102,7 +102,7 @@ func TestPolicyRefusesCommandLabel(t *testing.T) {
 			}
 		}
 		return fmt.Sprintf("%d metrics reports, none after %s", len(reports), refusedAt), false
-	})
+	}))
 	if _, err := os.Stat(probe); err == nil {
 		t.Errorf("the refused command label ran: %s exists", probe)
 	}

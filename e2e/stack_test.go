@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,7 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
@@ -301,15 +302,18 @@ func (s *stack) startService(kind string, index int) *service {
 // waitReady polls the replica's /readyz until it answers 200.
 func (s *stack) waitReady(svc *service) {
 	client := &http.Client{Timeout: 2 * time.Second}
-	eventually(s.t, readyTimeout, svc.name+" /readyz 200", s.alive, func() (string, bool) {
+	s.eventually(readyTimeout, svc.name+" /readyz 200", func() error {
 		resp, err := client.Get("http://" + svc.httpAddr + "/readyz")
 		if err != nil {
-			return err.Error(), false
+			return err
 		}
 		defer resp.Body.Close()
 		var body bytes.Buffer
 		_, _ = body.ReadFrom(resp.Body)
-		return fmt.Sprintf("HTTP %d %s", resp.StatusCode, strings.TrimSpace(body.String())), resp.StatusCode == http.StatusOK
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		return fmt.Errorf("HTTP %d %s", resp.StatusCode, strings.TrimSpace(body.String()))
 	})
 }
 
@@ -323,10 +327,20 @@ func (s *stack) alive() error {
 	return nil
 }
 
-// eventually is the package's eventually with this stack's liveness check.
-func (s *stack) eventually(timeout time.Duration, what string, check func() (string, bool)) {
+// eventually waits until check returns nil (testinfra.EventuallyNoError), failing at once when a process
+// of the stack exited without the test stopping it, and logs how long the wait took.
+func (s *stack) eventually(timeout time.Duration, what string, check func() error) {
 	s.t.Helper()
-	eventually(s.t, timeout, what, s.alive, check)
+	start := time.Now()
+	var last error
+	testinfra.EventuallyNoError(s.t, timeout, func() error {
+		if err := s.alive(); err != nil {
+			s.t.Fatalf("waiting for %s: %v\nlast state: %v", what, err, last)
+		}
+		last = check()
+		return last
+	}, what)
+	s.t.Logf("%s: after %s", what, time.Since(start).Round(time.Millisecond))
 }
 
 func (s *stack) dumpLogsOnFailure() {
@@ -455,4 +469,14 @@ func (s *stack) agentList() []*agent {
 		out[i] = s.agents[n]
 	}
 	return out
+}
+
+// why adapts a check that explains itself ("what I saw", ok) to eventually's error form.
+func why(check func() (string, bool)) func() error {
+	return func() error {
+		if msg, ok := check(); !ok {
+			return errors.New(msg)
+		}
+		return nil
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // TestAckIngestDownWhileAgentsReport stops ack-ingest, has agents acknowledge a push and send several
@@ -47,10 +48,13 @@ func TestAckIngestDownWhileAgentsReport(t *testing.T) {
 	if err := s.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the acks to wait in CONFIGSYNC_ACKS", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 10*time.Second, func() error {
 		n := s.streamMsgs(protocol.AcksStream)
-		return n >= uint64(len(fakes)), fmt.Sprintf("%d acks stored", n)
-	})
+		if n >= uint64(len(fakes)) {
+			return nil
+		}
+		return fmt.Errorf("%d acks stored", n)
+	}, "the acks to wait in CONFIGSYNC_ACKS")
 	for _, h := range hosts {
 		if a := s.applyStatus(h.ID, typ); a.Found {
 			t.Fatalf("an ack was written while ack-ingest was down: %+v", a)
@@ -59,20 +63,23 @@ func TestAckIngestDownWhileAgentsReport(t *testing.T) {
 
 	s.startAckIngest()
 	s.waitApplied(30*time.Second, hosts, typ, v)
-	eventually(t, 30*time.Second, "every host's latest heartbeat to be stored", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		for i, h := range hosts {
 			hash, versions := s.heartbeatState(h.ID)
 			want := fmt.Sprintf("hash-%s-3", fakes[i].id[:8])
 			if hash != want || versions[typ] != v || versions["intervals"] != 3 {
-				return false, fmt.Sprintf("host %s: hash %q versions %v, want %q", h.ID, hash, versions, want)
+				return fmt.Errorf("host %s: hash %q versions %v, want %q", h.ID, hash, versions, want)
 			}
 		}
-		return true, ""
-	})
-	eventually(t, 20*time.Second, "the ack stream to be drained", func() (bool, string) {
+		return nil
+	}, "every host's latest heartbeat to be stored")
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		n := s.streamMsgs(protocol.AcksStream)
-		return n == 0, fmt.Sprintf("%d acks left", n)
-	})
+		if n == 0 {
+			return nil
+		}
+		return fmt.Errorf("%d acks left", n)
+	}, "the ack stream to be drained")
 }
 
 // streamMsgs is the number of messages in a stream.

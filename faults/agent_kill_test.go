@@ -3,6 +3,7 @@ package faults_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -109,11 +110,14 @@ func TestAgentKilledDuringCacheWrites(t *testing.T) {
 		last := send(burst)
 		if cycle == 0 {
 			// Calibrate: how long the agent takes to process a whole burst.
-			eventually(t, 60*time.Second, "the agent to acknowledge the first burst", func() (bool, string) {
+			testinfra.EventuallyNoError(t, 60*time.Second, func() error {
 				mu.Lock()
 				defer mu.Unlock()
-				return acked[last], fmt.Sprintf("%d acks", len(acked))
-			})
+				if acked[last] {
+					return nil
+				}
+				return fmt.Errorf("%d acks", len(acked))
+			}, "the agent to acknowledge the first burst")
 			window = time.Since(start)
 			t.Logf("a burst of %d cache writes takes %s", burst, window.Round(time.Millisecond))
 		} else if cycle%2 == 0 {
@@ -121,11 +125,14 @@ func TestAgentKilledDuringCacheWrites(t *testing.T) {
 		} else {
 			// Inside a write: after a random number of cached commands, at the next temp file seen.
 			after := last - int64(burst) + 1 + rand.Int64N(burst/2)
-			eventually(t, 30*time.Second, "the agent to get into the burst", func() (bool, string) {
+			testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 				mu.Lock()
 				defer mu.Unlock()
-				return acked[after], "not yet"
-			})
+				if acked[after] {
+					return nil
+				}
+				return errors.New("not yet")
+			}, "the agent to get into the burst")
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 				mu.Lock()
 				done := acked[last]

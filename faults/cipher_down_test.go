@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -62,11 +63,14 @@ func TestCipherUnavailable(t *testing.T) {
 	c2 := ops.putEnv(ten.EnvID, "collectors", collectors(20))
 	h := ops.putEnv(ten.EnvID, "healthcheck", `{"interval_seconds":20,"timeout_seconds":2}`)
 	waitReceived(t, 30*time.Second, fakes, "healthcheck", h)
-	eventually(t, 30*time.Second, "delivery to log why the collectors change could not be pushed", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		n := s.logged("push failed, will redo", map[string]any{"version": c2}) +
 			s.logged("push: hosts skipped, their config cannot be delivered", map[string]any{"version": c2, "code": protocol.CodeUnavailable})
-		return n > 0, "nothing logged for the collectors change yet"
-	})
+		if n > 0 {
+			return nil
+		}
+		return errors.New("nothing logged for the collectors change yet")
+	}, "delivery to log why the collectors change could not be pushed")
 	for _, a := range fakes {
 		if n := a.count("collectors", c2); n != 0 {
 			t.Fatalf("agent %s received collectors v%d while Vault was away", a.id, c2)

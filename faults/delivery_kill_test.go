@@ -1,11 +1,13 @@
 package faults_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // TestDeliveryKilledMidFanOut kills the delivery process (SIGKILL) while it fans an environment-wide
@@ -47,15 +49,18 @@ func TestDeliveryKilledMidFanOut(t *testing.T) {
 	gate.arm(2)
 	v := api.putEnv(ten.EnvID, typ, `{"paths":["/etc","/opt"],"exclude_patterns":["*.swp"]}`)
 	var pushed []string
-	eventually(t, 20*time.Second, "two hosts pushed and the third page held", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		pushed = pushed[:0]
 		for _, a := range fakes {
 			if a.count(typ, v) > 0 {
 				pushed = append(pushed, a.id)
 			}
 		}
-		return gate.holding() > 0 && len(pushed) == 2, fmt.Sprintf("%d page queries held, pushed %v", gate.holding(), pushed)
-	})
+		if gate.holding() > 0 && len(pushed) == 2 {
+			return nil
+		}
+		return fmt.Errorf("%d page queries held, pushed %v", gate.holding(), pushed)
+	}, "two hosts pushed and the third page held")
 	proc.kill(t)
 	gate.open()
 	if n := proc.logged("push done"); n != 0 {
@@ -65,12 +70,15 @@ func TestDeliveryKilledMidFanOut(t *testing.T) {
 	proc.start(t)
 	waitReceived(t, 60*time.Second, fakes, typ, v)
 	s.waitApplied(30*time.Second, hosts, typ, v)
-	eventually(t, 30*time.Second, "the new delivery process to finish the fan-out", func() (bool, string) {
-		return proc.logged("push done") > 0, "no \"push done\" yet"
-	})
-	eventually(t, 20*time.Second, "delivery's event consumer to settle", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
+		if proc.logged("push done") > 0 {
+			return nil
+		}
+		return errors.New("no \"push done\" yet")
+	}, "the new delivery process to finish the fan-out")
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		return s.consumerIdle("CONFIGSYNC_EVENTS", "configsync-delivery-push")
-	})
+	}, "delivery's event consumer to settle")
 	t.Logf("pushed before the kill: %v", pushed)
 	for _, a := range fakes {
 		cmds := a.received(typ)

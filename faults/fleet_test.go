@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // fakeAgent is a simulated agent speaking libs/protocol: it records every config_update it receives
@@ -123,27 +124,27 @@ func (s *stack) bringOnline(agents []*fakeAgent, hosts []host) {
 	for _, a := range agents {
 		a.heartbeat(s.t, "hash-online", map[string]int64{})
 	}
-	eventually(s.t, 20*time.Second, "fake agents' heartbeats to be stored", func() (bool, string) {
+	testinfra.EventuallyNoError(s.t, 20*time.Second, func() error {
 		for _, h := range hosts {
 			if !s.heartbeatSeen(h.ID) {
-				return false, fmt.Sprintf("no heartbeat stored for host %s", h.ID)
+				return fmt.Errorf("no heartbeat stored for host %s", h.ID)
 			}
 		}
-		return true, ""
-	})
+		return nil
+	}, "fake agents' heartbeats to be stored")
 }
 
 // waitReceived waits until every fake received configType at version at least once.
 func waitReceived(t testing.TB, timeout time.Duration, agents []*fakeAgent, configType string, version int64) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("%s v%d to reach %d fake agents", configType, version, len(agents)), func() (bool, string) {
+	testinfra.EventuallyNoError(t, timeout, func() error {
 		for _, a := range agents {
 			if a.count(configType, version) == 0 {
-				return false, fmt.Sprintf("agent %s has %s versions %v", a.id, configType, versionsOf(a.received(configType)))
+				return fmt.Errorf("agent %s has %s versions %v", a.id, configType, versionsOf(a.received(configType)))
 			}
 		}
-		return true, ""
-	})
+		return nil
+	}, fmt.Sprintf("%s v%d to reach %d fake agents", configType, version, len(agents)))
 }
 
 func versionsOf(cmds []protocol.Command) []int64 {

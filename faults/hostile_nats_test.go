@@ -13,6 +13,7 @@ import (
 
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // marker is planted in hostile payloads; no service may log it (payloads are never logged).
@@ -174,9 +175,9 @@ func TestHostileNATSInput(t *testing.T) {
 		for _, durable := range []struct{ stream, name string }{
 			{protocol.AcksStream, "configsync-ack-ingest-acks"}, {protocol.HeartbeatsStream, "configsync-ack-ingest-heartbeats"},
 		} {
-			eventually(t, 30*time.Second, "ack-ingest to refuse every bad message for good", func() (bool, string) {
+			testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 				return s.consumerIdle(durable.stream, durable.name)
-			})
+			}, "ack-ingest to refuse every bad message for good")
 		}
 	})
 
@@ -197,9 +198,9 @@ func TestHostileNATSInput(t *testing.T) {
 			cancel()
 		}
 		t.Logf("%d of %d events refused by the stream itself", refused, len(events))
-		eventually(t, 30*time.Second, "delivery to refuse every bad event for good", func() (bool, string) {
+		testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 			return s.consumerIdle(protocol.EventsStream, "configsync-delivery-push")
-		})
+		}, "delivery to refuse every bad event for good")
 	})
 
 	if after := s.snapshot(); after.diff(before) != "" {

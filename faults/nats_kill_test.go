@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/configsync/configsync/agent/agentrun"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/delivery"
 )
 
@@ -67,14 +69,19 @@ func TestNATSKilledMidEnvironmentPush(t *testing.T) {
 		agents[i] = startRealAgentWithPolicy(t, s, h, pol)
 	}
 	s.waitApplied(30*time.Second, hosts, typ, v1)
-	eventually(t, 30*time.Second, "every agent's first heartbeat to be stored", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		for _, h := range hosts {
 			if !s.heartbeatSeen(h.ID) {
-				return false, "no heartbeat from " + h.AgentID
+				return errors.New("no heartbeat from " + h.AgentID)
 			}
 		}
-		return true, ""
-	})
+		return nil
+	}, "every agent's first heartbeat to be stored")
+	// The agents took v1 from their startup fetch; its fan-out (a page per host) may still be running.
+	// Armed now, the gate would hold one of its pages instead of v2's.
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
+		return s.consumerIdle(protocol.EventsStream, "configsync-delivery-push")
+	}, "the fan-outs of the setup to finish")
 
 	gate.arm(1)
 	for _, a := range agents {
@@ -84,21 +91,26 @@ func TestNATSKilledMidEnvironmentPush(t *testing.T) {
 	}
 	v2 := api.putEnv(ten.EnvID, typ, `{"static":{"rollout":"two"}}`)
 	var pushedBefore []string
-	eventually(t, 20*time.Second, "the first host pushed and acknowledged, the next page held", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		pushedBefore = pushedBefore[:0]
 		for _, h := range hosts {
 			if s.applyStatus(h.ID, typ).Version == v2 {
 				pushedBefore = append(pushedBefore, h.AgentID)
 			}
 		}
-		return gate.holding() > 0 && len(pushedBefore) == 1,
-			fmt.Sprintf("%d page queries held, hosts acknowledged v%d: %v", gate.holding(), v2, pushedBefore)
-	})
+		if gate.holding() > 0 && len(pushedBefore) == 1 {
+			return nil
+		}
+		return fmt.Errorf("%d page queries held, hosts acknowledged v%d: %v", gate.holding(), v2, pushedBefore)
+	}, "the first host pushed and acknowledged, the next page held")
 
 	s.nats.Shutdown()
-	eventually(t, 20*time.Second, "delivery to give up the interrupted fan-out", func() (bool, string) {
-		return s.logged("push failed, will redo", map[string]any{"version": v2}) > 0, "no \"push failed, will redo\" yet"
-	})
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
+		if s.logged("push failed, will redo", map[string]any{"version": v2}) > 0 {
+			return nil
+		}
+		return errors.New("no \"push failed, will redo\" yet")
+	}, "delivery to give up the interrupted fan-out")
 	// Release the held query (its answer goes nowhere) and hold the redone fan-out at its first page
 	// until every agent has reconnected and re-fetched: then each agent already holds the new version
 	// when the redone push reaches it, whatever the agents' reconnect timing.
@@ -106,32 +118,35 @@ func TestNATSKilledMidEnvironmentPush(t *testing.T) {
 	gate.arm(0)
 	s.nats.Restart(t)
 
-	eventually(t, 60*time.Second, "every agent to reconnect, re-fetch and cache the new version", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 60*time.Second, func() error {
 		for _, a := range agents {
 			if len(a.logLines("nats reconnected")) == 0 || len(a.logLines("config fetch succeeded")) == 0 {
-				return false, fmt.Sprintf("agent %s has not reconnected and re-fetched yet", a.host.AgentID)
+				return fmt.Errorf("agent %s has not reconnected and re-fetched yet", a.host.AgentID)
 			}
 			if v, _ := a.cached(typ); v != v2 {
-				return false, fmt.Sprintf("agent %s caches %s v%d", a.host.AgentID, typ, v)
+				return fmt.Errorf("agent %s caches %s v%d", a.host.AgentID, typ, v)
 			}
 		}
-		return true, ""
-	})
+		return nil
+	}, "every agent to reconnect, re-fetch and cache the new version")
 	s.waitApplied(60*time.Second, hosts, typ, v2)
-	eventually(t, 30*time.Second, "the event to be redelivered and its fan-out to reach the gate", func() (bool, string) {
-		return gate.holding() > 0, "no page query held yet"
-	})
+	testinfra.Eventually(t, 30*time.Second, func() bool {
+		return gate.holding() > 0
+	}, "the event to be redelivered and its fan-out to reach the gate")
 	pushesBefore := make([]int, len(agents))
 	for i, a := range agents {
 		pushesBefore[i] = a.commands(typ, v2)
 	}
 	gate.open()
-	eventually(t, 60*time.Second, "the redone fan-out to run to the end", func() (bool, string) {
-		return s.logged("push done", map[string]any{"version": v2}) > 0, "no \"push done\" for the new version"
-	})
-	eventually(t, 30*time.Second, "delivery's event consumer to settle", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 60*time.Second, func() error {
+		if s.logged("push done", map[string]any{"version": v2}) > 0 {
+			return nil
+		}
+		return errors.New("no \"push done\" for the new version")
+	}, "the redone fan-out to run to the end")
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		return s.consumerIdle("CONFIGSYNC_EVENTS", "configsync-delivery-push")
-	})
+	}, "delivery's event consumer to settle")
 	barrier(t, s.nc, agents)
 
 	t.Logf("pushed and acknowledged before the kill: %v", pushedBefore)
@@ -194,21 +209,23 @@ func TestAckInFlightWhenNATSDies(t *testing.T) {
 		}
 	})
 	s.waitApplied(30*time.Second, []host{h}, typ, v1)
-	eventually(t, 30*time.Second, "the agent's heartbeat to be stored", func() (bool, string) {
-		return s.heartbeatSeen(h.ID), "no heartbeat yet"
-	})
+	testinfra.Eventually(t, 30*time.Second, func() bool {
+		return s.heartbeatSeen(h.ID)
+	}, "the agent's heartbeat to be stored")
 
 	armed.Store(true)
 	v2 := api.putEnv(ten.EnvID, typ, `{"interval_seconds":30,"timeout_seconds":5}`)
-	eventually(t, 30*time.Second, "the agent to apply the new version, lose its ack and reconnect", func() (bool, string) {
-		return len(agent.acked(typ, v2)) > 0 && len(agent.logLines("nats reconnected")) > 0 && len(agent.logLines("config fetch succeeded")) > 0, "not yet"
-	})
+	testinfra.Eventually(t, 30*time.Second, func() bool {
+		return len(agent.acked(typ, v2)) > 0 && len(agent.logLines("nats reconnected")) > 0 && len(agent.logLines("config fetch succeeded")) > 0
+	}, "the agent to apply the new version, lose its ack and reconnect")
 	if v := <-lost; v != v2 {
 		t.Fatalf("lost the ack of v%d, want v%d", v, v2)
 	}
-	eventually(t, 20*time.Second, "the lost ack to be made good after the reconnect", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		a := s.applyStatus(h.ID, typ)
-		return a.Version == v2, fmt.Sprintf("apply status %+v; the agent sent %d acks of v%d (the first was lost in flight)",
-			a, len(agent.acked(typ, v2)), v2)
-	})
+		if a.Version == v2 {
+			return nil
+		}
+		return fmt.Errorf("apply status %+v; the agent sent %d acks of v%d (the first was lost in flight)", a, len(agent.acked(typ, v2)), v2)
+	}, "the lost ack to be made good after the reconnect")
 }

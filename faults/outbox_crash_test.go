@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // TestConfigAPICrashAfterCommitBeforeRelay kills the config-api process (SIGKILL) after a config write
@@ -57,21 +59,27 @@ func TestConfigAPICrashAfterCommitBeforeRelay(t *testing.T) {
 	const typ = "healthcheck"
 	v := api.putEnv(ten.EnvID, typ, `{"interval_seconds":15,"timeout_seconds":3}`)
 	var id int64
-	eventually(t, 20*time.Second, "the relay to try and fail to publish the committed event", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		row := s.outboxRow(v)
 		id = row.id
-		return row.found && row.attempts > 0 && row.published == nil, fmt.Sprintf("%+v", row)
-	})
+		if row.found && row.attempts > 0 && row.published == nil {
+			return nil
+		}
+		return fmt.Errorf("%+v", row)
+	}, "the relay to try and fail to publish the committed event")
 	if n := s.eventsInStream(); n != 0 {
 		t.Fatalf("CONFIGSYNC_EVENTS holds %d messages before the crash, want 0", n)
 	}
 	parked.kill(t)
 
 	normal.start(t)
-	eventually(t, 30*time.Second, "the restarted relay to publish the event", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		row := s.outboxRow(v)
-		return row.published != nil, fmt.Sprintf("%+v", row)
-	})
+		if row.published != nil {
+			return nil
+		}
+		return fmt.Errorf("%+v", row)
+	}, "the restarted relay to publish the event")
 	if n := s.eventsInStream(); n != 1 {
 		t.Fatalf("CONFIGSYNC_EVENTS holds %d messages after the restart, want 1", n)
 	}
@@ -94,16 +102,19 @@ func TestConfigAPICrashAfterCommitBeforeRelay(t *testing.T) {
 	s.dbExec(`UPDATE outbox SET published_at = NULL WHERE id = $1`, id)
 	normal.kill(t)
 	normal.start(t)
-	eventually(t, 30*time.Second, "the relay to publish the row again and see the duplicate", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		row := s.outboxRow(v)
-		return row.published != nil && normal.logged("outbox row was already in the stream") > 0, fmt.Sprintf("%+v", row)
-	})
+		if row.published != nil && normal.logged("outbox row was already in the stream") > 0 {
+			return nil
+		}
+		return fmt.Errorf("%+v", row)
+	}, "the relay to publish the row again and see the duplicate")
 	if n := s.eventsInStream(); n != 1 {
 		t.Errorf("CONFIGSYNC_EVENTS holds %d messages after the duplicate publish, want 1 (Msg-Id dedup)", n)
 	}
-	eventually(t, 20*time.Second, "delivery's event consumer to settle", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		return s.consumerIdle(protocol.EventsStream, "configsync-delivery-push")
-	})
+	}, "delivery's event consumer to settle")
 	for _, a := range fakes {
 		if n := a.count(typ, v); n != 1 {
 			t.Errorf("agent %s received %s v%d %d times, want 1", a.id, typ, v, n)
@@ -156,12 +167,15 @@ func (s *stack) eventsInStream() uint64 {
 func waitHTTP(t testing.TB, url string) {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
-	eventually(t, 30*time.Second, url+" to answer 200", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		resp, err := client.Get(url)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		return errors.New(resp.Status)
+	}, url+" to answer 200")
 }

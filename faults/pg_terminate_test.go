@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // TestPostgresConnectionsKilledUnderWriteLoad terminates every service connection to PostgreSQL
@@ -128,10 +131,10 @@ func TestPostgresConnectionsKilledUnderWriteLoad(t *testing.T) {
 
 	// Writes succeed again without restarting anything.
 	var final int64
-	eventually(t, 20*time.Second, "a write to succeed after the connection kills", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		r := ops.send(http.MethodPut, env+"healthcheck", `{"config_data":{"interval_seconds":99,"timeout_seconds":9}}`)
 		if r.status != http.StatusOK {
-			return false, r.String()
+			return errors.New(r.String())
 		}
 		var out struct {
 			Data struct{ Version int64 } `json:"data"`
@@ -139,8 +142,8 @@ func TestPostgresConnectionsKilledUnderWriteLoad(t *testing.T) {
 		_ = json.Unmarshal(r.body, &out)
 		final = out.Data.Version
 		acked[final] = "healthcheck"
-		return true, ""
-	})
+		return nil
+	}, "a write to succeed after the connection kills")
 
 	// Nothing half-written: one revision and one outbox row per committed version, configs at their
 	// newest revision.
@@ -181,25 +184,34 @@ func TestPostgresConnectionsKilledUnderWriteLoad(t *testing.T) {
 	}
 
 	// Every service recovered on its own.
-	eventually(t, 30*time.Second, "the relay to publish every outbox row", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		n := s.count(`SELECT count(*) FROM outbox WHERE published_at IS NULL`)
-		return n == 0, fmt.Sprintf("%d rows unpublished", n)
-	})
-	eventually(t, 30*time.Second, "the resolver to answer with the final version", func() (bool, string) {
+		if n == 0 {
+			return nil
+		}
+		return fmt.Errorf("%d rows unpublished", n)
+	}, "the relay to publish every outbox row")
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		var out struct {
 			Data struct{ Version int64 } `json:"data"`
 		}
 		r := ops.send(http.MethodGet, "/api/v1/hosts/"+hosts[1].ID+"/agent-configs/healthcheck", nil)
 		_ = json.Unmarshal(r.body, &out)
-		return r.status == http.StatusOK && out.Data.Version == final, r.String()
-	})
+		if r.status == http.StatusOK && out.Data.Version == final {
+			return nil
+		}
+		return errors.New(r.String())
+	}, "the resolver to answer with the final version")
 	waitReceived(t, 30*time.Second, fakes, "healthcheck", final)
 	s.waitApplied(30*time.Second, hosts, "healthcheck", final)
-	eventually(t, 20*time.Second, "the credential service to store a credential", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 20*time.Second, func() error {
 		r := ops.send(http.MethodPost, "/api/v1/clients/"+ten.ClientID+"/credentials",
 			fmt.Sprintf(`{"name":"after-kill-%d","secret":{"password":"pw"}}`, time.Now().UnixNano()))
-		return r.status/100 == 2, r.String()
-	})
+		if r.status/100 == 2 {
+			return nil
+		}
+		return errors.New(r.String())
+	}, "the credential service to store a credential")
 }
 
 // leaks reports whether an error body carries database or driver internals.

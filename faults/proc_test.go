@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // modulePrefix is the import path prefix of every ConfigSync module.
@@ -170,12 +173,15 @@ func (p *process) logged(msg string) int { return len(jsonLines(p.runOutput(), m
 // waitLogged waits until the current run logged msg.
 func (p *process) waitLogged(t testing.TB, timeout time.Duration, msg string) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("%s to log %q", p.name, msg), func() (bool, string) {
+	testinfra.EventuallyNoError(t, timeout, func() error {
 		if p.exited() {
 			t.Fatalf("%s exited:\n%s", p.name, tail(p.runOutput(), 40))
 		}
-		return p.logged(msg) > 0, "not yet"
-	})
+		if p.logged(msg) > 0 {
+			return nil
+		}
+		return errors.New("not yet")
+	}, fmt.Sprintf("%s to log %q", p.name, msg))
 }
 
 func closed(ch chan struct{}) bool {

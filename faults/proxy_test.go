@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // tcpProxy forwards a fixed 127.0.0.1 port to a target. down makes the target unreachable (new
@@ -36,14 +38,14 @@ func newTCPProxy(t testing.TB, target string) *tcpProxy {
 func (p *tcpProxy) up(t testing.TB) {
 	t.Helper()
 	var ln net.Listener
-	eventually(t, 10*time.Second, "the proxy port to be free again", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 10*time.Second, func() error {
 		var err error
 		ln, err = net.Listen("tcp", p.addr)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return true, ""
-	})
+		return nil
+	}, "the proxy port to be free again")
 	p.mu.Lock()
 	p.ln = ln
 	p.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	"github.com/configsync/configsync/agent/agentrun"
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // realAgent is the real agent (agentrun.Run, the library cmd/agent runs) in this process, with a wire
@@ -204,7 +205,7 @@ func barrier(t testing.TB, nc *nats.Conn, agents []*realAgent) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "every agent to handle the barrier command", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 15*time.Second, func() error {
 		for _, a := range agents {
 			found := false
 			for _, l := range a.logLines("command dropped: unsupported command type") {
@@ -213,9 +214,9 @@ func barrier(t testing.TB, nc *nats.Conn, agents []*realAgent) {
 				}
 			}
 			if !found {
-				return false, "agent " + a.host.AgentID + " has not handled it yet"
+				return errors.New("agent " + a.host.AgentID + " has not handled it yet")
 			}
 		}
-		return true, ""
-	})
+		return nil
+	}, "every agent to handle the barrier command")
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // snapshotQueries digest every table (and the version sequence) of the schema. api_tokens leaves out
@@ -61,8 +63,11 @@ func (a dbSnapshot) diff(b dbSnapshot) string {
 // settle waits until the relay has published every outbox row, so the outbox stops changing.
 func (s *stack) settle() {
 	s.t.Helper()
-	eventually(s.t, 20*time.Second, "the relay to publish every outbox row", func() (bool, string) {
+	testinfra.EventuallyNoError(s.t, 20*time.Second, func() error {
 		n := s.count(`SELECT count(*) FROM outbox WHERE published_at IS NULL`)
-		return n == 0, fmt.Sprintf("%d unpublished", n)
-	})
+		if n == 0 {
+			return nil
+		}
+		return fmt.Errorf("%d unpublished", n)
+	}, "the relay to publish every outbox row")
 }

@@ -439,29 +439,32 @@ func (s *stack) heartbeatSeen(hostID string) bool {
 // waitApplied waits until every host's stored apply status for configType is version, applied.
 func (s *stack) waitApplied(timeout time.Duration, hosts []host, configType string, version int64) {
 	s.t.Helper()
-	eventually(s.t, timeout, fmt.Sprintf("apply status %s v%d of %d hosts", configType, version, len(hosts)), func() (bool, string) {
+	testinfra.EventuallyNoError(s.t, timeout, func() error {
 		for _, h := range hosts {
 			a := s.applyStatus(h.ID, configType)
 			if !a.Found || a.Version != version || a.Status != "applied" {
-				return false, fmt.Sprintf("host %s (agent %s): %+v", h.ID, h.AgentID, a)
+				return fmt.Errorf("host %s (agent %s): %+v", h.ID, h.AgentID, a)
 			}
 		}
-		return true, ""
-	})
+		return nil
+	}, fmt.Sprintf("apply status %s v%d of %d hosts", configType, version, len(hosts)))
 }
 
-// consumerIdle reports whether a durable consumer has nothing pending or unacknowledged.
-func (s *stack) consumerIdle(stream, durable string) (bool, string) {
+// consumerIdle returns nil when a durable consumer has nothing pending or unacknowledged, else what it
+// still holds.
+func (s *stack) consumerIdle(stream, durable string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	c, err := s.js.Consumer(ctx, stream, durable)
 	if err != nil {
-		return false, fmt.Sprintf("consumer %s/%s: %v", stream, durable, err)
+		return fmt.Errorf("consumer %s/%s: %v", stream, durable, err)
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return false, fmt.Sprintf("consumer %s/%s info: %v", stream, durable, err)
+		return fmt.Errorf("consumer %s/%s info: %v", stream, durable, err)
 	}
-	return info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0,
-		fmt.Sprintf("consumer %s: pending %d, ack pending %d, redelivered %d", durable, info.NumPending, info.NumAckPending, info.NumRedelivered)
+	if info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 {
+		return nil
+	}
+	return fmt.Errorf("consumer %s: pending %d, ack pending %d, redelivered %d", durable, info.NumPending, info.NumAckPending, info.NumRedelivered)
 }

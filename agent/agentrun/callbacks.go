@@ -1,7 +1,6 @@
 package agentrun
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -166,7 +165,7 @@ func (p policyChecked) RegisterCallback(configType string, cb command.Callback) 
 
 // decode unmarshals a config; null or empty leaves dst at its zero value (built-in defaults).
 func decode(data json.RawMessage, dst any) error {
-	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+	if agentconfig.IsNull(data) {
 		return nil
 	}
 	return json.Unmarshal(data, dst)

@@ -16,7 +16,7 @@ import (
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/nats-io/nats.go"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the agent's local configuration: who it is, how it reaches NATS, where it keeps its cache,

@@ -657,28 +657,33 @@ func appendES6Number(dst []byte, f float64) []byte {
 }
 
 // isCanonical reports whether data is already in RFC 8785 form, that is, whether Canonicalize would
-// return it unchanged. It reads data once without building a tree: no whitespace, every string in its
-// canonical spelling, every number in ECMAScript form, and the keys of each object strictly ascending
-// by UTF-16 code units (which also rules out duplicates). A false result only means "take the general
+// return it unchanged. It reads data once without building a tree or writing anything, with the tree
+// parser's scanners and limits (the grammar Canonicalize reads with): no whitespace, every string and
+// number spelled as Canonicalize would write it, and the keys of each object strictly ascending by
+// UTF-16 code units (which also rules out duplicates). A false result only means "take the general
 // path": it is also returned for input the general path rejects.
 func isCanonical(data []byte) bool {
-	c := canonicalChecker{data: data}
-	return c.value(0) && c.pos == len(data)
+	if len(data) > math.MaxInt32 {
+		return false
+	}
+	c := canonicalChecker{p: parser{data: data}}
+	return c.value(0) && c.p.pos == len(data)
 }
 
-// canonicalChecker is the state of isCanonical. The depth limit is the parser's, so that everything
-// it accepts the parser accepts too.
+// canonicalChecker is the state of isCanonical: only the parser's scanners are used (p.d is nil).
 type canonicalChecker struct {
-	data []byte
-	pos  int
-	keys []byte // decoded escaped keys, compared and dropped
+	p       parser
+	keys    []byte // decoded escaped keys, compared and dropped
+	text    []byte // the decoded text of an escaped string
+	spelled []byte // that text as Canonicalize writes it
 }
 
 func (c *canonicalChecker) value(depth int) bool {
-	if c.pos >= len(c.data) {
+	p := &c.p
+	if p.pos >= len(p.data) {
 		return false
 	}
-	switch b := c.data[c.pos]; {
+	switch b := p.data[p.pos]; {
 	case b == '{':
 		return c.object(depth + 1)
 	case b == '[':
@@ -692,149 +697,75 @@ func (c *canonicalChecker) value(depth int) bool {
 		return c.literal("false")
 	case b == 'n':
 		return c.literal("null")
+	case b == '-' || (b >= '0' && b <= '9'):
+		start := p.pos
+		if p.scanNumber() != nil {
+			return false
+		}
+		lit := p.data[start:p.pos]
+		if isShortInteger(lit) {
+			return string(lit) != "-0"
+		}
+		// Rare: long integers, fractions, exponents.
+		var buf [32]byte
+		out, err := appendCanonicalNumber(buf[:0], lit)
+		return err == nil && bytes.Equal(out, lit)
 	default:
-		return c.number()
+		return false
 	}
 }
 
 func (c *canonicalChecker) literal(word string) bool {
-	end := c.pos + len(word)
-	if end > len(c.data) || string(c.data[c.pos:end]) != word {
+	p := &c.p
+	end := p.pos + len(word)
+	if end > len(p.data) || string(p.data[p.pos:end]) != word {
 		return false
 	}
-	c.pos = end
+	p.pos = end
 	return true
 }
 
-// number accepts a number token in its canonical form: an integer of up to 15 digits as is (JSON
-// forbids leading zeros, "-0" is "0"), anything else only if canonicalising it gives it back.
-func (c *canonicalChecker) number() bool {
-	data, start := c.data, c.pos
-	pos := start
-	if pos < len(data) && data[pos] == '-' {
-		pos++
-	}
-	digits := pos
-	for pos < len(data) && data[pos] >= '0' && data[pos] <= '9' {
-		pos++
-	}
-	n := pos - digits
-	if n == 0 || (n > 1 && data[digits] == '0') {
-		return false
-	}
-	integer := pos == len(data) || (data[pos] != '.' && data[pos] != 'e' && data[pos] != 'E')
-	if integer && n <= 15 {
-		if n == 1 && data[digits] == '0' && digits > start {
-			return false // -0
-		}
-		c.pos = pos
-		return true
-	}
-	// Rare: long integers, fractions, exponents. Scan the token by the JSON grammar, then compare it
-	// with its canonical form.
-	if !integer && data[pos] == '.' {
-		pos++
-		f := pos
-		for pos < len(data) && data[pos] >= '0' && data[pos] <= '9' {
-			pos++
-		}
-		if pos == f {
-			return false
-		}
-	}
-	if pos < len(data) && (data[pos] == 'e' || data[pos] == 'E') {
-		pos++
-		if pos < len(data) && (data[pos] == '+' || data[pos] == '-') {
-			pos++
-		}
-		e := pos
-		for pos < len(data) && data[pos] >= '0' && data[pos] <= '9' {
-			pos++
-		}
-		if pos == e {
-			return false
-		}
-	}
-	lit := data[start:pos]
-	var buf [32]byte
-	out, err := appendCanonicalNumber(buf[:0], lit)
-	if err != nil || !bytes.Equal(out, lit) {
-		return false
-	}
-	c.pos = pos
-	return true
-}
-
-// str accepts a string token spelled as appendCanonicalString spells its decoded value: valid UTF-8,
-// no escapes but \" \\ \b \t \n \f \r and lowercase \u00xx for the other control characters. It
-// reports whether the token holds escapes.
+// str accepts a string token that Canonicalize would write as it stands, and reports whether it holds
+// escapes. A token without escapes always is canonical; one with escapes is, if writing its decoded
+// text again (as Canonicalize does) gives the token back.
 func (c *canonicalChecker) str() (escaped, ok bool) {
-	data := c.data
-	pos := c.pos + 1 // opening quote
-	for {
-		pos = skipPlainString(data, pos)
-		if pos >= len(data) {
-			return false, false
-		}
-		switch b := data[pos]; {
-		case b == '"':
-			c.pos = pos + 1
-			return escaped, true
-		case b == '\\':
-			if pos+1 >= len(data) {
-				return false, false
-			}
-			switch data[pos+1] {
-			case '"', '\\', 'b', 't', 'n', 'f', 'r':
-				pos += 2
-			case 'u':
-				if pos+6 > len(data) || data[pos+2] != '0' || data[pos+3] != '0' || !isLowerHex(data[pos+5]) {
-					return false, false
-				}
-				switch r := data[pos+4]; {
-				case r == '0' && data[pos+5] != '8' && data[pos+5] != '9' && data[pos+5] != 'a' &&
-					data[pos+5] != 'c' && data[pos+5] != 'd':
-				case r == '1':
-				default:
-					return false, false // \u00xx beyond 0x1f, or a control character with a short escape
-				}
-				pos += 6
-			default:
-				return false, false
-			}
-			escaped = true
-		case b < 0x20:
-			return false, false
-		default: // non-ASCII
-			r, size := utf8.DecodeRune(data[pos:])
-			if r == utf8.RuneError && size == 1 {
-				return false, false
-			}
-			pos += size
-		}
+	p := &c.p
+	start := p.pos
+	if end := skipPlainString(p.data, start+1); end < len(p.data) && p.data[end] == '"' {
+		p.pos = end + 1 // plain ASCII, the common case
+		return false, true
 	}
+	escaped, err := p.scanString()
+	if err != nil {
+		return false, false
+	}
+	if !escaped {
+		return false, true
+	}
+	c.text = appendUnescaped(c.text[:0], p.data[start+1:p.pos-1])
+	c.spelled = appendCanonicalString(c.spelled[:0], c.text)
+	return true, bytes.Equal(c.spelled, p.data[start:p.pos])
 }
-
-func isLowerHex(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' }
 
 func (c *canonicalChecker) array(depth int) bool {
+	p := &c.p
 	if depth > maxDepth {
 		return false
 	}
-	c.pos++ // [
-	if c.pos < len(c.data) && c.data[c.pos] == ']' {
-		c.pos++
+	p.pos++ // [
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
 		return true
 	}
 	for {
-		if !c.value(depth) || c.pos >= len(c.data) {
+		if !c.value(depth) || p.pos >= len(p.data) {
 			return false
 		}
-		switch c.data[c.pos] {
+		switch p.data[p.pos] {
 		case ',':
-			c.pos++
+			p.pos++
 		case ']':
-			c.pos++
+			p.pos++
 			return true
 		default:
 			return false
@@ -843,41 +774,42 @@ func (c *canonicalChecker) array(depth int) bool {
 }
 
 func (c *canonicalChecker) object(depth int) bool {
+	p := &c.p
 	if depth > maxDepth {
 		return false
 	}
-	c.pos++ // {
-	if c.pos < len(c.data) && c.data[c.pos] == '}' {
-		c.pos++
+	p.pos++ // {
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
 		return true
 	}
 	prevStart, prevEnd, prevEscaped := -1, -1, false // the previous key's token
 	for {
-		if c.pos >= len(c.data) || c.data[c.pos] != '"' {
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return false
 		}
-		start := c.pos
+		start := p.pos
 		escaped, ok := c.str()
 		if !ok {
 			return false
 		}
-		end := c.pos
+		end := p.pos
 		if prevStart >= 0 && !c.ascending(prevStart, prevEnd, prevEscaped, start, end, escaped) {
 			return false
 		}
 		prevStart, prevEnd, prevEscaped = start, end, escaped
-		if c.pos >= len(c.data) || c.data[c.pos] != ':' {
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
 			return false
 		}
-		c.pos++
-		if !c.value(depth) || c.pos >= len(c.data) {
+		p.pos++
+		if !c.value(depth) || p.pos >= len(p.data) {
 			return false
 		}
-		switch c.data[c.pos] {
+		switch p.data[p.pos] {
 		case ',':
-			c.pos++
+			p.pos++
 		case '}':
-			c.pos++
+			p.pos++
 			return true
 		default:
 			return false
@@ -887,7 +819,8 @@ func (c *canonicalChecker) object(depth int) bool {
 
 // ascending reports whether the key token data[aStart:aEnd] sorts strictly before data[bStart:bEnd].
 func (c *canonicalChecker) ascending(aStart, aEnd int, aEscaped bool, bStart, bEnd int, bEscaped bool) bool {
-	a, b := c.data[aStart+1:aEnd-1], c.data[bStart+1:bEnd-1]
+	data := c.p.data
+	a, b := data[aStart+1:aEnd-1], data[bStart+1:bEnd-1]
 	if !aEscaped && !bEscaped {
 		return compareUTF16(a, b) < 0
 	}

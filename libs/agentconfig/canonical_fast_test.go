@@ -75,7 +75,7 @@ func configHashReference(entries []CacheEntry) string {
 	}
 	var items []item
 	for _, e := range entries {
-		if !present(e.ConfigData) {
+		if IsNull(e.ConfigData) {
 			continue
 		}
 		c, err := canonicalizeTree(e.ConfigData)
@@ -433,4 +433,23 @@ func FuzzCanonicalFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		checkAgainstTree(t, raw)
 	})
+}
+
+// The already-canonical check against hand-picked spellings: only the one Canonicalize writes passes,
+// and every case agrees with the straightforward path.
+func TestIsCanonical_Spellings(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`"a"`: true, `"\u001f"`: true, `"\b\t\n\f\r"`: true, `"\"\\"`: true, `"é€😀"`: true, `"\u007f"`: false,
+		"\"\x7f\"": true, `"\u0041"`: false, `"\/"`: false, `"\u001F"`: false, `"\u0008"`: false, `"\u00e9"`: false,
+		`"\ud83d\ude00"`: false, `{"a":1,"b":2}`: true, `{"b":1,"a":2}`: false, `{"a":1,"a":1}`: false,
+		`{"\u00e9":1}`: false, `{"\n":1,"a":2}`: true, `{"a":1,"\n":2}`: false, "{\"\U0001F600\":1,\"\uFB33\":2}": true,
+		"{\"\uFB33\":1,\"\U0001F600\":2}": false, `{"\ufb33":1}`: false, `[1,-1,0,1.5,1e+21,1e-7]`: true, `[-0]`: false, `[1.0]`: false, `[1E21]`: false,
+		`[100000000000000000000]`: true, `[1e20]`: false, `[0.000001]`: true, `[true,false,null]`: true,
+		`[ 1]`: false, `{"a": 1}`: false, `[1,]`: false, `"`: false, `[1e400]`: false, ``: false,
+	} {
+		if got := isCanonical([]byte(raw)); got != want {
+			t.Errorf("isCanonical(%s) = %v, want %v", raw, got, want)
+		}
+		checkAgainstTree(t, []byte(raw))
+	}
 }

@@ -20,7 +20,7 @@ var reservedCollectorFields = []string{"type", "name", "enabled", "credential_id
 // CredentialIDs returns the distinct credential_id values of a collectors config in order of first
 // appearance. A missing config has none.
 func CredentialIDs(collectors json.RawMessage) ([]string, error) {
-	if !present(collectors) {
+	if IsNull(collectors) {
 		return nil, nil
 	}
 	d := getDocument()
@@ -106,7 +106,7 @@ type secretField struct{ name, value string }
 
 // injectFields rewrites each collector with a credential_id using the fields that lookup returns.
 func injectFields(collectors json.RawMessage, lookup func(id string) ([]secretField, bool)) (json.RawMessage, []string, error) {
-	if !present(collectors) {
+	if IsNull(collectors) {
 		return collectors, nil, nil
 	}
 	d := getDocument()
@@ -204,7 +204,7 @@ func injectFields(collectors json.RawMessage, lookup func(id string) ([]secretFi
 // the backend uses this to refuse delivering rows stored before it did, and to find the rows to move
 // into credentials. A missing config has none; a config that is not an array of objects is an error.
 func InlineSecrets(collectors json.RawMessage) ([]string, error) {
-	if !present(collectors) {
+	if IsNull(collectors) {
 		return nil, nil
 	}
 	d := getDocument()

@@ -37,13 +37,13 @@ func FuzzMerge(f *testing.F) {
 		merged, prov, err := Merge(typ, env, host)
 
 		// A missing layer leaves the other as-is.
-		if onlyHost, _, err := Merge(typ, nil, host); err == nil && !bytes.Equal(onlyHost, host) && present(host) {
+		if onlyHost, _, err := Merge(typ, nil, host); err == nil && !bytes.Equal(onlyHost, host) && !IsNull(host) {
 			t.Fatalf("host only: got %q, want %q", onlyHost, host)
 		}
-		if onlyEnv, _, err := Merge(typ, env, nil); err == nil && !bytes.Equal(onlyEnv, env) && present(env) {
+		if onlyEnv, _, err := Merge(typ, env, nil); err == nil && !bytes.Equal(onlyEnv, env) && !IsNull(env) {
 			t.Fatalf("env only: got %q, want %q", onlyEnv, env)
 		}
-		if err != nil || !present(env) || !present(host) {
+		if err != nil || IsNull(env) || IsNull(host) {
 			return
 		}
 		if !json.Valid(merged) {

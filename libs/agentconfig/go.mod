@@ -2,4 +2,9 @@ module github.com/configsync/configsync/libs/agentconfig
 
 go 1.26
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	go.uber.org/goleak v1.3.0
+)
+
+require golang.org/x/text v0.14.0 // indirect

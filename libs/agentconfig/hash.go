@@ -70,7 +70,7 @@ var hashers = sync.Pool{New: func() any { return &hasher{sum: sha256.New()} }}
 func (h *hasher) hash(entries []CacheEntry) string {
 	h.canon, h.spans = h.canon[:0], h.spans[:0]
 	for _, e := range entries {
-		if !present(e.ConfigData) {
+		if IsNull(e.ConfigData) {
 			continue
 		}
 		if isCanonical(e.ConfigData) {

@@ -670,9 +670,3 @@ func (d *document) appendCompact(dst []byte, i int32) []byte {
 		return append(dst, d.raw(i)...)
 	}
 }
-
-// present reports whether raw holds a value: nil, empty and JSON null all mean "no config".
-func present(raw []byte) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && string(t) != "null"
-}

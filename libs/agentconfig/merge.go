@@ -51,7 +51,7 @@ func Merge(configType string, env, host json.RawMessage) (json.RawMessage, Prove
 	if !ok {
 		return nil, Provenance{}, unknownType(configType)
 	}
-	hasEnv, hasHost := present(env), present(host)
+	hasEnv, hasHost := !IsNull(env), !IsNull(host)
 	if !hasEnv && !hasHost {
 		return nil, Provenance{Entries: []ProvenanceEntry{}}, nil
 	}

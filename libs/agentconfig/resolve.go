@@ -46,7 +46,7 @@ func Resolve(configType string, env, host Layer) (Effective, error) {
 		HostVersion:        host.Version,
 		Provenance:         Provenance{Entries: []ProvenanceEntry{}},
 	}
-	hasEnv, hasHost := present(env.Data), present(host.Data)
+	hasEnv, hasHost := !IsNull(env.Data), !IsNull(host.Data)
 	switch {
 	case hasEnv && hasHost:
 		eff.Source = SourceMerged

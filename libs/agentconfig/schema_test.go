@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 func TestTypeNamesAndKnown(t *testing.T) {
@@ -59,11 +59,8 @@ func TestTypes(t *testing.T) {
 		if s["$schema"] != "https://json-schema.org/draft/2020-12/schema" || s["$id"] != "urn:configsync:agentconfig:"+ti.Name {
 			t.Errorf("%s schema: $schema %v $id %v", ti.Name, s["$schema"], s["$id"])
 		}
-		// Every $ref must resolve.
-		for _, ref := range regexp.MustCompile(`"\$ref":\s*"([^"]+)"`).FindAllStringSubmatch(string(ti.Schema), -1) {
-			if _, err := resolveRef(s, ref[1]); err != nil {
-				t.Errorf("%s: %v", ti.Name, err)
-			}
+		if bad := unknownKeywords(s, ""); len(bad) > 0 {
+			t.Errorf("%s schema: keywords no JSON Schema draft 2020-12 vocabulary defines (a typo is ignored by validators): %v", ti.Name, bad)
 		}
 	}
 	types[0].Schema[0] = 'X'
@@ -72,9 +69,10 @@ func TestTypes(t *testing.T) {
 	}
 }
 
-// TestSchemasAgreeWithValidate runs the embedded JSON Schemas (with a small draft 2020-12 evaluator
-// covering the keywords they use) over the validation fixtures: everything Validate accepts, the schema
-// accepts; everything Validate rejects for a reason a schema can express, the schema rejects.
+// TestSchemasAgreeWithValidate runs the embedded JSON Schemas, compiled by a full draft 2020-12
+// implementation (santhosh-tekuri/jsonschema, which also checks each schema against the meta-schema and
+// resolves every $ref), over the validation fixtures: everything Validate accepts, the schema accepts;
+// everything Validate rejects for a reason a schema can express, the schema rejects.
 func TestSchemasAgreeWithValidate(t *testing.T) {
 	schemas := loadSchemas(t)
 	for typ, docs := range validConfigs {
@@ -127,229 +125,104 @@ func ruleFieldNames(r *rule) []string {
 	return slices.Compact(names)
 }
 
-// loadSchemas decodes every type's JSON Schema.
-func loadSchemas(tb testing.TB) map[string]map[string]any {
+// loadSchemas compiles every type's embedded JSON Schema with a draft 2020-12 implementation. Compiling
+// validates the schema against the draft's meta-schema and resolves its $refs.
+func loadSchemas(tb testing.TB) map[string]*jsonschema.Schema {
 	tb.Helper()
-	schemas := map[string]map[string]any{}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noRemoteLoader{}) // the meta-schemas are built in; nothing else may be fetched
 	for _, ti := range Types() {
-		var s map[string]any
-		if err := json.Unmarshal(ti.Schema, &s); err != nil {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(ti.Schema))
+		if err != nil {
 			tb.Fatalf("%s schema: %v", ti.Name, err)
+		}
+		if err := c.AddResource(schemaURL(ti.Name), doc); err != nil {
+			tb.Fatalf("%s schema: %v", ti.Name, err)
+		}
+	}
+	schemas := map[string]*jsonschema.Schema{}
+	for _, ti := range Types() {
+		s, err := c.Compile(schemaURL(ti.Name))
+		if err != nil {
+			tb.Fatalf("%s schema does not compile: %v", ti.Name, err)
 		}
 		schemas[ti.Name] = s
 	}
 	return schemas
 }
 
-func schemaValid(t *testing.T, root map[string]any, doc string) (bool, string) {
+// schemaURL is the $id every embedded schema declares (TestTypes checks it).
+func schemaURL(typ string) string { return "urn:configsync:agentconfig:" + typ }
+
+type noRemoteLoader struct{}
+
+func (noRemoteLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema %s: remote references are not allowed", url)
+}
+
+// schemaValid reports whether doc is valid against s, and if not the validator's explanation.
+func schemaValid(t *testing.T, s *jsonschema.Schema, doc string) (bool, string) {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader([]byte(doc)))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
+	if err != nil {
 		t.Fatalf("fixture %s: %v", doc, err)
 	}
-	e := &schemaEvaluator{root: root}
-	ok, _ := e.eval(root, v, "")
-	return ok, e.why
+	if err := s.Validate(v); err != nil {
+		return false, err.Error()
+	}
+	return true, ""
 }
 
-func resolveRef(root map[string]any, ref string) (any, error) {
-	name, ok := strings.CutPrefix(ref, "#/$defs/")
-	defs, _ := root["$defs"].(map[string]any)
-	if !ok || defs[name] == nil {
-		return nil, fmt.Errorf("unresolvable $ref %q", ref)
-	}
-	return defs[name], nil
+// draft202012Keywords are the keywords of the draft 2020-12 vocabularies (core, applicator,
+// unevaluated, validation, meta-data, format-annotation, content) plus the annotations the schemas use.
+var draft202012Keywords = map[string]bool{
+	"$schema": true, "$id": true, "$ref": true, "$anchor": true, "$dynamicRef": true, "$dynamicAnchor": true,
+	"$vocabulary": true, "$comment": true, "$defs": true,
+	"allOf": true, "anyOf": true, "oneOf": true, "not": true, "if": true, "then": true, "else": true,
+	"dependentSchemas": true, "prefixItems": true, "items": true, "contains": true, "properties": true,
+	"patternProperties": true, "additionalProperties": true, "propertyNames": true,
+	"unevaluatedItems": true, "unevaluatedProperties": true,
+	"type": true, "enum": true, "const": true, "multipleOf": true, "maximum": true, "exclusiveMaximum": true,
+	"minimum": true, "exclusiveMinimum": true, "maxLength": true, "minLength": true, "pattern": true,
+	"maxItems": true, "minItems": true, "uniqueItems": true, "maxContains": true, "minContains": true,
+	"maxProperties": true, "minProperties": true, "required": true, "dependentRequired": true,
+	"title": true, "description": true, "default": true, "deprecated": true, "readOnly": true,
+	"writeOnly": true, "examples": true, "format": true,
+	"contentEncoding": true, "contentMediaType": true, "contentSchema": true,
 }
 
-// schemaEvaluator implements the draft 2020-12 keywords the embedded schemas use.
-type schemaEvaluator struct {
-	root map[string]any
-	why  string
-}
+// schemaMaps are the keywords whose value maps names to subschemas (the names are not keywords).
+var schemaMaps = map[string]bool{"$defs": true, "properties": true, "patternProperties": true, "dependentSchemas": true}
 
-func (e *schemaEvaluator) no(path, format string, args ...any) (bool, map[string]bool) {
-	if e.why == "" {
-		e.why = path + ": " + fmt.Sprintf(format, args...)
-	}
-	return false, nil
-}
-
-// eval reports whether v is valid against schema s, and which object members s evaluated.
-func (e *schemaEvaluator) eval(s any, v any, path string) (bool, map[string]bool) {
-	if b, ok := s.(bool); ok {
-		if !b {
-			return e.no(path, "false schema")
-		}
-		return true, nil
-	}
-	sm := s.(map[string]any)
-	known := map[string]bool{"$schema": true, "$id": true, "$defs": true, "title": true, "description": true,
-		"$ref": true, "type": true, "enum": true, "const": true, "minimum": true, "maximum": true, "minLength": true,
-		"pattern": true, "minItems": true, "items": true, "prefixItems": true, "properties": true, "required": true,
-		"additionalProperties": true, "unevaluatedProperties": true, "propertyNames": true, "allOf": true, "if": true, "then": true}
-	for k := range sm {
-		if !known[k] {
-			panic("schema evaluator does not implement keyword " + k)
-		}
-	}
-	evaluated := map[string]bool{}
-	merge := func(m map[string]bool) {
-		for k := range m {
-			evaluated[k] = true
-		}
-	}
-	if ref, ok := sm["$ref"].(string); ok {
-		target, err := resolveRef(e.root, ref)
-		if err != nil {
-			panic(err)
-		}
-		ok, ev := e.eval(target, v, path)
-		if !ok {
-			return false, nil
-		}
-		merge(ev)
-	}
-	if typ, ok := sm["type"].(string); ok && !hasJSONType(v, typ) {
-		return e.no(path, "not of type %s", typ)
-	}
-	if enum, ok := sm["enum"].([]any); ok && !slices.ContainsFunc(enum, func(x any) bool { return jsonEqual(x, v) }) {
-		return e.no(path, "not in enum")
-	}
-	if c, ok := sm["const"]; ok && !jsonEqual(c, v) {
-		return e.no(path, "not const")
-	}
-	if n, ok := v.(json.Number); ok {
-		f, _ := n.Float64()
-		if lo, ok := sm["minimum"].(float64); ok && f < lo {
-			return e.no(path, "below minimum")
-		}
-		if hi, ok := sm["maximum"].(float64); ok && f > hi {
-			return e.no(path, "above maximum")
-		}
-	}
-	if str, ok := v.(string); ok {
-		if n, ok := sm["minLength"].(float64); ok && float64(utf8.RuneCountInString(str)) < n {
-			return e.no(path, "too short")
-		}
-		if p, ok := sm["pattern"].(string); ok && !regexp.MustCompile(p).MatchString(str) {
-			return e.no(path, "does not match pattern")
-		}
-	}
-	if arr, ok := v.([]any); ok {
-		if n, ok := sm["minItems"].(float64); ok && float64(len(arr)) < n {
-			return e.no(path, "too few items")
-		}
-		prefix, _ := sm["prefixItems"].([]any)
-		for i, item := range arr {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			if i < len(prefix) {
-				if ok, _ := e.eval(prefix[i], item, p); !ok {
-					return false, nil
+// unknownKeywords returns the keywords of schema s (and its subschemas) that draft 2020-12 does not
+// define, with their locations.
+func unknownKeywords(s any, at string) []string {
+	var bad []string
+	switch s := s.(type) {
+	case map[string]any:
+		for k, v := range s {
+			if !draft202012Keywords[k] {
+				bad = append(bad, at+"/"+k)
+			}
+			switch sub := v.(type) {
+			case map[string]any:
+				if schemaMaps[k] {
+					for name, ss := range sub {
+						bad = append(bad, unknownKeywords(ss, at+"/"+k+"/"+name)...)
+					}
+				} else if k != "const" && k != "default" {
+					bad = append(bad, unknownKeywords(sub, at+"/"+k)...)
 				}
-			} else if items, ok := sm["items"]; ok {
-				if ok, _ := e.eval(items, item, p); !ok {
-					return false, nil
+			case []any:
+				if k == "allOf" || k == "anyOf" || k == "oneOf" || k == "prefixItems" {
+					for i, ss := range sub {
+						bad = append(bad, unknownKeywords(ss, fmt.Sprintf("%s/%s/%d", at, k, i))...)
+					}
 				}
 			}
 		}
 	}
-	if obj, ok := v.(map[string]any); ok {
-		props, _ := sm["properties"].(map[string]any)
-		for k, pv := range obj {
-			p := path + "." + k
-			if ps, ok := props[k]; ok {
-				evaluated[k] = true
-				if ok, _ := e.eval(ps, pv, p); !ok {
-					return false, nil
-				}
-			} else if ap, ok := sm["additionalProperties"]; ok {
-				evaluated[k] = true
-				if ok, _ := e.eval(ap, pv, p); !ok {
-					return false, nil
-				}
-			}
-			if pn, ok := sm["propertyNames"]; ok {
-				if ok, _ := e.eval(pn, k, p); !ok {
-					return false, nil
-				}
-			}
-		}
-		if req, ok := sm["required"].([]any); ok {
-			for _, r := range req {
-				if _, ok := obj[r.(string)]; !ok {
-					return e.no(path, "missing required %s", r)
-				}
-			}
-		}
-	}
-	if all, ok := sm["allOf"].([]any); ok {
-		for _, sub := range all {
-			ok, ev := e.eval(sub, v, path)
-			if !ok {
-				return false, nil
-			}
-			merge(ev)
-		}
-	}
-	if cond, ok := sm["if"]; ok {
-		probe := &schemaEvaluator{root: e.root}
-		if ok, ev := probe.eval(cond, v, path); ok {
-			merge(ev)
-			if then, ok := sm["then"]; ok {
-				ok, ev := e.eval(then, v, path)
-				if !ok {
-					return false, nil
-				}
-				merge(ev)
-			}
-		}
-	}
-	if uv, ok := sm["unevaluatedProperties"].(bool); ok && !uv {
-		if obj, ok := v.(map[string]any); ok {
-			for k := range obj {
-				if !evaluated[k] {
-					return e.no(path+"."+k, "unevaluated property")
-				}
-			}
-		}
-	}
-	return true, evaluated
-}
-
-func hasJSONType(v any, typ string) bool {
-	switch typ {
-	case "object":
-		_, ok := v.(map[string]any)
-		return ok
-	case "array":
-		_, ok := v.([]any)
-		return ok
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "boolean":
-		_, ok := v.(bool)
-		return ok
-	case "number":
-		_, ok := v.(json.Number)
-		return ok
-	case "integer":
-		n, ok := v.(json.Number)
-		if !ok {
-			return false
-		}
-		f, err := n.Float64()
-		return err == nil && f == float64(int64(f))
-	}
-	panic("unknown type " + typ)
-}
-
-func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	cx, err1 := Canonicalize(x)
-	cy, err2 := Canonicalize(y)
-	return err1 == nil && err2 == nil && bytes.Equal(cx, cy)
+	sort.Strings(bad)
+	return bad
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -61,19 +63,16 @@ func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 
 func (a *asyncErrors) waitFor(t *testing.T, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testinfra.EventuallyNoError(t, 5*time.Second, func() error {
 		a.mu.Lock()
+		defer a.mu.Unlock()
 		for _, e := range a.errs {
 			if strings.Contains(e, substr) {
-				a.mu.Unlock()
-				return
+				return nil
 			}
 		}
-		a.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no permission violation mentioning %q; got %v", substr, a.errs)
+		return fmt.Errorf("asynchronous errors so far: %v", a.errs)
+	}, "a permission violation mentioning %q", substr)
 }
 
 func connect(t *testing.T, ns *server.Server, creds natsauth.Creds, opts ...nats.Option) *nats.Conn {

@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Scopes of a config change.
 const (
@@ -22,4 +25,26 @@ type ConfigChanged struct {
 	Deleted       bool      `json:"deleted,omitempty"`
 	Actor         string    `json:"actor,omitempty"`
 	OccurredAt    time.Time `json:"occurred_at"`
+}
+
+// Validate reports whether ev is a config-change event a consumer can act on: an event_id, a known
+// scope, an environment_id, a host_id for a host event, a well-formed config_type and a version that is
+// not negative. The message names the first field at fault and never echoes a value; consumers wrap it
+// in their own error kind (delivery: invalid_request).
+func (ev ConfigChanged) Validate() error {
+	switch {
+	case ev.EventID == "":
+		return errors.New("event_id is required")
+	case ev.Scope != ScopeEnvironment && ev.Scope != ScopeHost:
+		return errors.New("unknown scope")
+	case ev.EnvironmentID == "":
+		return errors.New("environment_id is required")
+	case ev.Scope == ScopeHost && ev.HostID == "":
+		return errors.New("host_id is required for a host event")
+	case !ValidConfigTypeName(ev.ConfigType):
+		return errors.New("invalid config_type")
+	case ev.Version < 0:
+		return errors.New("negative version")
+	}
+	return nil
 }

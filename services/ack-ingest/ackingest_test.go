@@ -146,50 +146,33 @@ func (s *stack) drained(t testing.TB) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	eventually(t, "consumers drained", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		for _, c := range []struct{ stream, durable string }{
 			{protocol.AcksStream, natsapi.AcksDurable},
 			{protocol.HeartbeatsStream, natsapi.HeartbeatsDurable},
 		} {
 			st, err := s.js.Stream(ctx, c.stream)
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
 			cons, err := st.Consumer(ctx, c.durable)
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
 			info, err := cons.Info(ctx)
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
 			sinfo, err := st.Info(ctx)
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
 			if info.NumPending != 0 || info.NumAckPending != 0 || info.Delivered.Stream < sinfo.State.LastSeq {
-				return false, fmt.Sprintf("%s: pending %d, ack pending %d, delivered %d of %d", c.durable,
-					info.NumPending, info.NumAckPending, info.Delivered.Stream, sinfo.State.LastSeq)
+				return fmt.Errorf("%s: pending %d, ack pending %d, delivered %d of %d", c.durable, info.NumPending, info.NumAckPending, info.Delivered.Stream, sinfo.State.LastSeq)
 			}
 		}
-		return true, ""
-	})
-}
-
-// eventually polls cond until it holds; the generous limit only guards against a hung test.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: never happened (last: %s)", what, last)
+		return nil
+	}, "consumers drained")
 }
 
 type applyRow struct {
@@ -324,13 +307,16 @@ func TestMalformedMessagesAreTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "acks stream emptied", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		info, err := st.Info(context.Background())
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return info.State.Msgs == 0, fmt.Sprintf("%d messages left", info.State.Msgs)
-	})
+		if info.State.Msgs == 0 {
+			return nil
+		}
+		return fmt.Errorf("%d messages left", info.State.Msgs)
+	}, "acks stream emptied")
 }
 
 func TestRestartWhileAgentsKeepSending(t *testing.T) {
@@ -380,9 +366,9 @@ func TestDatabaseOutageIsRetried(t *testing.T) {
 	}
 	s.start(t)
 	s.publish(t, protocol.AckSubject("agent-0"), ack("agent-0", "labels", 3, protocol.AckApplied, ""))
-	eventually(t, "write failure retried", func() (bool, string) {
-		return s.logs.FilterMessage("batch write failed, will retry").Len() >= 2, "no retry yet"
-	})
+	testinfra.Eventually(t, 30*time.Second, func() bool {
+		return s.logs.FilterMessage("batch write failed, will retry").Len() >= 2
+	}, "write failure retried")
 	if _, err := s.pool.Exec(ctx, `ALTER TABLE host_config_apply_status_away RENAME TO host_config_apply_status`); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // padded is a JSON object of about n bytes: members, then padding in an unknown field.
@@ -88,10 +89,13 @@ func TestWrongTypedAndOversizedMessagesAreTerminated(t *testing.T) {
 	if r, ok := s.applyStatus(t, "agent-1", "labels"); !ok || r.Version != 2 {
 		t.Errorf("valid ack after the malformed ones: %+v %v", r, ok)
 	}
-	eventually(t, "heartbeat after the malformed ones", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		h := s.host(t, "agent-1")
-		return h.ConfigHash != nil && *h.ConfigHash == "after-bad", fmt.Sprintf("%+v", h)
-	})
+		if h.ConfigHash != nil && *h.ConfigHash == "after-bad" {
+			return nil
+		}
+		return fmt.Errorf("%+v", h)
+	}, "heartbeat after the malformed ones")
 	for _, e := range s.logs.All() {
 		for _, f := range e.Context {
 			if strings.Contains(f.String, "PPPP") {

@@ -3,10 +3,12 @@ package ackingest_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/fx"
@@ -39,15 +41,18 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 
-	eventually(t, "ready", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		resp, err := http.Get("http://" + server.Addr() + "/readyz")
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode == http.StatusOK, string(body)
-	})
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		return errors.New(string(body))
+	}, "ready")
 
 	// pgdb migrated the database at start; register a host there and send its ack.
 	pool, err := pgxpool.New(context.Background(), dbURL)
@@ -61,9 +66,12 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	if err := nc.Publish(protocol.AckSubject("agent-0"), data); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ack ingested", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		var v int64
 		err := pool.QueryRow(context.Background(), `SELECT version FROM host_config_apply_status WHERE host_id = $1`, hosts["agent-0"]).Scan(&v)
-		return err == nil && v == 4, fmt.Sprint(v, err)
-	})
+		if err == nil && v == 4 {
+			return nil
+		}
+		return errors.New(fmt.Sprint(v, err))
+	}, "ack ingested")
 }

@@ -2,6 +2,7 @@ package configapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -75,17 +76,17 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	restore()
 	// A connection that died in the outage may still sit in the pool; a client retrying on 503, as
 	// Retry-After invites, gets through.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testinfra.EventuallyNoError(t, 15*time.Second, func() error {
 		r := h.do("GET", hostPath, a.token, nil)
-		if r.status == http.StatusOK {
-			break
+		switch r.status {
+		case http.StatusOK:
+			return nil
+		case http.StatusServiceUnavailable:
+			return fmt.Errorf("%d %s", r.status, r.body)
 		}
-		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			t.Fatalf("GET %s after the outage: %d %s", hostPath, r.status, r.body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		t.Fatalf("GET %s after the outage: %d %s", hostPath, r.status, r.body)
+		return nil
+	}, "GET %s to answer 200 after the outage", hostPath)
 	h.must(http.StatusOK, "GET", hostPath, a.token, nil)
 	h.must(http.StatusOK, "GET", hostsPath, h.admin, nil)
 	h.must(http.StatusCreated, "POST", hostsPath, a.token, `{"hostname": "db-1"}`)

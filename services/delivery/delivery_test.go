@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
@@ -227,9 +228,9 @@ func TestEventRedoneUntilFanOutRuns(t *testing.T) {
 	v := s.putEnv(t, "log_shipping", `{"enabled":true,"level":"warn"}`)
 	// No resolver yet: the fan-out fails and the event stays unacknowledged.
 	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "log_shipping", Version: v})
-	eventually(t, "fan-out failure", func() (bool, string) {
-		return s.logs.FilterMessage("push failed, will redo").Len() > 0, "no failure yet"
-	})
+	testinfra.Eventually(t, 30*time.Second, func() bool {
+		return s.logs.FilterMessage("push failed, will redo").Len() > 0
+	}, "fan-out failure")
 	if s.logs.FilterMessage("malformed config-change event terminated").Len() != 1 {
 		t.Fatal("malformed event not terminated")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"testing"
@@ -44,15 +45,18 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 
-	eventually(t, "ready", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		resp, err := http.Get("http://" + server.Addr() + "/readyz")
 		if err != nil {
-			return false, err.Error()
+			return errors.New(err.Error())
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode == http.StatusOK, string(body)
-	})
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		return errors.New(string(body))
+	}, "ready")
 
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
@@ -77,7 +81,7 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	if _, err := s.js.Publish(context.Background(), protocol.ConfigChangedSubject, data); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pushed", func() (bool, string) {
-		return len(f.commands(s.hosts[0].agent, "healthcheck")) == 1, "no push yet"
-	})
+	testinfra.Eventually(t, 30*time.Second, func() bool {
+		return len(f.commands(s.hosts[0].agent, "healthcheck")) == 1
+	}, "pushed")
 }

@@ -257,26 +257,28 @@ func (s *stack) publishEvent(t testing.TB, v any) {
 func (s *stack) eventsSettled(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	eventually(t, "events settled", func() (bool, string) {
+	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		st, err := s.js.Stream(ctx, protocol.EventsStream)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		sinfo, err := st.Info(ctx)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		cons, err := st.Consumer(ctx, natsapi.PushDurable)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		info, err := cons.Info(ctx)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
-			fmt.Sprintf("ack pending %d, pending %d, ack floor %d of %d", info.NumAckPending, info.NumPending, info.AckFloor.Stream, sinfo.State.LastSeq)
-	})
+		if info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq {
+			return nil
+		}
+		return fmt.Errorf("ack pending %d, pending %d, ack floor %d of %d", info.NumAckPending, info.NumPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+	}, "events settled")
 	// Delivery flushed its publishes before acking, so the server routed them to the agents'
 	// connection already; drain waits until the fleet's handler has recorded them all.
 	s.fleet.drain(t)
@@ -378,22 +380,6 @@ func (f *fleet) reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = map[string][]protocol.Command{}
-}
-
-// eventually polls cond until it holds; the generous limit only guards against a hung test.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: never happened (last: %s)", what, last)
 }
 
 // jsonEqual compares JSON documents semantically.

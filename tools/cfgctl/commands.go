@@ -15,7 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"gopkg.in/yaml.v3"
+	"github.com/configsync/configsync/libs/agentconfig"
+	"go.yaml.in/yaml/v3"
 )
 
 type commands struct {
@@ -457,7 +458,7 @@ func (k *commands) writeJSON(raw json.RawMessage) error {
 }
 
 func pretty(raw json.RawMessage) []string {
-	if len(raw) == 0 || string(raw) == "null" {
+	if agentconfig.IsNull(raw) {
 		return nil
 	}
 	var buf bytes.Buffer

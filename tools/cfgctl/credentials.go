@@ -12,7 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // credentials handles list/create/rotate/delete on /api/v1/clients/{clientID}/credentials. Secret values

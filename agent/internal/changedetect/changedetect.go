@@ -4,7 +4,6 @@
 package changedetect
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,7 +29,7 @@ const DefaultInterval = 5 * time.Minute
 // detection is disabled.
 func Parse(data json.RawMessage) (Config, time.Duration, error) {
 	var raw agentconfig.ChangeDetectionConfig
-	if t := bytes.TrimSpace(data); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+	if !agentconfig.IsNull(data) {
 		if err := json.Unmarshal(data, &raw); err != nil {
 			return Config{}, 0, fmt.Errorf("change_detection: %w", err)
 		}

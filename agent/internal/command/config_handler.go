@@ -4,7 +4,6 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,7 +127,7 @@ func (h *ConfigHandler) Handle(ctx context.Context, cmd protocol.Command) (proto
 		attribute.String("origin", "push")))
 	defer span.End()
 
-	deleted := isNull(cmd.Payload)
+	deleted := agentconfig.IsNull(cmd.Payload)
 	if !deleted {
 		if err := agentconfig.ValidateDelivered(cmd.ConfigType, cmd.Payload, cmd.SecretFields); err != nil {
 			log.Warn("config update rejected", "error", err)
@@ -267,9 +266,4 @@ func (h *ConfigHandler) ack(ctx context.Context, configType string, version int6
 		}
 	}
 	return a
-}
-
-func isNull(data json.RawMessage) bool {
-	t := bytes.TrimSpace(data)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }

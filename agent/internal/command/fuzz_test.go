@@ -65,7 +65,7 @@ func FuzzHandleMessage(f *testing.F) {
 				if !agentconfig.Known(a.ConfigType) {
 					t.Fatalf("unknown type %q acked as applied", a.ConfigType)
 				}
-				if !isNull(cmd.Payload) {
+				if !agentconfig.IsNull(cmd.Payload) {
 					if err := agentconfig.ValidateDelivered(cmd.ConfigType, cmd.Payload, cmd.SecretFields); err != nil {
 						t.Fatalf("invalid config acked as applied: %v", err)
 					}

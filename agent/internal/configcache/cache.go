@@ -161,7 +161,7 @@ func checkStored(e agentconfig.CacheEntry) error {
 	if e.Version < 0 {
 		return fmt.Errorf("negative version")
 	}
-	if !json.Valid(e.ConfigData) || bytes.Equal(bytes.TrimSpace(e.ConfigData), []byte("null")) {
+	if !json.Valid(e.ConfigData) || agentconfig.IsNull(e.ConfigData) {
 		return fmt.Errorf("config_data of %s is not a JSON value", e.ConfigType)
 	}
 	return nil
@@ -256,7 +256,7 @@ func (c *Cache) Apply(changes ...Change) ([]error, error) {
 			errs[i] = &StaleError{ConfigType: ch.ConfigType, Version: ch.Version, Current: cur}
 			continue
 		}
-		if ch.Delete || isNull(ch.Data) {
+		if ch.Delete || agentconfig.IsNull(ch.Data) {
 			if _, ok := c.entries[ch.ConfigType]; ok {
 				delete(c.entries, ch.ConfigType)
 				dirty = true
@@ -291,11 +291,6 @@ func (c *Cache) Apply(changes ...Change) ([]error, error) {
 		return errs, fmt.Errorf("%w: %w", ErrNotPersisted, err)
 	}
 	return errs, nil
-}
-
-func isNull(data json.RawMessage) bool {
-	t := bytes.TrimSpace(data)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }
 
 func compact(data json.RawMessage) json.RawMessage {

@@ -6,10 +6,10 @@
 package configsync
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/configsync/configsync/agent/internal/configcache"
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -48,7 +48,7 @@ type Resolver struct {
 // cache is not consulted; only a type the backend could not deliver (type_errors) falls back to it.
 func (r Resolver) Resolve(configType string, reply *protocol.FetchReply) Resolved {
 	if reply != nil {
-		if data, ok := reply.Configs[configType]; ok && !isNull(data) {
+		if data, ok := reply.Configs[configType]; ok && !agentconfig.IsNull(data) {
 			return Resolved{ConfigType: configType, Data: data, Version: reply.Versions[configType], Source: SourceNATS}
 		}
 	}
@@ -63,9 +63,4 @@ func (r Resolver) Resolve(configType string, reply *protocol.FetchReply) Resolve
 		}
 	}
 	return Resolved{ConfigType: configType, Data: r.Local[configType], Source: SourceLocal}
-}
-
-func isNull(data json.RawMessage) bool {
-	t := bytes.TrimSpace(data)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }

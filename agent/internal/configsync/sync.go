@@ -160,7 +160,7 @@ func (s *Syncer) populate(reply *protocol.FetchReply) (map[string]int64, map[str
 			s.Log.Warn("fetched config of an unknown type ignored", "config_type", t)
 			continue
 		}
-		if isNull(data) {
+		if agentconfig.IsNull(data) {
 			changes = append(changes, configcache.Change{ConfigType: t, Version: reply.Versions[t], Delete: true})
 			continue
 		}

@@ -4,7 +4,6 @@
 package healthcheck
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,7 +24,7 @@ const (
 // Parse decodes a healthcheck config and returns the interval and timeout it asks for.
 func Parse(data json.RawMessage) (interval, timeout time.Duration, err error) {
 	interval, timeout = DefaultInterval, DefaultTimeout
-	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+	if agentconfig.IsNull(data) {
 		return interval, timeout, nil
 	}
 	var c agentconfig.HealthcheckConfig

@@ -31,7 +31,7 @@ const maxValue = 1024
 // Parse decodes and checks a labels config; null means no labels.
 func Parse(data json.RawMessage) (agentconfig.LabelsConfig, error) {
 	var c agentconfig.LabelsConfig
-	if len(bytes.TrimSpace(data)) == 0 || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+	if agentconfig.IsNull(data) {
 		return c, nil
 	}
 	if err := json.Unmarshal(data, &c); err != nil {

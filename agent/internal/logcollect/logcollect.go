@@ -29,7 +29,7 @@ const FileName = "fluent-bit.conf"
 // Parse decodes a log_collection config (null: collect nothing).
 func Parse(data json.RawMessage) (Config, error) {
 	var c Config
-	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+	if agentconfig.IsNull(data) {
 		return c, nil
 	}
 	if err := json.Unmarshal(data, &c); err != nil {

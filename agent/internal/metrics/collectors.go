@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -16,7 +15,7 @@ import (
 // ParseCollectors decodes the collectors config (null: none). A field still holding the redaction
 // marker is rejected: a redacted secret cannot log in anywhere, and the backend will deliver it again.
 func ParseCollectors(data json.RawMessage) (agentconfig.CollectorsConfig, error) {
-	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+	if agentconfig.IsNull(data) {
 		return nil, nil
 	}
 	var cs agentconfig.CollectorsConfig

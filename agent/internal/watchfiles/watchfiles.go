@@ -37,7 +37,7 @@ const DefaultMaxFileSize = 1 << 20
 // scanner then uses DefaultMaxFileSize, or the policy's cap when that is lower.
 func Parse(data json.RawMessage) (Config, error) {
 	var c Config
-	if t := bytes.TrimSpace(data); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+	if !agentconfig.IsNull(data) {
 		if err := json.Unmarshal(data, &c); err != nil {
 			return c, fmt.Errorf("watch_files: %w", err)
 		}

@@ -1,6 +1,7 @@
 // Package bootstrap creates the first admin API token directly in the database, for the
-// `config-api bootstrap-token` command and for tools/devstack. Anyone who can reach the database can
-// mint an admin token this way, which is why it is not an HTTP route.
+// `config-api bootstrap-token` command and configapi.BootstrapAdminToken (which tools/devstack and the
+// tests call). Anyone who can reach the database can mint an admin token this way, which is why it is
+// not an HTTP route.
 package bootstrap
 
 import (
@@ -22,9 +23,4 @@ func AdminToken(ctx context.Context, pool *pgxpool.Pool, name string) (string, e
 		return "", fmt.Errorf("bootstrap: admin token: %w", err)
 	}
 	return issued.Secret, nil
-}
-
-// BootstrapAdminToken is AdminToken under the name tools/devstack expects.
-func BootstrapAdminToken(ctx context.Context, pool *pgxpool.Pool, name string) (string, error) {
-	return AdminToken(ctx, pool, name)
 }

@@ -27,13 +27,6 @@ const (
 	ActionRollback = "rollback"
 )
 
-// Effective config sources (spec: "Source Field").
-const (
-	SourceEnvironment  = "environment"
-	SourceHostOverride = "host_override"
-	SourceMerged       = "merged"
-)
-
 // Record is one stored config row of either level. Data is nil for a tombstone.
 type Record struct {
 	ID            uuid.UUID

@@ -63,7 +63,7 @@ func (s *Service) DryRunPut(ctx context.Context, p tenancy.Principal, ref Ref, d
 		if err != nil {
 			return DryRun{}, fmt.Errorf("configs: dry run: resolve host %s: %w", h.ID, err)
 		}
-		if ec, ok := reply.Configs[ref.ConfigType]; ok && !isNull(ec.ConfigData) {
+		if ec, ok := reply.Configs[ref.ConfigType]; ok && !agentconfig.IsNull(ec.ConfigData) {
 			host.Before = ec.ConfigData
 		}
 		out.TotalHosts, out.Hosts = 1, []DryRunHost{host}
@@ -95,7 +95,7 @@ func (s *Service) DryRunPut(ctx context.Context, p tenancy.Principal, ref Ref, d
 			if err != nil {
 				return DryRun{}, fmt.Errorf("configs: dry run merge for host %s: %w", a.HostID, err)
 			}
-			if !isNull(before.Data) {
+			if !agentconfig.IsNull(before.Data) {
 				host.Before = before.Data
 			}
 		}

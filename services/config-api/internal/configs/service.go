@@ -1,7 +1,6 @@
 package configs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +49,7 @@ func Validate(configType string, data json.RawMessage) error {
 	if err := CheckType(configType); err != nil {
 		return err
 	}
-	if len(bytes.TrimSpace(data)) == 0 || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+	if agentconfig.IsNull(data) {
 		return fault.Invalidf("config_data is required")
 	}
 	err := agentconfig.Validate(configType, data)
@@ -196,7 +195,7 @@ func (s *Service) Effective(ctx context.Context, p tenancy.Principal, hostID uui
 		return protocol.EffectiveConfig{}, err
 	}
 	ec, ok := reply.Configs[configType]
-	if !ok || isNull(ec.ConfigData) {
+	if !ok || agentconfig.IsNull(ec.ConfigData) {
 		return protocol.EffectiveConfig{}, fault.NotFoundf("host %s has no %s config", hostID, configType)
 	}
 	ec.ConfigType = configType
@@ -221,7 +220,7 @@ func (s *Service) effectiveAll(ctx context.Context, p tenancy.Principal, hostID 
 	out := make([]protocol.EffectiveConfig, 0, len(reply.Configs))
 	for _, name := range agentconfig.TypeNames() {
 		ec, ok := reply.Configs[name]
-		if !ok || isNull(ec.ConfigData) {
+		if !ok || agentconfig.IsNull(ec.ConfigData) {
 			continue
 		}
 		ec.ConfigType = name
@@ -282,9 +281,4 @@ func kindOf(ref Ref) tenancy.Kind {
 		return tenancy.KindHost
 	}
 	return tenancy.KindEnvironment
-}
-
-func isNull(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }

@@ -8,8 +8,6 @@ package credentials
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,13 +19,6 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
-)
-
-// Limits on what a secret may hold.
-const (
-	MaxFields     = 32
-	MaxFieldName  = 64
-	MaxValueBytes = 16 << 10
 )
 
 // reannounceTimeout bounds the re-announce that follows a rotation or a deletion. It is not cancelled
@@ -358,32 +349,15 @@ func validTargets(targets []string) error {
 	return nil
 }
 
-// validSecret checks field names and sizes; values are never echoed in messages. A field name must be
-// one of agentconfig.SecretFields: the credential's fields are injected into every collector that
-// references it, and the agent rejects a collectors config holding any other field.
+// validSecret applies agentconfig.ValidateSecret, the rule the credential service applies too; values are
+// never echoed in messages. An empty secret is refused unless it is optional (a rotation without one
+// re-encrypts the stored secret).
 func validSecret(secret map[string]string, required bool) error {
-	if len(secret) == 0 {
-		if required {
-			return fault.Invalidf("secret must have at least one field")
-		}
+	if len(secret) == 0 && !required {
 		return nil
 	}
-	if len(secret) > MaxFields {
-		return fault.Invalidf("secret has more than %d fields", MaxFields)
-	}
-	// Sorted, so that of several bad fields the same one is reported every time.
-	for _, k := range slices.Sorted(maps.Keys(secret)) {
-		v := secret[k]
-		if k == "" || len(k) > MaxFieldName {
-			return fault.Invalidf("secret field names must be 1 to %d characters", MaxFieldName)
-		}
-		if !agentconfig.IsSecretField(k) {
-			return fault.Invalidf("secret field %q is not allowed; a credential may hold only: %s",
-				k, strings.Join(agentconfig.SecretFields(), ", "))
-		}
-		if len(v) > MaxValueBytes {
-			return fault.Invalidf("secret field %q is larger than %d bytes", k, MaxValueBytes)
-		}
+	if _, err := agentconfig.ValidateSecret(secret); err != nil {
+		return fault.Invalidf("%s", err.Error())
 	}
 	return nil
 }

@@ -157,7 +157,7 @@ func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page [
 				if bh.Override != nil {
 					ec = *bh.Override
 				}
-				if present(ec.ConfigData) {
+				if !agentconfig.IsNull(ec.ConfigData) {
 					ec.ConfigType = configType
 					m[configType] = ec
 				}
@@ -278,10 +278,6 @@ func (c *credentialFields) forCollectors(ctx context.Context, collectors json.Ra
 		}
 	}
 	return out, nil
-}
-
-func present(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(raw) != "null"
 }
 
 // Hosts checks the given hosts of an environment (a page the caller already listed, e.g. in the web

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/agentconfig"
-	"github.com/configsync/configsync/services/config-api/internal/credentials"
 )
 
 // bodyRoute is a route that reads a JSON request body. {type} is replaced by a config type.
@@ -137,11 +136,11 @@ func FuzzRequestBodies(f *testing.F) {
 			}
 		}
 		for _, secret := range backend.takeSecrets() {
-			if len(secret) > credentials.MaxFields {
+			if len(secret) > agentconfig.MaxSecretFields {
 				t.Fatalf("secret with %d fields reached the credential service", len(secret))
 			}
 			for k, v := range secret {
-				if k == "" || len(k) > credentials.MaxFieldName || len(v) > credentials.MaxValueBytes {
+				if k == "" || len(k) > agentconfig.MaxSecretFieldName || len(v) > agentconfig.MaxSecretValueBytes {
 					t.Fatalf("secret field %q (%d bytes) reached the credential service", k, len(v))
 				}
 			}

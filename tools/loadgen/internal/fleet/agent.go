@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -93,7 +92,7 @@ const (
 // payload deletes the type) and acknowledged as applied. It returns the ack to publish.
 func (a *Agent) handle(t *entryTable, cmd protocol.Command, received time.Time) (protocol.Ack, commandOutcome) {
 	ack := protocol.Ack{AgentID: a.ID, ConfigType: cmd.ConfigType, Version: cmd.Version, Status: protocol.AckApplied}
-	deleted := isNull(cmd.Payload)
+	deleted := agentconfig.IsNull(cmd.Payload)
 	var e *entry
 	if !deleted {
 		if !json.Valid(cmd.Payload) {
@@ -182,11 +181,6 @@ func (a *Agent) state(t *entryTable) State {
 	}
 	s.ConfigHash = t.hash(entries)
 	return s
-}
-
-func isNull(data json.RawMessage) bool {
-	d := bytes.TrimSpace(data)
-	return len(d) == 0 || bytes.Equal(d, []byte("null"))
 }
 
 func decodeCommand(data []byte) (protocol.Command, error) {

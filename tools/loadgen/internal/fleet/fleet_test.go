@@ -14,6 +14,7 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // startNATS runs an in-process nats-server on a random port.
@@ -124,17 +125,8 @@ func (b *fakeBackend) fail(format string, args ...any) {
 	b.mu.Unlock()
 }
 
-// eventually polls cond until it holds; the bound only keeps a broken test from hanging.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitTimeout only keeps a broken test from hanging; nothing asserts on timing.
+const waitTimeout = 20 * time.Second
 
 func (b *fakeBackend) count(m func() int) func() bool {
 	return func() bool { b.mu.Lock(); defer b.mu.Unlock(); return m() > 0 }
@@ -184,12 +176,12 @@ func testFleetProtocol(t *testing.T, mode SubscriptionMode) {
 	if st.FetchLatency.Count != 49 || st.FetchLatency.P99 <= 0 {
 		t.Fatalf("fetch latency = %+v", st.FetchLatency)
 	}
-	eventually(t, "a heartbeat from every agent", backend.count(func() int {
+	testinfra.Eventually(t, waitTimeout, backend.count(func() int {
 		if len(backend.heartbeats) == len(ids) {
 			return 1
 		}
 		return 0
-	}))
+	}), "a heartbeat from every agent")
 	redacted, err := agentconfig.Redact(json.RawMessage(collectorsData), []string{"/0/password"})
 	if err != nil {
 		t.Fatal(err)
@@ -229,14 +221,14 @@ func testFleetProtocol(t *testing.T, mode SubscriptionMode) {
 		sendCommand(t, backend.nc, id, protocol.Command{CommandID: "c-" + id, Type: protocol.CommandConfigUpdate,
 			ConfigType: "labels", Version: 12, Payload: json.RawMessage(`{"static":{"env":"bench"}}`)})
 	}
-	eventually(t, "an ack from every agent", backend.count(func() int {
+	testinfra.Eventually(t, waitTimeout, backend.count(func() int {
 		for _, id := range ids {
 			if len(backend.acks[id]) == 0 {
 				return 0
 			}
 		}
 		return 1
-	}))
+	}), "an ack from every agent")
 	backend.mu.Lock()
 	for _, id := range ids {
 		a := backend.acks[id][0]
@@ -262,12 +254,12 @@ func testFleetProtocol(t *testing.T, mode SubscriptionMode) {
 	// A deletion removes the type from the cache.
 	sendCommand(t, backend.nc, ids[2], protocol.Command{CommandID: "del", Type: protocol.CommandConfigUpdate,
 		ConfigType: "intervals", Version: 13, Payload: json.RawMessage(`null`)})
-	eventually(t, "stale and delete acks", backend.count(func() int {
+	testinfra.Eventually(t, waitTimeout, backend.count(func() int {
 		if len(backend.acks[ids[0]]) == 2 && len(backend.acks[ids[2]]) == 2 {
 			return 1
 		}
 		return 0
-	}))
+	}), "stale and delete acks")
 	backend.mu.Lock()
 	if a := backend.acks[ids[0]][1]; a.Version != 12 || a.Status != protocol.AckApplied {
 		t.Errorf("stale push ack = %+v, want version 12 applied", a)
@@ -276,10 +268,10 @@ func testFleetProtocol(t *testing.T, mode SubscriptionMode) {
 		t.Errorf("delete ack = %+v", a)
 	}
 	backend.mu.Unlock()
-	eventually(t, "malformed and foreign commands counted", func() bool {
+	testinfra.Eventually(t, waitTimeout, func() bool {
 		s := f.Stats()
 		return s.Malformed == 1 && (mode == PerAgent || s.Foreign == 1)
-	})
+	}, "malformed and foreign commands counted")
 	st = f.Stats()
 	if st.Applied != int64(len(ids))+1 || st.Stale != 1 || st.AckErrors != 0 || st.DroppedMessages != 0 {
 		t.Fatalf("command stats = %+v", st)
@@ -299,7 +291,7 @@ func testFleetProtocol(t *testing.T, mode SubscriptionMode) {
 	if err := f.Flush(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every burst heartbeat", backend.count(func() int {
+	testinfra.Eventually(t, waitTimeout, backend.count(func() int {
 		total := 0
 		for _, hbs := range backend.heartbeats {
 			total += len(hbs)
@@ -308,7 +300,7 @@ func testFleetProtocol(t *testing.T, mode SubscriptionMode) {
 			return 1
 		}
 		return 0
-	}))
+	}), "every burst heartbeat")
 	backend.mu.Lock()
 	defer backend.mu.Unlock()
 	for _, id := range ids {
