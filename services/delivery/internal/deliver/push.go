@@ -64,6 +64,7 @@ func NewPusher(resolver Resolver, injector Injector, publisher CommandPublisher,
 // whose credentials fail are skipped (and logged); the rest are pushed. An error (wrapping
 // ErrInvalidRequest for an unusable event, else ErrUnavailable) means the fan-out did not complete and
 // should be redone; a vanished environment or host is not an error (there is no one to push to).
+// ev must be a valid event (protocol.ConfigChanged.Validate; the events consumer decodes and checks it).
 func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResult, error) {
 	var res PushResult
 	req, err := p.batchRequest(ev)
@@ -93,9 +94,6 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 }
 
 func (p *Pusher) batchRequest(ev protocol.ConfigChanged) (protocol.ResolveBatchRequest, error) {
-	if ev.EnvironmentID == "" || ev.ConfigType == "" {
-		return protocol.ResolveBatchRequest{}, fmt.Errorf("%w: event without environment_id or config_type", ErrInvalidRequest)
-	}
 	since := p.opts.Now().Add(-p.opts.OnlineWindow).UTC()
 	req := protocol.ResolveBatchRequest{
 		EnvironmentID: ev.EnvironmentID,
@@ -106,12 +104,9 @@ func (p *Pusher) batchRequest(ev protocol.ConfigChanged) (protocol.ResolveBatchR
 	switch ev.Scope {
 	case protocol.ScopeEnvironment:
 	case protocol.ScopeHost:
-		if ev.HostID == "" {
-			return protocol.ResolveBatchRequest{}, fmt.Errorf("%w: host event without host_id", ErrInvalidRequest)
-		}
 		req.HostIDs = []string{ev.HostID}
-	default:
-		return protocol.ResolveBatchRequest{}, fmt.Errorf("%w: unknown scope %q", ErrInvalidRequest, ev.Scope)
+	default: // unreachable for a decoded event (protocol.ConfigChanged.Validate checked it)
+		return protocol.ResolveBatchRequest{}, fmt.Errorf("%w: unknown scope", ErrInvalidRequest)
 	}
 	return req, nil
 }

@@ -37,7 +37,8 @@ func decodeFetchRequest(subject string, data []byte) (string, error) {
 	return token, nil
 }
 
-// decodeConfigChanged validates a config-change event.
+// decodeConfigChanged decodes a config-change event and validates it (protocol.ConfigChanged.Validate,
+// the one check of an event); the Pusher relies on that.
 func decodeConfigChanged(data []byte) (protocol.ConfigChanged, error) {
 	if len(data) > maxEventBytes {
 		return protocol.ConfigChanged{}, fmt.Errorf("%w: event larger than %d bytes", deliver.ErrInvalidRequest, maxEventBytes)
@@ -46,19 +47,8 @@ func decodeConfigChanged(data []byte) (protocol.ConfigChanged, error) {
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return protocol.ConfigChanged{}, fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, natsrpc.JSONErrorKind(err))
 	}
-	switch {
-	case ev.EventID == "":
-		return protocol.ConfigChanged{}, fmt.Errorf("%w: event_id is required", deliver.ErrInvalidRequest)
-	case ev.Scope != protocol.ScopeEnvironment && ev.Scope != protocol.ScopeHost:
-		return protocol.ConfigChanged{}, fmt.Errorf("%w: unknown scope", deliver.ErrInvalidRequest)
-	case ev.EnvironmentID == "":
-		return protocol.ConfigChanged{}, fmt.Errorf("%w: environment_id is required", deliver.ErrInvalidRequest)
-	case ev.Scope == protocol.ScopeHost && ev.HostID == "":
-		return protocol.ConfigChanged{}, fmt.Errorf("%w: host_id is required for a host event", deliver.ErrInvalidRequest)
-	case !protocol.ValidConfigTypeName(ev.ConfigType):
-		return protocol.ConfigChanged{}, fmt.Errorf("%w: invalid config_type", deliver.ErrInvalidRequest)
-	case ev.Version < 0:
-		return protocol.ConfigChanged{}, fmt.Errorf("%w: negative version", deliver.ErrInvalidRequest)
+	if err := ev.Validate(); err != nil {
+		return protocol.ConfigChanged{}, fmt.Errorf("%w: %v", deliver.ErrInvalidRequest, err)
 	}
 	return ev, nil
 }
