@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -104,9 +103,7 @@ func (a *fakeAgent) heartbeat(t testing.TB, hash string, versions map[string]int
 func (a *fakeAgent) fetch(t testing.TB) protocol.FetchReply {
 	t.Helper()
 	req, _ := json.Marshal(protocol.FetchRequest{AgentID: a.id})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	msg, err := a.nc.RequestWithContext(ctx, protocol.FetchSubject(a.id), req)
+	msg, err := testinfra.RequestAsAgent(a.nc, a.id, protocol.FetchSubject(a.id), req, 10*time.Second)
 	if err != nil {
 		t.Fatalf("fetch as %s: %v", a.id, err)
 	}

@@ -135,7 +135,14 @@ func TestHostileNATSInput(t *testing.T) {
 	for _, r := range requests {
 		t.Run("request "+r.subject, func(t *testing.T) {
 			for _, p := range r.bodies {
-				msg, err := requester(r.subject).Request(r.subject, p.data, 5*time.Second)
+				var msg *nats.Msg
+				var err error
+				if id, ok := protocol.AgentIDFromSubject(r.subject); ok {
+					// Delivery answers a fetch only on the agent's own inbox.
+					msg, err = testinfra.RequestAsAgent(s.nc, id, r.subject, p.data, 5*time.Second)
+				} else {
+					msg, err = requester(r.subject).Request(r.subject, p.data, 5*time.Second)
+				}
 				if err != nil {
 					t.Errorf("%s: no answer: %v", p.name, err)
 					continue

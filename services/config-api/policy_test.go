@@ -14,6 +14,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 	configapi "github.com/configsync/configsync/services/config-api"
 	"github.com/configsync/configsync/services/delivery"
 )
@@ -53,7 +54,7 @@ func (h *harness) startDelivery() {
 func (h *harness) fetch(agentID string) protocol.FetchReply {
 	h.t.Helper()
 	data, _ := json.Marshal(protocol.FetchRequest{AgentID: agentID})
-	msg, err := h.nc.Request(protocol.FetchSubject(agentID), data, 15*time.Second)
+	msg, err := testinfra.RequestAsAgent(h.nc, agentID, protocol.FetchSubject(agentID), data, 15*time.Second)
 	if err != nil {
 		h.t.Fatalf("fetch %s: %v", agentID, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 const benchFleet = 10000
@@ -42,7 +43,7 @@ func BenchmarkFetchBurst(b *testing.B) {
 				time.Sleep(time.Duration(rand.Int64N(int64(5 * time.Second))))
 				data, _ := json.Marshal(protocol.FetchRequest{AgentID: h.agent})
 				t0 := time.Now()
-				msg, err := s.nc.Request(protocol.FetchSubject(h.agent), data, 10*time.Second)
+				msg, err := testinfra.RequestAsAgent(s.nc, h.agent, protocol.FetchSubject(h.agent), data, 10*time.Second)
 				d := time.Since(t0)
 				var r protocol.FetchReply
 				if err != nil || json.Unmarshal(msg.Data, &r) != nil || r.Error != nil || len(r.TypeErrors) != 0 || len(r.Configs) != 4 {

@@ -167,13 +167,60 @@ func TestFetchRefusals(t *testing.T) {
 	if r := s.fetch(t, "agent-nobody", "agent-nobody"); r.Error == nil || r.Error.Code != protocol.CodeNotFound {
 		t.Errorf("unknown agent: %+v", r)
 	}
-	msg, err := s.nc.Request(protocol.FetchSubject(s.hosts[0].agent), []byte(`{"agent_id":`), 10*time.Second)
+	msg, err := testinfra.RequestAsAgent(s.nc, s.hosts[0].agent, protocol.FetchSubject(s.hosts[0].agent), []byte(`{"agent_id":`), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r protocol.FetchReply
 	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Error == nil || r.Error.Code != protocol.CodeInvalidRequest {
 		t.Errorf("malformed request: %s", msg.Data)
+	}
+}
+
+// A fetch whose reply subject is not the asking agent's own inbox is dropped unanswered (and counted):
+// an agent cannot make delivery write a config reply into a stream, another agent's inbox or any other
+// subject of its choosing.
+func TestFetchAnsweredOnlyOnTheAgentsInbox(t *testing.T) {
+	s := newStack(t, 2)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+	agent := s.hosts[0].agent
+	targets := []string{
+		protocol.ConfigChangedSubject,
+		protocol.CommandSubject(s.hosts[1].agent),
+		protocol.InboxPrefix(s.hosts[1].agent) + ".stolen",
+		"_INBOX.unrelated",
+		protocol.InboxPrefix(agent) + "x.lookalike", // a prefix of the agent's id is not its inbox
+	}
+	spy, err := s.nc.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = spy.Unsubscribe() }()
+	data, _ := json.Marshal(protocol.FetchRequest{AgentID: agent})
+	for _, reply := range targets {
+		if err := s.nc.PublishRequest(protocol.FetchSubject(agent), reply, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A fetch on the agent's own inbox, sent after them, is answered: by then the others were handled.
+	if r := s.fetch(t, agent, agent); r.Error != nil {
+		t.Fatalf("fetch on the agent's own inbox: %+v", r.Error)
+	}
+	if n := s.logs.FilterMessage("request dropped: reply subject not allowed").Len(); n != len(targets) {
+		t.Errorf("%d fetches dropped for their reply subject, want %d", n, len(targets))
+	}
+	for {
+		msg, err := spy.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		for _, target := range targets {
+			if msg.Subject == target {
+				t.Errorf("delivery answered a fetch on %s", target)
+			}
+		}
 	}
 }
 
@@ -255,7 +302,7 @@ func TestFetchBurst(t *testing.T) {
 	for _, h := range s.hosts {
 		wg.Go(func() {
 			data, _ := json.Marshal(protocol.FetchRequest{AgentID: h.agent})
-			msg, err := s.nc.Request(protocol.FetchSubject(h.agent), data, 30*time.Second)
+			msg, err := testinfra.RequestAsAgent(s.nc, h.agent, protocol.FetchSubject(h.agent), data, 30*time.Second)
 			if err != nil {
 				errs <- h.agent + ": " + err.Error()
 				return

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // Fetches arriving together are answered in batches (one resolver request, one injection per
@@ -81,7 +82,7 @@ func TestConcurrentFetchesGetTheirOwnAnswers(t *testing.T) {
 // fetchCode fetches as the agent does; an error reply must carry the same code in its header.
 func fetchCode(t *testing.T, s *stack, subjectAgent, payloadAgent string) protocol.FetchReply {
 	data, _ := json.Marshal(protocol.FetchRequest{AgentID: payloadAgent})
-	msg, err := s.nc.Request(protocol.FetchSubject(subjectAgent), data, 30*time.Second)
+	msg, err := testinfra.RequestAsAgent(s.nc, subjectAgent, protocol.FetchSubject(subjectAgent), data, 30*time.Second)
 	if err != nil {
 		t.Errorf("fetch %s: %v", subjectAgent, err)
 		return protocol.FetchReply{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // oversized is a JSON object of about n bytes whose only member is padding.
@@ -41,7 +42,7 @@ func TestMalformedFetchRequestsAreRefused(t *testing.T) {
 		"agent_id of wrong case": []byte(`{"Agent_ID":7}`),
 	} {
 		t.Run(name, func(t *testing.T) {
-			msg, err := s.nc.Request(protocol.FetchSubject(agent), body, 15*time.Second)
+			msg, err := testinfra.RequestAsAgent(s.nc, agent, protocol.FetchSubject(agent), body, 15*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

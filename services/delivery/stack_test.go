@@ -288,7 +288,7 @@ func (s *stack) eventsSettled(t testing.TB) {
 func (s *stack) fetch(t testing.TB, subjectAgent, payloadAgent string) protocol.FetchReply {
 	t.Helper()
 	data, _ := json.Marshal(protocol.FetchRequest{AgentID: payloadAgent})
-	msg, err := s.nc.Request(protocol.FetchSubject(subjectAgent), data, 15*time.Second)
+	msg, err := testinfra.RequestAsAgent(s.nc, subjectAgent, protocol.FetchSubject(subjectAgent), data, 15*time.Second)
 	if err != nil {
 		t.Fatalf("fetch %s: %v", subjectAgent, err)
 	}

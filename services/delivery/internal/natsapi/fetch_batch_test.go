@@ -116,7 +116,7 @@ func startFetchServer(t *testing.T, r *gatedResolver, opts FetchOptions) fetchSe
 // fetchAsync sends agent's fetch and returns where its reply will arrive.
 func (f fetchServerFixture) fetchAsync(t *testing.T, agent string) <-chan *nats.Msg {
 	t.Helper()
-	inbox := nats.NewInbox()
+	inbox := protocol.InboxPrefix(agent) + "." + nats.NewInbox()[len("_INBOX."):]
 	ch := make(chan *nats.Msg, 1)
 	sub, err := f.client.ChanSubscribe(inbox, ch)
 	if err != nil {

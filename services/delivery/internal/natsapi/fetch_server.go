@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,6 +59,8 @@ type FetchServer struct {
 	mu      sync.Mutex
 	srv     *natsrpc.Server
 	batcher *natsrpc.Batcher
+
+	refusedReplies atomic.Int64
 }
 
 // NewFetchServer returns a server answering with fetcher.
@@ -95,6 +99,7 @@ func (s *FetchServer) Start(nc *nats.Conn) error {
 		},
 		RequestTimeout: s.opts.Timeout,
 		MapError:       func(_ string, err error) *protocol.Error { return fetchError(err) },
+		AllowReply:     s.allowReply,
 	}, s.log)
 	batcher := natsrpc.NewBatcher(natsrpc.BatchOptions{
 		Workers:   s.opts.Workers,
@@ -209,3 +214,19 @@ func fetchError(err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeUnavailable, "configs are unavailable, retry later")
 	}
 }
+
+// allowReply answers a fetch only on the asking agent's own inbox prefix (_INBOX.<agent_id>.), the only
+// inbox its NATS user may read. Any other reply subject would let an agent make delivery write a config
+// reply of up to the max payload into a subject of its choosing (a JetStream stream, another agent's
+// subjects): such a fetch is dropped unanswered and counted.
+func (s *FetchServer) allowReply(subject, reply string) bool {
+	if agent, ok := protocol.AgentIDFromSubject(subject); ok && strings.HasPrefix(reply, protocol.InboxPrefix(agent)+".") {
+		return true
+	}
+	s.refusedReplies.Add(1)
+	return false
+}
+
+// RefusedReplies is how many fetches were dropped because their reply subject was not the agent's own
+// inbox.
+func (s *FetchServer) RefusedReplies() int64 { return s.refusedReplies.Load() }

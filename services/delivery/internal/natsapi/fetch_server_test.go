@@ -41,7 +41,7 @@ func TestConcurrentRefusedFetches(t *testing.T) {
 				body = []byte(`{"agent_id":"someone-else"}`)
 			}
 			// The bound only guards a hung test; nothing asserts on timing.
-			msg, err := client.Request(protocol.FetchSubject(agent), body, 30*time.Second)
+			msg, err := testinfra.RequestAsAgent(client, agent, protocol.FetchSubject(agent), body, 30*time.Second)
 			if err != nil {
 				errs <- err.Error()
 				return

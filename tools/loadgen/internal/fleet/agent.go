@@ -17,8 +17,9 @@ import (
 // Agent is one simulated agent: its identity, the connection it publishes on, and the state a real
 // agent keeps (the config cache it hashes into heartbeats, the versions it refuses to go back from).
 type Agent struct {
-	ID   string
-	conn *nats.Conn
+	ID      string
+	conn    *nats.Conn
+	replies *replyMux // fetch replies on this agent's own inbox prefix
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -35,8 +36,8 @@ type Receipt struct {
 	At      time.Time
 }
 
-func newAgent(id string, conn *nats.Conn) *Agent {
-	return &Agent{ID: id, conn: conn, entries: map[string]*entry{}, deleted: map[string]int64{}, receipts: map[string]Receipt{}}
+func newAgent(id string, conn *nats.Conn, replies *replyMux) *Agent {
+	return &Agent{ID: id, conn: conn, replies: replies, entries: map[string]*entry{}, deleted: map[string]int64{}, receipts: map[string]Receipt{}}
 }
 
 // versionLocked is the newest version the agent holds for a type, cached or deleted.

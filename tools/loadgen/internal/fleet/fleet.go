@@ -72,13 +72,14 @@ type Config struct {
 
 // Fleet is a set of simulated agents and the connections they share.
 type Fleet struct {
-	cfg    Config
-	conns  []*nats.Conn
-	agents []*Agent
-	router *Router
-	table  *entryTable
-	cmdCh  []chan *nats.Msg
-	subs   []*nats.Subscription
+	cfg     Config
+	conns   []*nats.Conn
+	replies []*replyMux // one per connection
+	agents  []*Agent
+	router  *Router
+	table   *entryTable
+	cmdCh   []chan *nats.Msg
+	subs    []*nats.Subscription
 
 	fetchLatency latency.Recorder
 	counters     counters
@@ -149,10 +150,16 @@ func New(cfg Config, agentIDs []string) (*Fleet, error) {
 			return nil, fmt.Errorf("fleet: connect %d/%d to %s: %w", i+1, cfg.Conns, cfg.URL, err)
 		}
 		f.conns = append(f.conns, nc)
+		mux, err := newReplyMux(nc)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("fleet: subscribe replies on connection %d: %w", i+1, err)
+		}
+		f.replies = append(f.replies, mux)
 	}
 	f.agents = make([]*Agent, len(agentIDs))
 	for i, id := range agentIDs {
-		f.agents[i] = newAgent(id, f.conns[i%len(f.conns)])
+		f.agents[i] = newAgent(id, f.conns[i%len(f.conns)], f.replies[i%len(f.replies)])
 	}
 	f.router = NewRouter(f.agents)
 	return f, nil
@@ -290,7 +297,7 @@ func (f *Fleet) fetch(a *Agent) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.FetchTimeout)
 	defer cancel()
 	start := time.Now()
-	msg, err := a.conn.RequestWithContext(ctx, protocol.FetchSubject(a.ID), req)
+	msg, err := a.replies.request(ctx, a.ID, protocol.FetchSubject(a.ID), req)
 	elapsed := time.Since(start)
 	if err != nil {
 		f.fetchFailed(fetchErrorKind(err))
@@ -510,6 +517,9 @@ func (f *Fleet) Close() {
 	}
 	for _, s := range f.subs {
 		_ = s.Unsubscribe()
+	}
+	for _, m := range f.replies {
+		m.close()
 	}
 	for _, nc := range f.conns {
 		_ = nc.FlushTimeout(5 * time.Second)

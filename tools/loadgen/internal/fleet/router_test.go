@@ -3,7 +3,7 @@ package fleet
 import "testing"
 
 func TestRouterDemultiplexesByLastToken(t *testing.T) {
-	a, b := newAgent("agent-a", nil), newAgent("agent_b-2", nil)
+	a, b := newAgent("agent-a", nil, nil), newAgent("agent_b-2", nil, nil)
 	r := NewRouter([]*Agent{a, b})
 	if r.Len() != 2 {
 		t.Fatalf("Len = %d", r.Len())
@@ -32,7 +32,7 @@ func TestRouterDemultiplexesByLastToken(t *testing.T) {
 func TestRouterIsSafeForConcurrentLookups(t *testing.T) {
 	agents := make([]*Agent, 100)
 	for i := range agents {
-		agents[i] = newAgent("a"+string(rune('A'+i%26))+string(rune('a'+i/26)), nil)
+		agents[i] = newAgent("a"+string(rune('A'+i%26))+string(rune('a'+i/26)), nil, nil)
 	}
 	r := NewRouter(agents)
 	done := make(chan struct{})

@@ -1,0 +1,81 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/configsync/configsync/libs/protocol"
+	"github.com/nats-io/nats.go"
+)
+
+// replyMux lets the agents multiplexed on one connection each receive fetch replies on their own inbox
+// prefix (_INBOX.<agent_id>.), as a real agent does: delivery answers a fetch only there. One wildcard
+// subscription per connection routes every reply to the request waiting for it.
+type replyMux struct {
+	nc   *nats.Conn
+	tag  string // unique per connection, so two loadgen processes never read each other's replies
+	next atomic.Uint64
+
+	mu      sync.Mutex
+	waiting map[string]chan *nats.Msg
+	sub     *nats.Subscription
+}
+
+func newReplyMux(nc *nats.Conn) (*replyMux, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	m := &replyMux{nc: nc, tag: "lg" + hex.EncodeToString(b[:]), waiting: map[string]chan *nats.Msg{}}
+	sub, err := nc.Subscribe("_INBOX.*."+m.tag+".*", m.deliver)
+	if err != nil {
+		return nil, err
+	}
+	m.sub = sub
+	return m, nil
+}
+
+func (m *replyMux) deliver(msg *nats.Msg) {
+	token := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+	m.mu.Lock()
+	ch := m.waiting[token]
+	delete(m.waiting, token)
+	m.mu.Unlock()
+	if ch != nil {
+		ch <- msg
+	}
+}
+
+// request publishes data on subject with a reply inbox under agentID's prefix and waits for the answer.
+func (m *replyMux) request(ctx context.Context, agentID, subject string, data []byte) (*nats.Msg, error) {
+	token := strconv.FormatUint(m.next.Add(1), 36)
+	ch := make(chan *nats.Msg, 1)
+	m.mu.Lock()
+	m.waiting[token] = ch
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.waiting, token)
+		m.mu.Unlock()
+	}()
+	if err := m.nc.PublishRequest(subject, protocol.InboxPrefix(agentID)+"."+m.tag+"."+token, data); err != nil {
+		return nil, err
+	}
+	select {
+	case msg := <-ch:
+		// The server answers a request nobody subscribes to with a status-only message.
+		if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+			return nil, nats.ErrNoResponders
+		}
+		return msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (m *replyMux) close() { _ = m.sub.Unsubscribe() }
