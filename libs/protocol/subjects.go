@@ -26,6 +26,11 @@ const (
 
 	// Queue group the delivery replicas share for agent fetches.
 	DeliveryQueueGroup = "configsync-delivery"
+
+	// RepairSubject carries RepairRequests from ack-ingest (which sees heartbeats behind the versions
+	// the hosts should hold) to delivery (the only service that publishes to agents). Core NATS, queue
+	// group DeliveryQueueGroup: a lost request is found again at a later heartbeat.
+	RepairSubject = "configsync.repair.request"
 )
 
 // Backend service endpoints (nats.go micro services).

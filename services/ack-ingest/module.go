@@ -37,6 +37,10 @@ type Config struct {
 	MaxRetryDelay time.Duration `env:"CONFIGSYNC_INGEST_MAX_RETRY_DELAY" default:"30s"`
 	// HostCacheSize bounds the agent_id -> host_id cache.
 	HostCacheSize int `env:"CONFIGSYNC_INGEST_HOST_CACHE_SIZE" default:"100000"`
+	// RepairBackoff is the wait before a repair of the same (host, type, version) is asked again,
+	// doubling per attempt up to RepairMaxBackoff (anti-entropy; the first repair is asked at once).
+	RepairBackoff    time.Duration `env:"CONFIGSYNC_REPAIR_BACKOFF" default:"30s"`
+	RepairMaxBackoff time.Duration `env:"CONFIGSYNC_REPAIR_MAX_BACKOFF" default:"30m"`
 }
 
 // Module runs the ack and heartbeat consumers for the app's lifetime.
@@ -62,13 +66,18 @@ var Module = fx.Module("ack-ingest",
 // Service is ack-ingest ready to be started.
 type Service struct {
 	consumers *natsapi.Consumers
+	ingester  *ingest.Ingester
+	entropy   *ingest.AntiEntropy
 }
 
 // New builds ack-ingest without fx: consumers on js writing to pool.
 func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger) *Service {
 	store := postgres.NewStore(pool)
-	ingester := ingest.NewIngester(store, ingest.NewHostDirectory(store, cfg.HostCacheSize), log)
-	return &Service{consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
+	entropy := ingest.NewAntiEntropy(store, natsapi.NewRepairPublisher(js.Conn()), ingest.RepairOptions{
+		Backoff: cfg.RepairBackoff, MaxBackoff: cfg.RepairMaxBackoff,
+	}, log)
+	ingester := ingest.NewIngester(store, ingest.NewHostDirectory(store, cfg.HostCacheSize), entropy, log)
+	return &Service{ingester: ingester, entropy: entropy, consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
 		BatchSize:     cfg.BatchSize,
 		BatchWait:     cfg.BatchWait,
 		Writers:       cfg.Writers,
@@ -84,6 +93,23 @@ func (s *Service) Start() { s.consumers.Start() }
 
 // Stop stops pulling and waits for the batches in hand to be written and settled until ctx is done.
 func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
+
+// Stats counts what ack-ingest dropped and repaired since start.
+type Stats struct {
+	// RevokedAcks and RevokedHeartbeats: records of revoked hosts dropped, never stored.
+	RevokedAcks, RevokedHeartbeats int64
+	// Repairs: (host, type) repairs asked of delivery; RepairsBackedOff: gaps left alone because the
+	// last repair of that version is too recent; RepairsRefused: gaps at a version the agent acked
+	// failed (deferred by the backoff); RepairsClosed: repairs closed by a heartbeat at the version.
+	Repairs, RepairsBackedOff, RepairsRefused, RepairsClosed int64
+}
+
+// Stats returns the counters.
+func (s *Service) Stats() Stats {
+	d, r := s.ingester.Drops(), s.entropy.Stats()
+	return Stats{RevokedAcks: d.RevokedAcks, RevokedHeartbeats: d.RevokedHeartbeats,
+		Repairs: r.Requested, RepairsBackedOff: r.BackedOff, RepairsRefused: r.Refused, RepairsClosed: r.Closed}
+}
 
 // Ready reports whether both consumers are running.
 func (s *Service) Ready(ctx context.Context) error { return s.consumers.Ready(ctx) }

@@ -21,8 +21,11 @@ type Ack struct {
 	// Error is the agent's failure text (empty when applied).
 	Error     string
 	AppliedAt time.Time
-	// ReceivedAt is when the message broker stored the ack; it orders two acks of the same version.
+	// ReceivedAt is when the message broker stored the ack.
 	ReceivedAt time.Time
+	// Seq is the ack's sequence in the ack stream: of two acks of the same version, the later one sent
+	// has the higher sequence, and it is the one kept.
+	Seq uint64
 }
 
 // Heartbeat is one validated heartbeat.
@@ -35,6 +38,8 @@ type Heartbeat struct {
 	ConfigHash     string
 	ConfigVersion  int64
 	ConfigVersions map[string]int64
+	// HeartbeatInterval is the period the agent reports it heartbeats at (0: not reported).
+	HeartbeatInterval time.Duration
 }
 
 // ApplyStatus is the row written for one (host, config type).
@@ -63,6 +68,17 @@ type Store interface {
 	UpsertApplyStatuses(ctx context.Context, rows []ApplyStatus) error
 	// UpdateHeartbeats writes rows (unique and sorted by host); last_heartbeat_at never moves backwards.
 	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) error
+	// InactiveHosts returns which of hostIDs are revoked or no longer exist.
+	InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error)
+	// HostLayerVersions returns, for each existing host of hostIDs (a missing one is gone), whether it
+	// is revoked, the versions
+	// of its config rows at both levels and its open repairs (anti-entropy; no config data is read).
+	HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]*HostLayers, error)
+	// FailedApplies returns the versions each of hostIDs acked "failed", by host and type.
+	FailedApplies(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]map[string]int64, error)
+	// UpsertRepairs records repairs (sorted by host and type); DeleteRepairs closes them.
+	UpsertRepairs(ctx context.Context, rows []Repair) error
+	DeleteRepairs(ctx context.Context, keys []RepairKey) error
 }
 
 // Outcome tells the transport what to do with one received record.
@@ -73,7 +89,7 @@ const (
 	Done Outcome = iota
 	// Retry: not written because of a transient failure; redeliver it later.
 	Retry
-	// Drop: can never be written (unknown agent, refused by the database); terminate it.
+	// Drop: can never be written (unknown or revoked agent, refused by the database); terminate it.
 	Drop
 )
 

@@ -22,6 +22,7 @@ type fakeStore struct {
 	applied [][]ApplyStatus
 	beats   [][]HostHeartbeat
 	refuse  map[string]bool
+	revoked map[uuid.UUID]bool
 	fail    error
 }
 
@@ -79,14 +80,48 @@ func (s *fakeStore) UpdateHeartbeats(_ context.Context, rows []HostHeartbeat) er
 	return nil
 }
 
+func (s *fakeStore) InactiveHosts(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	out := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		if s.revoked[id] {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) HostLayerVersions(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*HostLayers, error) {
+	revoked, err := s.InactiveHosts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uuid.UUID]*HostLayers{}
+	for _, id := range ids {
+		out[id] = &HostLayers{Revoked: revoked[id]}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) FailedApplies(context.Context, []uuid.UUID) (map[uuid.UUID]map[string]int64, error) {
+	return nil, nil
+}
+func (s *fakeStore) UpsertRepairs(context.Context, []Repair) error    { return nil }
+func (s *fakeStore) DeleteRepairs(context.Context, []RepairKey) error { return nil }
+
 func newTestIngester(s *fakeStore) *Ingester {
-	return NewIngester(s, NewHostDirectory(s, 100), zap.NewNop())
+	return NewIngester(s, NewHostDirectory(s, 100), nil, zap.NewNop())
 }
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func ack(agent, typ string, version int64, status string, at time.Duration) Ack {
-	return Ack{AgentID: agent, ConfigType: typ, Version: version, Status: status, AppliedAt: t0.Add(at), ReceivedAt: t0.Add(at)}
+	return Ack{AgentID: agent, ConfigType: typ, Version: version, Status: status, AppliedAt: t0.Add(at), ReceivedAt: t0.Add(at),
+		Seq: uint64(at/time.Millisecond) + 1}
 }
 
 func TestIngestAcksKeepsNewestPerKey(t *testing.T) {

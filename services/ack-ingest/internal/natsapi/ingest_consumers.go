@@ -106,6 +106,7 @@ func (c *Consumers) processAcks(ctx context.Context, msgs []jetstream.Msg) {
 			c.acks.terminate(m, err)
 			continue
 		}
+		a.Seq = streamSeq(m)
 		acks = append(acks, a)
 		kept = append(kept, m)
 	}

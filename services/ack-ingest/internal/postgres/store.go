@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 	"github.com/configsync/configsync/services/ack-ingest/internal/postgres/sqlcdb"
 )
@@ -54,6 +55,7 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 		Statuses:    make([]string, len(rows)),
 		Errors:      make([]string, len(rows)),
 		AppliedAts:  make([]time.Time, len(rows)),
+		AckSeqs:     make([]int64, len(rows)),
 	}
 	for i, r := range rows {
 		p.HostIds[i] = r.HostID
@@ -62,6 +64,7 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 		p.Statuses[i] = r.Status
 		p.Errors[i] = r.Error
 		p.AppliedAts[i] = r.AppliedAt
+		p.AckSeqs[i] = int64(r.Seq)
 	}
 	if _, err := s.q.UpsertApplyStatuses(ctx, p); err != nil {
 		return fmt.Errorf("postgres: upsert apply statuses: %w", classify(err))
@@ -75,12 +78,13 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		return nil
 	}
 	p := sqlcdb.UpdateHeartbeatsParams{
-		HostIds:             make([]uuid.UUID, len(rows)),
-		AgentVersions:       make([]string, len(rows)),
-		ConfigHashes:        make([]string, len(rows)),
-		ConfigVersionValues: make([]int64, len(rows)),
-		ConfigVersionsJson:  make([][]byte, len(rows)),
-		ReceivedAts:         make([]time.Time, len(rows)),
+		HostIds:              make([]uuid.UUID, len(rows)),
+		AgentVersions:        make([]string, len(rows)),
+		ConfigHashes:         make([]string, len(rows)),
+		ConfigVersionValues:  make([]int64, len(rows)),
+		ConfigVersionsJson:   make([][]byte, len(rows)),
+		ReceivedAts:          make([]time.Time, len(rows)),
+		HeartbeatIntervalsMs: make([]int64, len(rows)),
 	}
 	for i, r := range rows {
 		versions := r.ConfigVersions
@@ -97,9 +101,120 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		p.ConfigVersionValues[i] = r.ConfigVersion
 		p.ConfigVersionsJson[i] = js
 		p.ReceivedAts[i] = r.ReceivedAt
+		p.HeartbeatIntervalsMs[i] = r.HeartbeatInterval.Milliseconds()
 	}
 	if _, err := s.q.UpdateHeartbeats(ctx, p); err != nil {
 		return fmt.Errorf("postgres: update heartbeats: %w", classify(err))
+	}
+	return nil
+}
+
+// InactiveHosts implements ingest.Store.
+func (s *Store) InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
+	ids, err := s.q.InactiveHostIDs(ctx, hostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inactive hosts: %w", classify(err))
+	}
+	out := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// HostLayerVersions implements ingest.Store.
+func (s *Store) HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]*ingest.HostLayers, error) {
+	rows, err := s.q.HostLayerVersions(ctx, hostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: host layer versions: %w", classify(err))
+	}
+	out := make(map[uuid.UUID]*ingest.HostLayers, len(hostIDs))
+	envOf := make(map[uuid.UUID]uuid.UUID, len(hostIDs))
+	envs := map[uuid.UUID]map[string]agentconfig.LayerState{}
+	for _, r := range rows {
+		if r.Level == "host" {
+			out[r.HostID] = &ingest.HostLayers{Revoked: r.Flag}
+			envOf[r.HostID] = r.EnvironmentID
+		}
+	}
+	for _, r := range rows {
+		switch r.Level {
+		case "override":
+			if l := out[r.HostID]; l != nil {
+				if l.Host == nil {
+					l.Host = map[string]agentconfig.LayerState{}
+				}
+				l.Host[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+			}
+		case "environment":
+			m := envs[r.EnvironmentID]
+			if m == nil {
+				m = map[string]agentconfig.LayerState{}
+				envs[r.EnvironmentID] = m
+			}
+			m[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+		case "repair":
+			if l := out[r.HostID]; l != nil {
+				if l.Repairs == nil {
+					l.Repairs = map[string]ingest.OpenRepair{}
+				}
+				var next time.Time
+				if r.NextAt != nil {
+					next = *r.NextAt
+				}
+				l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
+			}
+		}
+	}
+	for id, l := range out {
+		l.Environment = envs[envOf[id]] // shared, read-only
+	}
+	return out, nil
+}
+
+// FailedApplies implements ingest.Store.
+func (s *Store) FailedApplies(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]map[string]int64, error) {
+	rows, err := s.q.FailedApplies(ctx, hostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: failed applies: %w", classify(err))
+	}
+	out := map[uuid.UUID]map[string]int64{}
+	for _, r := range rows {
+		if out[r.HostID] == nil {
+			out[r.HostID] = map[string]int64{}
+		}
+		out[r.HostID][r.ConfigType] = r.Version
+	}
+	return out, nil
+}
+
+// UpsertRepairs implements ingest.Store.
+func (s *Store) UpsertRepairs(ctx context.Context, rows []ingest.Repair) error {
+	p := sqlcdb.UpsertRepairsParams{
+		HostIds:     make([]uuid.UUID, len(rows)),
+		ConfigTypes: make([]string, len(rows)),
+		Versions:    make([]int64, len(rows)),
+		Attempts:    make([]int32, len(rows)),
+		NextAts:     make([]time.Time, len(rows)),
+	}
+	for i, r := range rows {
+		p.HostIds[i], p.ConfigTypes[i], p.Versions[i] = r.HostID, r.ConfigType, r.Version
+		p.Attempts[i], p.NextAts[i] = int32(min(r.Attempts, 1<<30)), r.NextAt
+	}
+	if err := s.q.UpsertRepairs(ctx, p); err != nil {
+		return fmt.Errorf("postgres: upsert repairs: %w", classify(err))
+	}
+	return nil
+}
+
+// DeleteRepairs implements ingest.Store.
+func (s *Store) DeleteRepairs(ctx context.Context, keys []ingest.RepairKey) error {
+	p := sqlcdb.DeleteRepairsParams{HostIds: make([]uuid.UUID, len(keys)), ConfigTypes: make([]string, len(keys))}
+	for i, k := range keys {
+		p.HostIds[i], p.ConfigTypes[i] = k.HostID, k.ConfigType
+	}
+	if err := s.q.DeleteRepairs(ctx, p); err != nil {
+		return fmt.Errorf("postgres: delete repairs: %w", classify(err))
 	}
 	return nil
 }

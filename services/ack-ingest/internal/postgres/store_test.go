@@ -149,10 +149,10 @@ func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
 
 func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 	pool := testinfra.Postgres(t)
-	seedHosts(t, pool, 1)
-	// A host id that does not exist violates the foreign key: the rows are at fault, not the database.
-	err := NewStore(pool).UpsertApplyStatuses(context.Background(), []ingest.ApplyStatus{{HostID: uuid.New(),
-		Ack: ingest.Ack{AgentID: "agent-0", ConfigType: "labels", Version: 1, Status: "applied", AppliedAt: t0}}})
+	// A status the table's CHECK refuses: the rows are at fault, not the database.
+	hosts := seedHosts(t, pool, 1)
+	err := NewStore(pool).UpsertApplyStatuses(context.Background(), []ingest.ApplyStatus{{HostID: hosts["agent-0"],
+		Ack: ingest.Ack{AgentID: "agent-0", ConfigType: "labels", Version: 1, Status: "bogus", AppliedAt: t0}}})
 	if !errors.Is(err, ingest.ErrRejected) {
 		t.Fatalf("err = %v, want ErrRejected", err)
 	}
