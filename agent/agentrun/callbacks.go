@@ -40,7 +40,9 @@ func (a *agent) registerCallbacks() {
 		a.sched.UpdateInterval(taskMetrics, orDefault(c.Metrics, defaultMetricsInterval))
 		a.sched.UpdateInterval(taskInventory, inventory)
 		a.sched.UpdateInterval(taskWatchFiles, inventory)
-		a.sched.UpdateInterval(taskHeartbeat, orDefault(c.Heartbeat, defaultHeartbeatInterval))
+		heartbeat := orDefault(c.Heartbeat, defaultHeartbeatInterval)
+		a.sched.UpdateInterval(taskHeartbeat, heartbeat)
+		a.heartbeatEvery.Store(heartbeat.Milliseconds())
 		a.sched.UpdateInterval(taskProcesses, orDefault(c.Processes, defaultProcessesInterval))
 		return nil
 	})

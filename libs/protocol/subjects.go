@@ -23,6 +23,9 @@ const (
 	// JetStream streams that keep acks and heartbeats across an ack-ingest restart.
 	AcksStream       = "CONFIGSYNC_ACKS"
 	HeartbeatsStream = "CONFIGSYNC_HEARTBEATS"
+	// HeartbeatsIngestDurable is ack-ingest's durable consumer of HeartbeatsStream; delivery reads its
+	// progress to tell whether stored heartbeats are current.
+	HeartbeatsIngestDurable = "configsync-ack-ingest-heartbeats"
 
 	// Queue group the delivery replicas share for agent fetches.
 	DeliveryQueueGroup = "configsync-delivery"

@@ -16,7 +16,7 @@ import (
 // between them.
 const (
 	AcksDurable       = "configsync-ack-ingest-acks"
-	HeartbeatsDurable = "configsync-ack-ingest-heartbeats"
+	HeartbeatsDurable = protocol.HeartbeatsIngestDurable
 )
 
 // Consumers runs the acks and heartbeats consumers.
