@@ -81,7 +81,7 @@ func newConvergence(t *testing.T, o convergenceOptions) *convergence {
 }
 
 func (c *convergence) startAckIngest() {
-	c.ingest = c.s.startAckIngestWith(func(cfg *ackingest.Config) { cfg.RepairBackoff = 2 * time.Second })
+	c.ingest = c.s.startAckIngestWith(func(cfg *ackingest.Config) { cfg.RepairBackoff, cfg.RepairGrace = 2*time.Second, time.Second })
 }
 
 func (c *convergence) waitHeartbeats() {

@@ -41,6 +41,9 @@ type Config struct {
 	// doubling per attempt up to RepairMaxBackoff (anti-entropy; the first repair is asked at once).
 	RepairBackoff    time.Duration `env:"CONFIGSYNC_REPAIR_BACKOFF" default:"30s"`
 	RepairMaxBackoff time.Duration `env:"CONFIGSYNC_REPAIR_MAX_BACKOFF" default:"30m"`
+	// RepairGrace: a heartbeat stored less than this after a config's last write is not counted behind
+	// on it (the push is on its way), so a push still in flight is not repaired as well.
+	RepairGrace time.Duration `env:"CONFIGSYNC_REPAIR_GRACE" default:"5s"`
 }
 
 // Module runs the ack and heartbeat consumers for the app's lifetime.
@@ -74,7 +77,7 @@ type Service struct {
 func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger) *Service {
 	store := postgres.NewStore(pool)
 	entropy := ingest.NewAntiEntropy(store, natsapi.NewRepairPublisher(js.Conn()), ingest.RepairOptions{
-		Backoff: cfg.RepairBackoff, MaxBackoff: cfg.RepairMaxBackoff,
+		Backoff: cfg.RepairBackoff, MaxBackoff: cfg.RepairMaxBackoff, Grace: cfg.RepairGrace,
 	}, log)
 	ingester := ingest.NewIngester(store, ingest.NewHostDirectory(store, cfg.HostCacheSize), entropy, log)
 	return &Service{ingester: ingester, entropy: entropy, consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{

@@ -70,6 +70,8 @@ WHERE NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id = v.id AND h.revoked_at IS NU
 --   'override'     the host's rows (host_id set; present false = tombstone);
 --   'environment'  its environment's rows, once per environment (environment_id set);
 --   'repair'       the open repairs of the host (config_repairs: version, attempts, next_at).
+-- Config rows carry when they were written (changed_at): a heartbeat stored before a write plus a
+-- grace cannot know of it, so it is not a gap yet (the push is on its way).
 -- agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
 -- follows too. Every access is an index lookup by key.
 WITH h AS MATERIALIZED (
@@ -78,21 +80,21 @@ WITH h AS MATERIALIZED (
     WHERE hs.id = ANY (@host_ids::uuid[])
 )
 SELECT 'host'::text AS level, h.id AS host_id, h.environment_id, ''::text AS config_type, 0::bigint AS version,
-       h.revoked::boolean AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at
+       h.revoked::boolean AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
 FROM h
 UNION ALL
 SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
-       hc.config_data IS NOT NULL, 0, NULL
+       hc.config_data IS NOT NULL, 0, NULL, hc.updated_at
 FROM host_configs hc
 WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h WHERE NOT revoked))
 UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
-       ec.config_data IS NOT NULL, 0, NULL
+       ec.config_data IS NOT NULL, 0, NULL, ec.updated_at
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h WHERE NOT revoked))
 UNION ALL
 SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
-       false, r.attempts, r.next_at
+       false, r.attempts, r.next_at, NULL
 FROM config_repairs r
 WHERE r.host_id = ANY (ARRAY(SELECT id FROM h WHERE NOT revoked));
 

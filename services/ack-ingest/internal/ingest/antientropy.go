@@ -22,6 +22,18 @@ type HostLayers struct {
 	Environment map[string]agentconfig.LayerState
 	Host        map[string]agentconfig.LayerState
 	Repairs     map[string]OpenRepair
+	// EnvironmentChanged and Changed are when the environment's and the host's rows were last
+	// written, by type.
+	EnvironmentChanged, Changed map[string]time.Time
+}
+
+// changedAt is when the newer of a type's two rows was last written.
+func (l *HostLayers) changedAt(t string) time.Time {
+	a, b := l.EnvironmentChanged[t], l.Changed[t]
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // OpenRepair is a repair already asked for one (host, type).
@@ -55,6 +67,9 @@ type RepairOptions struct {
 	// Backoff is the wait after the first repair of a (host, type, version) before the second; it
 	// doubles per attempt up to MaxBackoff. The first repair is asked at the first heartbeat behind.
 	Backoff, MaxBackoff time.Duration
+	// Grace: a heartbeat stored less than Grace after a type's last write is not behind on it yet
+	// (the push is on its way, or the heartbeat left before it arrived). 0 means 5 s; negative none.
+	Grace time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 }
@@ -95,6 +110,10 @@ func NewAntiEntropy(store Store, publisher RepairPublisher, opts RepairOptions, 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Grace == 0 {
+		opts.Grace = 5 * time.Second
+	}
+	opts.Grace = max(opts.Grace, 0)
 	return &AntiEntropy{store: store, publisher: publisher, opts: opts, log: log}
 }
 
@@ -121,13 +140,16 @@ type gap struct {
 // gaps returns the types of which a host reporting versions is behind: it holds an older version than
 // it should (or none), or it holds a type deleted since. A type it reports without any row at either
 // level cannot be repaired (there is no version to send) and is left to drift.
-func gaps(l *HostLayers, versions map[string]int64) []gap {
+func gaps(l *HostLayers, versions map[string]int64, reportedAt time.Time, grace time.Duration) []gap {
 	var out []gap
 	for _, t := range agentconfig.TypeNames() {
 		env, hasEnv := l.Environment[t]
 		host, hasHost := l.Host[t]
 		if !hasEnv && !hasHost {
 			continue
+		}
+		if reportedAt.Before(l.changedAt(t).Add(grace)) {
+			continue // reported before the agent could hold the last write
 		}
 		exp := agentconfig.Expected(env, host)
 		got, holds := versions[t]
@@ -157,7 +179,7 @@ func (a *AntiEntropy) Check(ctx context.Context, rows []HostHeartbeat, layers ma
 		if l == nil || l.Revoked {
 			continue
 		}
-		g := gaps(l, r.ConfigVersions)
+		g := gaps(l, r.ConfigVersions, r.ReceivedAt, a.opts.Grace)
 		if len(g) > 0 {
 			behind = append(behind, hostGaps{r, g})
 		}

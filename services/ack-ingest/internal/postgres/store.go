@@ -131,6 +131,7 @@ func (s *Store) HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map
 	out := make(map[uuid.UUID]*ingest.HostLayers, len(hostIDs))
 	envOf := make(map[uuid.UUID]uuid.UUID, len(hostIDs))
 	envs := map[uuid.UUID]map[string]agentconfig.LayerState{}
+	envChanged := map[uuid.UUID]map[string]time.Time{}
 	for _, r := range rows {
 		if r.Level == "host" {
 			out[r.HostID] = &ingest.HostLayers{Revoked: r.Flag}
@@ -145,6 +146,12 @@ func (s *Store) HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map
 					l.Host = map[string]agentconfig.LayerState{}
 				}
 				l.Host[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+				if r.ChangedAt != nil {
+					if l.Changed == nil {
+						l.Changed = map[string]time.Time{}
+					}
+					l.Changed[r.ConfigType] = *r.ChangedAt
+				}
 			}
 		case "environment":
 			m := envs[r.EnvironmentID]
@@ -153,6 +160,14 @@ func (s *Store) HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map
 				envs[r.EnvironmentID] = m
 			}
 			m[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+			if r.ChangedAt != nil {
+				ch := envChanged[r.EnvironmentID]
+				if ch == nil {
+					ch = map[string]time.Time{}
+					envChanged[r.EnvironmentID] = ch
+				}
+				ch[r.ConfigType] = *r.ChangedAt
+			}
 		case "repair":
 			if l := out[r.HostID]; l != nil {
 				if l.Repairs == nil {
@@ -168,6 +183,7 @@ func (s *Store) HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map
 	}
 	for id, l := range out {
 		l.Environment = envs[envOf[id]] // shared, read-only
+		l.EnvironmentChanged = envChanged[envOf[id]]
 	}
 	return out, nil
 }

@@ -72,21 +72,21 @@ WITH h AS MATERIALIZED (
     WHERE hs.id = ANY ($1::uuid[])
 )
 SELECT 'host'::text AS level, h.id AS host_id, h.environment_id, ''::text AS config_type, 0::bigint AS version,
-       h.revoked::boolean AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at
+       h.revoked::boolean AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
 FROM h
 UNION ALL
 SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
-       hc.config_data IS NOT NULL, 0, NULL
+       hc.config_data IS NOT NULL, 0, NULL, hc.updated_at
 FROM host_configs hc
 WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h WHERE NOT revoked))
 UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
-       ec.config_data IS NOT NULL, 0, NULL
+       ec.config_data IS NOT NULL, 0, NULL, ec.updated_at
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h WHERE NOT revoked))
 UNION ALL
 SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
-       false, r.attempts, r.next_at
+       false, r.attempts, r.next_at, NULL
 FROM config_repairs r
 WHERE r.host_id = ANY (ARRAY(SELECT id FROM h WHERE NOT revoked))
 `
@@ -100,6 +100,7 @@ type HostLayerVersionsRow struct {
 	Flag          bool
 	Attempts      int32
 	NextAt        *time.Time
+	ChangedAt     *time.Time
 }
 
 // Anti-entropy for one heartbeat batch, in one round trip: for the given hosts, the versions (and
@@ -110,6 +111,8 @@ type HostLayerVersionsRow struct {
 //	'environment'  its environment's rows, once per environment (environment_id set);
 //	'repair'       the open repairs of the host (config_repairs: version, attempts, next_at).
 //
+// Config rows carry when they were written (changed_at): a heartbeat stored before a write plus a
+// grace cannot know of it, so it is not a gap yet (the push is on its way).
 // agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
 // follows too. Every access is an index lookup by key.
 func (q *Queries) HostLayerVersions(ctx context.Context, hostIds []uuid.UUID) ([]HostLayerVersionsRow, error) {
@@ -130,6 +133,7 @@ func (q *Queries) HostLayerVersions(ctx context.Context, hostIds []uuid.UUID) ([
 			&i.Flag,
 			&i.Attempts,
 			&i.NextAt,
+			&i.ChangedAt,
 		); err != nil {
 			return nil, err
 		}
