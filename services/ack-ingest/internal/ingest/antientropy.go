@@ -130,6 +130,9 @@ func (a *AntiEntropy) backoff(attempt int) time.Duration {
 	return min(d, a.opts.MaxBackoff)
 }
 
+// typeNames are the registered config types (fixed at build time).
+var typeNames = agentconfig.TypeNames()
+
 // gap is one type a host reports behind what it should hold.
 type gap struct {
 	configType string
@@ -142,7 +145,7 @@ type gap struct {
 // level cannot be repaired (there is no version to send) and is left to drift.
 func gaps(l *HostLayers, versions map[string]int64, reportedAt time.Time, grace time.Duration) []gap {
 	var out []gap
-	for _, t := range agentconfig.TypeNames() {
+	for _, t := range typeNames {
 		env, hasEnv := l.Environment[t]
 		host, hasHost := l.Host[t]
 		if !hasEnv && !hasHost {
