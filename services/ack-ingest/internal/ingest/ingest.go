@@ -66,14 +66,12 @@ type Store interface {
 	// UpsertApplyStatuses writes rows (unique and sorted by host and type); a row never replaces a newer
 	// version.
 	UpsertApplyStatuses(ctx context.Context, rows []ApplyStatus) error
-	// UpdateHeartbeats writes rows (unique and sorted by host); last_heartbeat_at never moves backwards.
-	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) error
+	// UpdateHeartbeats writes rows (unique and sorted by host); last_heartbeat_at never moves backwards
+	// and revoked hosts are not written. It returns, for each host written, the versions of its config
+	// rows at both levels and its open repairs (anti-entropy; no config data is read).
+	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) (map[uuid.UUID]*HostLayers, error)
 	// InactiveHosts returns which of hostIDs are revoked or no longer exist.
 	InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error)
-	// HostLayerVersions returns, for each existing host of hostIDs (a missing one is gone), whether it
-	// is revoked, the versions
-	// of its config rows at both levels and its open repairs (anti-entropy; no config data is read).
-	HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]*HostLayers, error)
 	// FailedApplies returns the versions each of hostIDs acked "failed", by host and type.
 	FailedApplies(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]map[string]int64, error)
 	// UpsertRepairs records repairs (sorted by host and type); DeleteRepairs closes them.

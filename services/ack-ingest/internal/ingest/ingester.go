@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync/atomic"
 
@@ -148,48 +149,9 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 			winner[hostID] = i
 		}
 	}
-	// One read gives the revoked hosts (dropped, never stored) and, for anti-entropy, the versions each
-	// host should hold.
-	ids := make([]uuid.UUID, 0, len(winner))
-	for hostID := range winner {
-		ids = append(ids, hostID)
-	}
-	var layers map[uuid.UUID]*HostLayers
-	if in.entropy != nil {
-		layers, err = in.store.HostLayerVersions(ctx, ids)
-	} else {
-		var inactive map[uuid.UUID]bool
-		inactive, err = in.store.InactiveHosts(ctx, ids)
-		layers = make(map[uuid.UUID]*HostLayers, len(ids))
-		for _, id := range ids {
-			layers[id] = &HostLayers{Revoked: inactive[id]}
-		}
-	}
-	if err != nil {
-		in.log.Warn("heartbeat batch: host check failed, will retry", zap.Int("heartbeats", len(beats)), zap.Error(err))
-		fill(outcomes, Retry)
-		return outcomes
-	}
 	rows := make([]HostHeartbeat, 0, len(winner))
-	revoked := 0
 	for hostID, i := range winner {
-		if l := layers[hostID]; l == nil || l.Revoked { // gone or revoked
-			revoked++
-			continue
-		}
 		rows = append(rows, HostHeartbeat{HostID: hostID, Heartbeat: beats[i]})
-	}
-	if revoked > 0 {
-		for i, h := range beats {
-			if outcomes[i] != Drop {
-				if l := layers[hostOf[i]]; l == nil || l.Revoked {
-					outcomes[i] = Drop
-					in.revokedHeartbeats.Add(1)
-					in.hosts.Forget(h.AgentID)
-				}
-			}
-		}
-		in.log.Warn("heartbeats from revoked or deleted hosts dropped", zap.Int("hosts", revoked))
 	}
 	slices.SortFunc(rows, func(a, b HostHeartbeat) int { return bytes.Compare(a.HostID[:], b.HostID[:]) })
 	rowAgents := make([]string, len(rows))
@@ -197,21 +159,53 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 		rowAgents[i] = r.AgentID
 	}
 
+	// The write returns, for anti-entropy, the versions each host written should hold.
+	layers := make(map[uuid.UUID]*HostLayers, len(rows))
 	rowOutcome := in.write(ctx, "heartbeat", len(rows), rowAgents, func(ctx context.Context, lo, hi int) error {
-		return in.store.UpdateHeartbeats(ctx, rows[lo:hi])
+		got, err := in.store.UpdateHeartbeats(ctx, rows[lo:hi])
+		maps.Copy(layers, got)
+		return err
 	})
+	// A host not written is revoked or deleted (dropped, counted, forgotten), or its heartbeat was older
+	// than the one stored (done). Only those few are looked up.
+	var unwritten []uuid.UUID
+	for i, r := range rows {
+		if rowOutcome[i] == Done && layers[r.HostID] == nil {
+			unwritten = append(unwritten, r.HostID)
+		}
+	}
+	inactive := map[uuid.UUID]bool{}
+	if len(unwritten) > 0 {
+		if inactive, err = in.store.InactiveHosts(ctx, unwritten); err != nil {
+			in.log.Warn("heartbeat batch: revocation check failed; the heartbeats are settled anyway", zap.Int("hosts", len(unwritten)), zap.Error(err))
+			inactive = map[uuid.UUID]bool{}
+		}
+	}
 	byHost := make(map[uuid.UUID]Outcome, len(rows))
 	written := make([]HostHeartbeat, 0, len(rows))
 	for i, r := range rows {
-		byHost[r.HostID] = rowOutcome[i]
-		if rowOutcome[i] == Done {
+		o := rowOutcome[i]
+		if o == Done && inactive[r.HostID] {
+			o = Drop
+			in.hosts.Forget(r.AgentID)
+		}
+		byHost[r.HostID] = o
+		if o == Done && layers[r.HostID] != nil {
 			written = append(written, r)
 		}
 	}
+	revoked := 0
 	for i := range beats {
 		if outcomes[i] != Drop {
 			outcomes[i] = byHost[hostOf[i]]
+			if outcomes[i] == Drop && inactive[hostOf[i]] {
+				revoked++
+			}
 		}
+	}
+	if revoked > 0 {
+		in.revokedHeartbeats.Add(int64(revoked))
+		in.log.Warn("heartbeats from revoked or deleted hosts dropped", zap.Int("heartbeats", revoked))
 	}
 	if in.entropy != nil && len(written) > 0 {
 		in.entropy.Check(ctx, written, layers)

@@ -65,19 +65,27 @@ func (s *fakeStore) UpsertApplyStatuses(_ context.Context, rows []ApplyStatus) e
 	return nil
 }
 
-func (s *fakeStore) UpdateHeartbeats(_ context.Context, rows []HostHeartbeat) error {
+func (s *fakeStore) UpdateHeartbeats(_ context.Context, rows []HostHeartbeat) (map[uuid.UUID]*HostLayers, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
-		return s.fail
+		return nil, s.fail
 	}
 	for _, r := range rows {
 		if s.refuse[r.AgentID] {
-			return fmt.Errorf("fake: %w", ErrRejected)
+			return nil, fmt.Errorf("fake: %w", ErrRejected)
 		}
 	}
-	s.beats = append(s.beats, slices.Clone(rows))
-	return nil
+	out := map[uuid.UUID]*HostLayers{}
+	var written []HostHeartbeat
+	for _, r := range rows {
+		if !s.revoked[r.HostID] {
+			out[r.HostID] = &HostLayers{}
+			written = append(written, r)
+		}
+	}
+	s.beats = append(s.beats, written)
+	return out, nil
 }
 
 func (s *fakeStore) InactiveHosts(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
@@ -91,18 +99,6 @@ func (s *fakeStore) InactiveHosts(_ context.Context, ids []uuid.UUID) (map[uuid.
 		if s.revoked[id] {
 			out[id] = true
 		}
-	}
-	return out, nil
-}
-
-func (s *fakeStore) HostLayerVersions(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*HostLayers, error) {
-	revoked, err := s.InactiveHosts(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := map[uuid.UUID]*HostLayers{}
-	for _, id := range ids {
-		out[id] = &HostLayers{Revoked: revoked[id]}
 	}
 	return out, nil
 }

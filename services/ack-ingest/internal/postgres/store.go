@@ -73,9 +73,9 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 }
 
 // UpdateHeartbeats implements ingest.Store.
-func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) error {
+func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) (map[uuid.UUID]*ingest.HostLayers, error) {
 	if len(rows) == 0 {
-		return nil
+		return map[uuid.UUID]*ingest.HostLayers{}, nil
 	}
 	p := sqlcdb.UpdateHeartbeatsParams{
 		HostIds:              make([]uuid.UUID, len(rows)),
@@ -93,7 +93,7 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		}
 		js, err := json.Marshal(versions)
 		if err != nil {
-			return fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
+			return nil, fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
 		}
 		p.HostIds[i] = r.HostID
 		p.AgentVersions[i] = r.AgentVersion
@@ -103,10 +103,11 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		p.ReceivedAts[i] = r.ReceivedAt
 		p.HeartbeatIntervalsMs[i] = r.HeartbeatInterval.Milliseconds()
 	}
-	if _, err := s.q.UpdateHeartbeats(ctx, p); err != nil {
-		return fmt.Errorf("postgres: update heartbeats: %w", classify(err))
+	written, err := s.q.UpdateHeartbeats(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: update heartbeats: %w", classify(err))
 	}
-	return nil
+	return layersOf(written, len(rows)), nil
 }
 
 // InactiveHosts implements ingest.Store.
@@ -122,19 +123,15 @@ func (s *Store) InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uui
 	return out, nil
 }
 
-// HostLayerVersions implements ingest.Store.
-func (s *Store) HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]*ingest.HostLayers, error) {
-	rows, err := s.q.HostLayerVersions(ctx, hostIDs)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: host layer versions: %w", classify(err))
-	}
-	out := make(map[uuid.UUID]*ingest.HostLayers, len(hostIDs))
-	envOf := make(map[uuid.UUID]uuid.UUID, len(hostIDs))
+// layersOf assembles the tagged rows UpdateHeartbeats returns into one HostLayers per host written.
+func layersOf(rows []sqlcdb.UpdateHeartbeatsRow, hosts int) map[uuid.UUID]*ingest.HostLayers {
+	out := make(map[uuid.UUID]*ingest.HostLayers, hosts)
+	envOf := make(map[uuid.UUID]uuid.UUID, hosts)
 	envs := map[uuid.UUID]map[string]agentconfig.LayerState{}
 	envChanged := map[uuid.UUID]map[string]time.Time{}
 	for _, r := range rows {
 		if r.Level == "host" {
-			out[r.HostID] = &ingest.HostLayers{Revoked: r.Flag}
+			out[r.HostID] = &ingest.HostLayers{}
 			envOf[r.HostID] = r.EnvironmentID
 		}
 	}
@@ -185,7 +182,7 @@ func (s *Store) HostLayerVersions(ctx context.Context, hostIDs []uuid.UUID) (map
 		l.Environment = envs[envOf[id]] // shared, read-only
 		l.EnvironmentChanged = envChanged[envOf[id]]
 	}
-	return out, nil
+	return out
 }
 
 // FailedApplies implements ingest.Store.

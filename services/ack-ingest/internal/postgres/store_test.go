@@ -126,10 +126,10 @@ func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
 		return ingest.HostHeartbeat{HostID: hosts["agent-0"], Heartbeat: ingest.Heartbeat{AgentID: "agent-0", ReceivedAt: at,
 			AgentVersion: "1.2.3", ConfigHash: hash, ConfigVersion: version, ConfigVersions: map[string]int64{"labels": version}}}
 	}
-	if err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0.Add(time.Minute), "new", 7)}); err != nil {
+	if _, err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0.Add(time.Minute), "new", 7)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0, "old", 3)}); err != nil {
+	if _, err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0, "old", 3)}); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -158,7 +158,7 @@ func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 	}
 	// An unreachable database is not the rows' fault.
 	pool.Close()
-	err = NewStore(pool).UpdateHeartbeats(context.Background(), []ingest.HostHeartbeat{{HostID: uuid.New()}})
+	_, err = NewStore(pool).UpdateHeartbeats(context.Background(), []ingest.HostHeartbeat{{HostID: uuid.New()}})
 	if err == nil || errors.Is(err, ingest.ErrRejected) {
 		t.Fatalf("closed pool err = %v, want a transient error", err)
 	}

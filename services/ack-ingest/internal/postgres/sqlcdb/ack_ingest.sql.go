@@ -65,86 +65,6 @@ func (q *Queries) FailedApplies(ctx context.Context, hostIds []uuid.UUID) ([]Fai
 	return items, nil
 }
 
-const hostLayerVersions = `-- name: HostLayerVersions :many
-WITH h AS MATERIALIZED (
-    SELECT hs.id, hs.environment_id, hs.revoked_at IS NOT NULL AS revoked
-    FROM hosts hs
-    WHERE hs.id = ANY ($1::uuid[])
-)
-SELECT 'host'::text AS level, h.id AS host_id, h.environment_id, ''::text AS config_type, 0::bigint AS version,
-       h.revoked::boolean AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
-FROM h
-UNION ALL
-SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
-       hc.config_data IS NOT NULL, 0, NULL, hc.updated_at
-FROM host_configs hc
-WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h WHERE NOT revoked))
-UNION ALL
-SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
-       ec.config_data IS NOT NULL, 0, NULL, ec.updated_at
-FROM environment_configs ec
-WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h WHERE NOT revoked))
-UNION ALL
-SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
-       false, r.attempts, r.next_at, NULL
-FROM config_repairs r
-WHERE r.host_id = ANY (ARRAY(SELECT id FROM h WHERE NOT revoked))
-`
-
-type HostLayerVersionsRow struct {
-	Level         string
-	HostID        uuid.UUID
-	EnvironmentID uuid.UUID
-	ConfigType    string
-	Version       int64
-	Flag          bool
-	Attempts      int32
-	NextAt        *time.Time
-	ChangedAt     *time.Time
-}
-
-// Anti-entropy for one heartbeat batch, in one round trip: for the given hosts, the versions (and
-// whether they hold data) of their config rows at both levels, without any data. Rows are tagged:
-//
-//	'host'         one per host: its environment, and whether it is revoked;
-//	'override'     the host's rows (host_id set; present false = tombstone);
-//	'environment'  its environment's rows, once per environment (environment_id set);
-//	'repair'       the open repairs of the host (config_repairs: version, attempts, next_at).
-//
-// Config rows carry when they were written (changed_at): a heartbeat stored before a write plus a
-// grace cannot know of it, so it is not a gap yet (the push is on its way).
-// agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
-// follows too. Every access is an index lookup by key.
-func (q *Queries) HostLayerVersions(ctx context.Context, hostIds []uuid.UUID) ([]HostLayerVersionsRow, error) {
-	rows, err := q.db.Query(ctx, hostLayerVersions, hostIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []HostLayerVersionsRow
-	for rows.Next() {
-		var i HostLayerVersionsRow
-		if err := rows.Scan(
-			&i.Level,
-			&i.HostID,
-			&i.EnvironmentID,
-			&i.ConfigType,
-			&i.Version,
-			&i.Flag,
-			&i.Attempts,
-			&i.NextAt,
-			&i.ChangedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const inactiveHostIDs = `-- name: InactiveHostIDs :many
 SELECT v.id::uuid AS id
 FROM unnest($1::uuid[]) AS v(id)
@@ -205,15 +125,8 @@ func (q *Queries) LookupHostIDs(ctx context.Context, agentIds []string) ([]Looku
 	return items, nil
 }
 
-const updateHeartbeats = `-- name: UpdateHeartbeats :execrows
-UPDATE hosts AS h
-SET agent_version     = v.agent_version,
-    config_hash       = v.config_hash,
-    config_version    = v.config_version,
-    config_versions   = v.config_versions,
-    last_heartbeat_at = v.received_at,
-    heartbeat_interval_ms = NULLIF(v.heartbeat_interval_ms, 0)
-FROM (
+const updateHeartbeats = `-- name: UpdateHeartbeats :many
+WITH v AS (
     SELECT unnest($1::uuid[]) AS host_id,
            unnest($2::text[]) AS agent_version,
            unnest($3::text[]) AS config_hash,
@@ -221,9 +134,37 @@ FROM (
            unnest($5::jsonb[]) AS config_versions,
            unnest($6::timestamptz[]) AS received_at,
            unnest($7::bigint[]) AS heartbeat_interval_ms
-) AS v
-WHERE h.id = v.host_id AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at <= v.received_at)
+), upd AS (
+    UPDATE hosts AS h
+    SET agent_version     = v.agent_version,
+        config_hash       = v.config_hash,
+        config_version    = v.config_version,
+        config_versions   = v.config_versions,
+        last_heartbeat_at = v.received_at,
+        heartbeat_interval_ms = NULLIF(v.heartbeat_interval_ms, 0)
+    FROM v
+    WHERE h.id = v.host_id AND h.revoked_at IS NULL
+      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at <= v.received_at)
+    RETURNING h.id, h.environment_id
+)
+SELECT 'host'::text AS level, upd.id AS host_id, upd.environment_id, ''::text AS config_type, 0::bigint AS version,
+       false AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
+FROM upd
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
+       hc.config_data IS NOT NULL, 0, NULL, hc.updated_at
+FROM host_configs hc
+WHERE hc.host_id IN (SELECT id FROM upd)
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
+       ec.config_data IS NOT NULL, 0, NULL, ec.updated_at
+FROM environment_configs ec
+WHERE ec.environment_id IN (SELECT DISTINCT environment_id FROM upd)
+UNION ALL
+SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
+       false, r.attempts, r.next_at, NULL
+FROM config_repairs r
+WHERE r.host_id IN (SELECT id FROM upd)
 `
 
 type UpdateHeartbeatsParams struct {
@@ -236,10 +177,34 @@ type UpdateHeartbeatsParams struct {
 	HeartbeatIntervalsMs []int64
 }
 
-// Writes one batch of heartbeats (deduped per host and sorted by the caller). last_heartbeat_at never
-// moves backwards: an older heartbeat (say, redelivered after a restart) changes nothing.
-func (q *Queries) UpdateHeartbeats(ctx context.Context, arg UpdateHeartbeatsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, updateHeartbeats,
+type UpdateHeartbeatsRow struct {
+	Level         string
+	HostID        uuid.UUID
+	EnvironmentID uuid.UUID
+	ConfigType    string
+	Version       int64
+	Flag          bool
+	Attempts      int32
+	NextAt        *time.Time
+	ChangedAt     *time.Time
+}
+
+// Writes one batch of heartbeats (deduped per host and sorted by the caller) and returns, in the same
+// round trip, what anti-entropy needs of the hosts written: the versions (and whether they hold data)
+// of their config rows at both levels, with when each was written, and their open repairs — never any
+// config data. last_heartbeat_at never moves backwards: an older heartbeat (say, redelivered after a
+// restart) changes nothing and its host is not returned; nor is a revoked host (not written at all).
+// Rows are tagged:
+//
+//	'host'         one per host written, with its environment;
+//	'override'     the host's rows (host_id set; flag false = tombstone);
+//	'environment'  its environment's rows, once per environment (environment_id set);
+//	'repair'       the host's open repairs (config_repairs: version, attempts, next_at).
+//
+// agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
+// follows too.
+func (q *Queries) UpdateHeartbeats(ctx context.Context, arg UpdateHeartbeatsParams) ([]UpdateHeartbeatsRow, error) {
+	rows, err := q.db.Query(ctx, updateHeartbeats,
 		arg.HostIds,
 		arg.AgentVersions,
 		arg.ConfigHashes,
@@ -249,9 +214,31 @@ func (q *Queries) UpdateHeartbeats(ctx context.Context, arg UpdateHeartbeatsPara
 		arg.HeartbeatIntervalsMs,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []UpdateHeartbeatsRow
+	for rows.Next() {
+		var i UpdateHeartbeatsRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.Version,
+			&i.Flag,
+			&i.Attempts,
+			&i.NextAt,
+			&i.ChangedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const upsertApplyStatuses = `-- name: UpsertApplyStatuses :execrows
