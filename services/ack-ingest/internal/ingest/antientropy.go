@@ -111,7 +111,7 @@ func NewAntiEntropy(store Store, publisher RepairPublisher, opts RepairOptions, 
 		opts.Now = time.Now
 	}
 	if opts.Grace == 0 {
-		opts.Grace = 5 * time.Second
+		opts.Grace = 2 * time.Second
 	}
 	opts.Grace = max(opts.Grace, 0)
 	return &AntiEntropy{store: store, publisher: publisher, opts: opts, log: log}
