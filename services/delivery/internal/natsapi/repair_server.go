@@ -61,6 +61,9 @@ func (s *RepairServer) Start(nc *nats.Conn) error {
 			case <-ctx.Done():
 				return
 			case req := <-s.queue:
+				// Requests waiting meanwhile are repaired together: one resolver request and one
+				// injection per distinct collector list for all of them.
+				req = s.coalesce(ctx, req)
 				if err := s.repairer.Repair(ctx, req); err != nil && !errors.Is(err, context.Canceled) {
 					s.log.Warn("repair request refused", zap.Error(err))
 				}
@@ -86,6 +89,26 @@ func (s *RepairServer) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// coalesce adds the requests already waiting to req, up to protocol.MaxRepairHosts hosts.
+func (s *RepairServer) coalesce(ctx context.Context, req protocol.RepairRequest) protocol.RepairRequest {
+	for len(req.Hosts) < protocol.MaxRepairHosts {
+		select {
+		case more := <-s.queue:
+			if len(req.Hosts)+len(more.Hosts) > protocol.MaxRepairHosts {
+				// Too many to merge: repair this one now and the other on its own.
+				if err := s.repairer.Repair(ctx, more); err != nil {
+					s.log.Warn("repair request refused", zap.Error(err))
+				}
+				return req
+			}
+			req.Hosts = append(req.Hosts, more.Hosts...)
+		default:
+			return req
+		}
+	}
+	return req
 }
 
 // Dropped counts requests dropped because the queue was full or they were malformed.
