@@ -226,3 +226,36 @@ func TestAntiEntropyAsksRepairsAndBacksOff(t *testing.T) {
 		t.Fatalf("agent-2 still has %d open repairs after reporting the version", open)
 	}
 }
+
+// A heartbeat stored within the grace of a write is not behind yet (the push is on its way); once the
+// grace is over the host is checked again from its stored report: repaired unless it acked the version
+// meanwhile.
+func TestAntiEntropyChecksAgainAfterTheGrace(t *testing.T) {
+	s := newStack(t, 2)
+	cfg := testConfig()
+	cfg.RepairGrace = time.Second
+	var rep repairs
+	rep.subscribe(t, s.nc)
+	s.startService(t, cfg)
+	s.exec(t, `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
+		SELECT id, 'labels', '{"static":{"a":"b"}}', 10 FROM environments`)
+	for _, agent := range []string{"agent-0", "agent-1"} {
+		s.publish(t, protocol.HeartbeatSubject(agent), protocol.Heartbeat{AgentID: agent, ConfigHash: "h", ConfigVersions: map[string]int64{"labels": 9}})
+	}
+	// agent-1's push arrived and it acked; agent-0's push was lost.
+	s.publish(t, protocol.AckSubject("agent-1"), ack("agent-1", "labels", 10, protocol.AckApplied, ""))
+	s.drained(t)
+	if n := len(rep.all()); n != 0 {
+		t.Fatalf("%d repairs asked within the grace", n)
+	}
+	eventually(t, "the repair of agent-0 after the grace", func() (bool, string) {
+		all := rep.all()
+		return len(all) == 1 && all[0].AgentID == "agent-0" && all[0].Types["labels"].Expected == 10, fmt.Sprintf("%+v", all)
+	})
+	// Both hosts were due at the same moment and checked together: agent-1 was not asked for.
+	for _, h := range rep.all() {
+		if h.AgentID == "agent-1" {
+			t.Fatalf("agent-1 repaired although it acked the version: %+v", h)
+		}
+	}
+}

@@ -8,6 +8,7 @@ package ackingest
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,6 +72,10 @@ type Service struct {
 	consumers *natsapi.Consumers
 	ingester  *ingest.Ingester
 	entropy   *ingest.AntiEntropy
+
+	mu          sync.Mutex
+	stopEntropy context.CancelFunc
+	entropyDone chan struct{}
 }
 
 // New builds ack-ingest without fx: consumers on js writing to pool.
@@ -91,11 +96,36 @@ func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger
 }
 
 // Start begins consuming in the background (creating the durable consumers, retrying while JetStream
-// is unavailable); it does not block.
-func (s *Service) Start() { s.consumers.Start() }
+// is unavailable) and checking deferred hosts (anti-entropy); it does not block.
+func (s *Service) Start() {
+	s.mu.Lock()
+	if s.entropyDone == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopEntropy, s.entropyDone = cancel, make(chan struct{})
+		go func() {
+			defer close(s.entropyDone)
+			s.entropy.Run(ctx)
+		}()
+	}
+	s.mu.Unlock()
+	s.consumers.Start()
+}
 
 // Stop stops pulling and waits for the batches in hand to be written and settled until ctx is done.
-func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.consumers.Stop(ctx)
+	s.mu.Lock()
+	stop, done := s.stopEntropy, s.entropyDone
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+		s.mu.Lock()
+		s.stopEntropy, s.entropyDone = nil, nil
+		s.mu.Unlock()
+	}
+	return err
+}
 
 // Stats counts what ack-ingest dropped and repaired since start.
 type Stats struct {

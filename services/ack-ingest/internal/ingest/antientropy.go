@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,15 @@ type Repair struct {
 	NextAt   time.Time
 }
 
+// HostReport is a host's last stored report, for a check after the grace: the versions it reported,
+// its layers, and per type the version it last acked "applied".
+type HostReport struct {
+	AgentID  string
+	Versions map[string]int64
+	Layers   *HostLayers
+	Applied  map[string]int64
+}
+
 // RepairPublisher hands repair requests to delivery, the only service that publishes to agents.
 type RepairPublisher interface {
 	PublishRepair(ctx context.Context, req protocol.RepairRequest) error
@@ -97,7 +107,15 @@ type AntiEntropy struct {
 	log       *zap.Logger
 
 	requested, backedOff, refused, closed atomic.Int64
+
+	// deferred: hosts whose heartbeat came within the grace of a write, with when to look again.
+	mu       sync.Mutex
+	deferred map[uuid.UUID]time.Time
 }
+
+// maxDeferred bounds the hosts waiting for a check after the grace (a write to a whole fleet defers
+// at most one grace's worth of heartbeats).
+const maxDeferred = 200000
 
 // NewAntiEntropy returns an AntiEntropy; zero options get defaults (30 s, doubling up to 30 min).
 func NewAntiEntropy(store Store, publisher RepairPublisher, opts RepairOptions, log *zap.Logger) *AntiEntropy {
@@ -114,7 +132,68 @@ func NewAntiEntropy(store Store, publisher RepairPublisher, opts RepairOptions, 
 		opts.Grace = 2 * time.Second
 	}
 	opts.Grace = max(opts.Grace, 0)
-	return &AntiEntropy{store: store, publisher: publisher, opts: opts, log: log}
+	return &AntiEntropy{store: store, publisher: publisher, opts: opts, log: log, deferred: map[uuid.UUID]time.Time{}}
+}
+
+// Run checks the deferred hosts as their grace ends, until ctx is done: a host whose heartbeat came
+// just after a write is looked at again from its stored report, so a push lost at that moment is
+// repaired after the grace rather than at the host's next heartbeat. A host that has acked the
+// version meanwhile is fine (its next heartbeat will report it).
+func (a *AntiEntropy) Run(ctx context.Context) {
+	t := time.NewTicker(max(a.opts.Grace/4, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.checkDeferred(ctx)
+		}
+	}
+}
+
+func (a *AntiEntropy) checkDeferred(ctx context.Context) {
+	now := a.opts.Now()
+	a.mu.Lock()
+	var due []uuid.UUID
+	for id, at := range a.deferred {
+		if !now.Before(at) {
+			due = append(due, id)
+			delete(a.deferred, id)
+			if len(due) == protocol.MaxRepairHosts {
+				break
+			}
+		}
+	}
+	a.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	reports, err := a.store.HostReports(ctx, due)
+	if err != nil {
+		a.log.Warn("anti-entropy: deferred check failed; the hosts' next heartbeats check again", zap.Int("hosts", len(due)), zap.Error(err))
+		return
+	}
+	rows := make([]HostHeartbeat, 0, len(reports))
+	layers := make(map[uuid.UUID]*HostLayers, len(reports))
+	acked := make(map[uuid.UUID]map[string]int64, len(reports))
+	for id, rep := range reports {
+		rows = append(rows, HostHeartbeat{HostID: id, Heartbeat: Heartbeat{AgentID: rep.AgentID, ReceivedAt: now, ConfigVersions: rep.Versions}})
+		layers[id], acked[id] = rep.Layers, rep.Applied
+	}
+	a.check(ctx, rows, layers, acked)
+}
+
+func (a *AntiEntropy) deferUntil(id uuid.UUID, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cur, ok := a.deferred[id]; ok && !at.After(cur) {
+		return
+	}
+	if _, ok := a.deferred[id]; !ok && len(a.deferred) >= maxDeferred {
+		return // the host's next heartbeat checks it
+	}
+	a.deferred[id] = at
 }
 
 // Stats returns the counters.
@@ -140,36 +219,51 @@ type gap struct {
 	reported   int64
 }
 
-// gaps returns the types of which a host reporting versions is behind: it holds an older version than
-// it should (or none), or it holds a type deleted since. A type it reports without any row at either
-// level cannot be repaired (there is no version to send) and is left to drift.
-func gaps(l *HostLayers, versions map[string]int64, reportedAt time.Time, grace time.Duration) []gap {
-	var out []gap
+// gaps returns the types of which a host reporting versions at reportedAt is behind: it holds an older
+// version than it should (or none), or it holds a type deleted since. A type it reports without any
+// row at either level cannot be repaired (there is no version to send) and is left to drift. A type
+// last written less than grace before reportedAt is not a gap yet: recheckAt says when the last such
+// grace ends (zero: none).
+func gaps(l *HostLayers, versions map[string]int64, reportedAt time.Time, grace time.Duration) (out []gap, recheckAt time.Time) {
 	for _, t := range typeNames {
 		env, hasEnv := l.Environment[t]
 		host, hasHost := l.Host[t]
 		if !hasEnv && !hasHost {
 			continue
 		}
-		if reportedAt.Before(l.changedAt(t).Add(grace)) {
-			continue // reported before the agent could hold the last write
-		}
 		exp := agentconfig.Expected(env, host)
 		got, holds := versions[t]
-		switch {
-		case exp.Present && got < exp.Version:
-			out = append(out, gap{t, exp.Version, got})
-		case !exp.Present && holds && got < exp.Version:
-			out = append(out, gap{t, exp.Version, got})
+		behind := (exp.Present && got < exp.Version) || (!exp.Present && holds && got < exp.Version)
+		if !behind {
+			continue
 		}
+		if end := l.changedAt(t).Add(grace); reportedAt.Before(end) {
+			// Reported before the agent could hold the last write: look again when the grace ends.
+			recheckAt = maxTime(recheckAt, end)
+			continue
+		}
+		out = append(out, gap{t, exp.Version, got})
 	}
-	return out
+	return out, recheckAt
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Check compares the heartbeats just written with what their hosts should hold and asks for the
-// repairs that are due. layers holds the batch's hosts (HostLayerVersions). Failures are logged: the
-// next heartbeat checks again.
+// repairs that are due. layers holds the batch's hosts (as UpdateHeartbeats returns them). Failures
+// are logged: the next heartbeat checks again.
 func (a *AntiEntropy) Check(ctx context.Context, rows []HostHeartbeat, layers map[uuid.UUID]*HostLayers) {
+	a.check(ctx, rows, layers, nil)
+}
+
+// check is Check; acked (deferred checks only) holds, per host and type, the version last acked
+// "applied": a host that acked what it should hold is not behind, its next heartbeat will say so.
+func (a *AntiEntropy) check(ctx context.Context, rows []HostHeartbeat, layers map[uuid.UUID]*HostLayers, acked map[uuid.UUID]map[string]int64) {
 	now := a.opts.Now()
 	type hostGaps struct {
 		row  HostHeartbeat
@@ -182,7 +276,16 @@ func (a *AntiEntropy) Check(ctx context.Context, rows []HostHeartbeat, layers ma
 		if l == nil || l.Revoked {
 			continue
 		}
-		g := gaps(l, r.ConfigVersions, r.ReceivedAt, a.opts.Grace)
+		g, recheck := gaps(l, r.ConfigVersions, r.ReceivedAt, a.opts.Grace)
+		if !recheck.IsZero() {
+			a.deferUntil(r.HostID, recheck)
+		}
+		if acked != nil {
+			g = slices.DeleteFunc(g, func(x gap) bool {
+				v, ok := acked[r.HostID][x.configType]
+				return ok && v >= x.expected
+			})
+		}
 		if len(g) > 0 {
 			behind = append(behind, hostGaps{r, g})
 		}

@@ -72,6 +72,9 @@ type Store interface {
 	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) (map[uuid.UUID]*HostLayers, error)
 	// InactiveHosts returns which of hostIDs are revoked or no longer exist.
 	InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error)
+	// HostReports returns the last stored report of each active host of hostIDs, with its layers and
+	// the versions it last acked "applied".
+	HostReports(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]HostReport, error)
 	// FailedApplies returns the versions each of hostIDs acked "failed", by host and type.
 	FailedApplies(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]map[string]int64, error)
 	// UpsertRepairs records repairs (sorted by host and type); DeleteRepairs closes them.

@@ -103,6 +103,10 @@ func (s *fakeStore) InactiveHosts(_ context.Context, ids []uuid.UUID) (map[uuid.
 	return out, nil
 }
 
+func (s *fakeStore) HostReports(context.Context, []uuid.UUID) (map[uuid.UUID]HostReport, error) {
+	return nil, nil
+}
+
 func (s *fakeStore) FailedApplies(context.Context, []uuid.UUID) (map[uuid.UUID]map[string]int64, error) {
 	return nil, nil
 }

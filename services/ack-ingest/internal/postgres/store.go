@@ -185,6 +185,49 @@ func layersOf(rows []sqlcdb.UpdateHeartbeatsRow, hosts int) map[uuid.UUID]*inges
 	return out
 }
 
+// HostReports implements ingest.Store.
+func (s *Store) HostReports(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]ingest.HostReport, error) {
+	rows, err := s.q.HostReports(ctx, hostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: host reports: %w", classify(err))
+	}
+	layerRows := make([]sqlcdb.UpdateHeartbeatsRow, 0, len(rows))
+	out := make(map[uuid.UUID]ingest.HostReport, len(hostIDs))
+	for _, r := range rows {
+		switch r.Level {
+		case "applied":
+			rep := out[r.HostID]
+			if rep.Applied == nil {
+				rep.Applied = map[string]int64{}
+			}
+			rep.Applied[r.ConfigType] = r.Version
+			out[r.HostID] = rep
+			continue
+		case "host":
+			rep := out[r.HostID]
+			rep.AgentID = r.ConfigType // the agent id, on 'host' rows
+			if len(r.Reported) > 0 {
+				if err := json.Unmarshal(r.Reported, &rep.Versions); err != nil {
+					return nil, fmt.Errorf("postgres: host %s config_versions: %w", r.HostID, err)
+				}
+			}
+			out[r.HostID] = rep
+		}
+		layerRows = append(layerRows, sqlcdb.UpdateHeartbeatsRow{Level: r.Level, HostID: r.HostID, EnvironmentID: r.EnvironmentID,
+			ConfigType: r.ConfigType, Version: r.Version, Flag: r.Flag, Attempts: r.Attempts, NextAt: r.NextAt, ChangedAt: r.ChangedAt})
+	}
+	layers := layersOf(layerRows, len(hostIDs))
+	for id, rep := range out {
+		if layers[id] == nil {
+			delete(out, id) // revoked meanwhile ('applied' rows of a host without a 'host' row)
+			continue
+		}
+		rep.Layers = layers[id]
+		out[id] = rep
+	}
+	return out, nil
+}
+
 // FailedApplies implements ingest.Store.
 func (s *Store) FailedApplies(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]map[string]int64, error) {
 	rows, err := s.q.FailedApplies(ctx, hostIDs)

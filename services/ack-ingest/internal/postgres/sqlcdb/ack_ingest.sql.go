@@ -65,6 +65,87 @@ func (q *Queries) FailedApplies(ctx context.Context, hostIds []uuid.UUID) ([]Fai
 	return items, nil
 }
 
+const hostReports = `-- name: HostReports :many
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.environment_id, hs.agent_id, hs.config_versions
+    FROM hosts hs
+    WHERE hs.id = ANY ($1::uuid[]) AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.environment_id, h.agent_id::text AS config_type, 0::bigint AS version,
+       false AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at,
+       h.config_versions AS reported
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
+       hc.config_data IS NOT NULL, 0, NULL, hc.updated_at, NULL
+FROM host_configs hc
+WHERE hc.host_id IN (SELECT id FROM h)
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
+       ec.config_data IS NOT NULL, 0, NULL, ec.updated_at, NULL
+FROM environment_configs ec
+WHERE ec.environment_id IN (SELECT DISTINCT environment_id FROM h)
+UNION ALL
+SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
+       false, r.attempts, r.next_at, NULL, NULL
+FROM config_repairs r
+WHERE r.host_id IN (SELECT id FROM h)
+UNION ALL
+SELECT 'applied', s.host_id, '00000000-0000-0000-0000-000000000000'::uuid, s.config_type, s.version,
+       true, 0, NULL, NULL, NULL
+FROM host_config_apply_status s
+WHERE s.host_id IN (SELECT id FROM h) AND s.status = 'applied'
+`
+
+type HostReportsRow struct {
+	Level         string
+	HostID        uuid.UUID
+	EnvironmentID uuid.UUID
+	ConfigType    string
+	Version       int64
+	Flag          bool
+	Attempts      int32
+	NextAt        *time.Time
+	ChangedAt     *time.Time
+	Reported      []byte
+}
+
+// The last stored report of the given hosts (few: those whose heartbeat came within the repair grace
+// of a write) with what anti-entropy needs to check it again once the grace is over: the layer
+// versions and open repairs as UpdateHeartbeats returns them, and per type the version the host last
+// acked "applied" ('applied' rows). On 'host' rows config_type holds the agent id. Revoked hosts are
+// left out.
+func (q *Queries) HostReports(ctx context.Context, hostIds []uuid.UUID) ([]HostReportsRow, error) {
+	rows, err := q.db.Query(ctx, hostReports, hostIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HostReportsRow
+	for rows.Next() {
+		var i HostReportsRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.Version,
+			&i.Flag,
+			&i.Attempts,
+			&i.NextAt,
+			&i.ChangedAt,
+			&i.Reported,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const inactiveHostIDs = `-- name: InactiveHostIDs :many
 SELECT v.id::uuid AS id
 FROM unnest($1::uuid[]) AS v(id)
