@@ -1,6 +1,7 @@
 -- name: LookupHostIDs :many
--- Maps agent ids to host ids; unknown agents are simply absent from the result.
-SELECT agent_id, id
+-- Maps agent ids to host ids and environments (a host never changes environment); unknown agents are
+-- simply absent from the result.
+SELECT agent_id, id, environment_id
 FROM hosts
 WHERE agent_id = ANY(@agent_ids::text[]);
 
@@ -36,15 +37,15 @@ WHERE excluded.version > s.version
 
 -- name: UpdateHeartbeats :many
 -- Writes one batch of heartbeats (deduped per host and sorted by the caller) and returns, in the same
--- round trip, what anti-entropy needs of the hosts written: the versions (and whether they hold data)
--- of their config rows at both levels, with when each was written, and their open repairs — never any
--- config data. last_heartbeat_at never moves backwards: an older heartbeat (say, redelivered after a
--- restart) changes nothing and its host is not returned; nor is a revoked host (not written at all).
--- Rows are tagged:
---   'host'         one per host written, with its environment;
---   'override'     the host's rows (host_id set; flag false = tombstone);
---   'environment'  its environment's rows, once per environment (environment_id set);
---   'repair'       the host's open repairs (config_repairs: version, attempts, next_at).
+-- round trip, what anti-entropy needs: how many hosts were written ('written', in version), then the
+-- versions (and whether they hold data) of the config rows of the hosts written and of the given
+-- environments (theirs), with when each was written, and the open repairs — never any config data.
+-- last_heartbeat_at never moves backwards: an older heartbeat (say, redelivered after a restart)
+-- changes nothing; revoked hosts are not written. Rows are tagged:
+--   'written'      one row: the count of hosts written;
+--   'override'     the written hosts' rows (host_id set; flag false = tombstone);
+--   'environment'  the environments' rows (environment_id set);
+--   'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at).
 -- agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
 -- follows too.
 WITH v AS (
@@ -66,11 +67,12 @@ WITH v AS (
     FROM v
     WHERE h.id = v.host_id AND h.revoked_at IS NULL
       AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at <= v.received_at)
-    RETURNING h.id, h.environment_id
+    RETURNING h.id
 )
-SELECT 'host'::text AS level, upd.id AS host_id, upd.environment_id, ''::text AS config_type, 0::bigint AS version,
-       false AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
-FROM upd
+SELECT 'written'::text AS level, '00000000-0000-0000-0000-000000000000'::uuid AS host_id,
+       '00000000-0000-0000-0000-000000000000'::uuid AS environment_id, ''::text AS config_type,
+       (SELECT count(*) FROM upd)::bigint AS version, false AS flag, 0::integer AS attempts,
+       NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
 UNION ALL
 SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
        hc.config_data IS NOT NULL, 0, NULL, hc.updated_at
@@ -80,7 +82,7 @@ UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
        ec.config_data IS NOT NULL, 0, NULL, ec.updated_at
 FROM environment_configs ec
-WHERE ec.environment_id IN (SELECT DISTINCT environment_id FROM upd)
+WHERE ec.environment_id = ANY (@environment_ids::uuid[])
 UNION ALL
 SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
        false, r.attempts, r.next_at, NULL

@@ -50,8 +50,16 @@ type ApplyStatus struct {
 
 // HostHeartbeat is the heartbeat state written for one host.
 type HostHeartbeat struct {
-	HostID uuid.UUID
+	HostID        uuid.UUID
+	EnvironmentID uuid.UUID
 	Heartbeat
+}
+
+// HeartbeatWrite is what writing a batch of heartbeats returns: how many hosts were written (fewer
+// than the rows when some are revoked or gone, or an older heartbeat), and each row's host's layers.
+type HeartbeatWrite struct {
+	Written int
+	Layers  map[uuid.UUID]*HostLayers
 }
 
 // ErrRejected marks a store error caused by the data of a batch (a constraint or a value the database
@@ -61,15 +69,16 @@ var ErrRejected = errors.New("rejected by the database")
 // Store is the persistence port of ingestion. Writes are all-or-nothing per call; an error wrapping
 // ErrRejected means the rows themselves were refused.
 type Store interface {
-	// LookupHostIDs returns the host id of every known agent among agentIDs.
-	LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]uuid.UUID, error)
+	// LookupHostIDs returns the host of every known agent among agentIDs.
+	LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]HostRef, error)
 	// UpsertApplyStatuses writes rows (unique and sorted by host and type); a row never replaces a newer
 	// version.
 	UpsertApplyStatuses(ctx context.Context, rows []ApplyStatus) error
 	// UpdateHeartbeats writes rows (unique and sorted by host); last_heartbeat_at never moves backwards
-	// and revoked hosts are not written. It returns, for each host written, the versions of its config
-	// rows at both levels and its open repairs (anti-entropy; no config data is read).
-	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) (map[uuid.UUID]*HostLayers, error)
+	// and revoked hosts are not written. It returns how many hosts were written and, for each row's
+	// host, the versions of its config rows at both levels and its open repairs (anti-entropy; no
+	// config data is read).
+	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) (HeartbeatWrite, error)
 	// InactiveHosts returns which of hostIDs are revoked or no longer exist.
 	InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error)
 	// HostReports returns the last stored report of each active host of hostIDs, with its layers and

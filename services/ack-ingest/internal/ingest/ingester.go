@@ -129,7 +129,7 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 	if len(beats) == 0 {
 		return outcomes
 	}
-	hostIDs, err := in.hosts.Lookup(ctx, agentIDsOf(beats, func(h Heartbeat) string { return h.AgentID }))
+	refs, err := in.hosts.LookupRefs(ctx, agentIDsOf(beats, func(h Heartbeat) string { return h.AgentID }))
 	if err != nil {
 		in.log.Warn("heartbeat batch: host lookup failed, will retry", zap.Int("heartbeats", len(beats)), zap.Error(err))
 		fill(outcomes, Retry)
@@ -137,8 +137,11 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 	}
 	winner := make(map[uuid.UUID]int, len(beats))
 	hostOf := make([]uuid.UUID, len(beats))
+	envOf := make(map[uuid.UUID]uuid.UUID, len(beats))
 	for i, h := range beats {
-		hostID, ok := hostIDs[h.AgentID]
+		ref, ok := refs[h.AgentID]
+		hostID := ref.ID
+		envOf[hostID] = ref.EnvironmentID
 		if !ok {
 			in.log.Warn("heartbeat from unknown agent dropped", zap.String("agent_id", h.AgentID))
 			outcomes[i] = Drop
@@ -151,7 +154,7 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 	}
 	rows := make([]HostHeartbeat, 0, len(winner))
 	for hostID, i := range winner {
-		rows = append(rows, HostHeartbeat{HostID: hostID, Heartbeat: beats[i]})
+		rows = append(rows, HostHeartbeat{HostID: hostID, EnvironmentID: envOf[hostID], Heartbeat: beats[i]})
 	}
 	slices.SortFunc(rows, func(a, b HostHeartbeat) int { return bytes.Compare(a.HostID[:], b.HostID[:]) })
 	rowAgents := make([]string, len(rows))
@@ -159,25 +162,34 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 		rowAgents[i] = r.AgentID
 	}
 
-	// The write returns, for anti-entropy, the versions each host written should hold.
+	// The write returns, for anti-entropy, the versions each host should hold, and how many hosts it
+	// wrote: when that is fewer than its rows, some host is revoked or deleted (dropped, counted,
+	// forgotten) or had an older heartbeat than the one stored (done); those rows are looked up.
 	layers := make(map[uuid.UUID]*HostLayers, len(rows))
+	unsure := make([]bool, len(rows))
 	rowOutcome := in.write(ctx, "heartbeat", len(rows), rowAgents, func(ctx context.Context, lo, hi int) error {
 		got, err := in.store.UpdateHeartbeats(ctx, rows[lo:hi])
-		maps.Copy(layers, got)
-		return err
+		if err != nil {
+			return err
+		}
+		maps.Copy(layers, got.Layers)
+		if got.Written < hi-lo {
+			for i := lo; i < hi; i++ {
+				unsure[i] = true
+			}
+		}
+		return nil
 	})
-	// A host not written is revoked or deleted (dropped, counted, forgotten), or its heartbeat was older
-	// than the one stored (done). Only those few are looked up.
-	var unwritten []uuid.UUID
+	var check []uuid.UUID
 	for i, r := range rows {
-		if rowOutcome[i] == Done && layers[r.HostID] == nil {
-			unwritten = append(unwritten, r.HostID)
+		if rowOutcome[i] == Done && unsure[i] {
+			check = append(check, r.HostID)
 		}
 	}
 	inactive := map[uuid.UUID]bool{}
-	if len(unwritten) > 0 {
-		if inactive, err = in.store.InactiveHosts(ctx, unwritten); err != nil {
-			in.log.Warn("heartbeat batch: revocation check failed; the heartbeats are settled anyway", zap.Int("hosts", len(unwritten)), zap.Error(err))
+	if len(check) > 0 {
+		if inactive, err = in.store.InactiveHosts(ctx, check); err != nil {
+			in.log.Warn("heartbeat batch: revocation check failed; the heartbeats are settled anyway", zap.Int("hosts", len(check)), zap.Error(err))
 			inactive = map[uuid.UUID]bool{}
 		}
 	}

@@ -34,17 +34,17 @@ func newFakeStore(agents ...string) *fakeStore {
 	return s
 }
 
-func (s *fakeStore) LookupHostIDs(_ context.Context, ids []string) (map[string]uuid.UUID, error) {
+func (s *fakeStore) LookupHostIDs(_ context.Context, ids []string) (map[string]HostRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lookups = append(s.lookups, slices.Clone(ids))
 	if s.fail != nil {
 		return nil, s.fail
 	}
-	out := map[string]uuid.UUID{}
+	out := map[string]HostRef{}
 	for _, id := range ids {
 		if h, ok := s.hosts[id]; ok {
-			out[id] = h
+			out[id] = HostRef{ID: h}
 		}
 	}
 	return out, nil
@@ -65,25 +65,26 @@ func (s *fakeStore) UpsertApplyStatuses(_ context.Context, rows []ApplyStatus) e
 	return nil
 }
 
-func (s *fakeStore) UpdateHeartbeats(_ context.Context, rows []HostHeartbeat) (map[uuid.UUID]*HostLayers, error) {
+func (s *fakeStore) UpdateHeartbeats(_ context.Context, rows []HostHeartbeat) (HeartbeatWrite, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
-		return nil, s.fail
+		return HeartbeatWrite{}, s.fail
 	}
 	for _, r := range rows {
 		if s.refuse[r.AgentID] {
-			return nil, fmt.Errorf("fake: %w", ErrRejected)
+			return HeartbeatWrite{}, fmt.Errorf("fake: %w", ErrRejected)
 		}
 	}
-	out := map[uuid.UUID]*HostLayers{}
+	out := HeartbeatWrite{Layers: map[uuid.UUID]*HostLayers{}}
 	var written []HostHeartbeat
 	for _, r := range rows {
+		out.Layers[r.HostID] = &HostLayers{}
 		if !s.revoked[r.HostID] {
-			out[r.HostID] = &HostLayers{}
 			written = append(written, r)
 		}
 	}
+	out.Written = len(written)
 	s.beats = append(s.beats, written)
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,14 +32,14 @@ func NewStore(pool *pgxpool.Pool) *Store {
 }
 
 // LookupHostIDs implements ingest.Store.
-func (s *Store) LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]uuid.UUID, error) {
+func (s *Store) LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]ingest.HostRef, error) {
 	rows, err := s.q.LookupHostIDs(ctx, agentIDs)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: look up hosts: %w", classify(err))
 	}
-	out := make(map[string]uuid.UUID, len(rows))
+	out := make(map[string]ingest.HostRef, len(rows))
 	for _, r := range rows {
-		out[r.AgentID] = r.ID
+		out[r.AgentID] = ingest.HostRef{ID: r.ID, EnvironmentID: r.EnvironmentID}
 	}
 	return out, nil
 }
@@ -73,9 +74,9 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 }
 
 // UpdateHeartbeats implements ingest.Store.
-func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) (map[uuid.UUID]*ingest.HostLayers, error) {
+func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) (ingest.HeartbeatWrite, error) {
 	if len(rows) == 0 {
-		return map[uuid.UUID]*ingest.HostLayers{}, nil
+		return ingest.HeartbeatWrite{Layers: map[uuid.UUID]*ingest.HostLayers{}}, nil
 	}
 	p := sqlcdb.UpdateHeartbeatsParams{
 		HostIds:              make([]uuid.UUID, len(rows)),
@@ -93,7 +94,7 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		}
 		js, err := json.Marshal(versions)
 		if err != nil {
-			return nil, fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
+			return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
 		}
 		p.HostIds[i] = r.HostID
 		p.AgentVersions[i] = r.AgentVersion
@@ -102,12 +103,65 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		p.ConfigVersionsJson[i] = js
 		p.ReceivedAts[i] = r.ReceivedAt
 		p.HeartbeatIntervalsMs[i] = r.HeartbeatInterval.Milliseconds()
+		if !slices.Contains(p.EnvironmentIds, r.EnvironmentID) {
+			p.EnvironmentIds = append(p.EnvironmentIds, r.EnvironmentID)
+		}
 	}
-	written, err := s.q.UpdateHeartbeats(ctx, p)
+	got, err := s.q.UpdateHeartbeats(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: update heartbeats: %w", classify(err))
+		return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: update heartbeats: %w", classify(err))
 	}
-	return layersOf(written, len(rows)), nil
+	w := ingest.HeartbeatWrite{Layers: make(map[uuid.UUID]*ingest.HostLayers, len(rows))}
+	envs, envChanged := map[uuid.UUID]map[string]agentconfig.LayerState{}, map[uuid.UUID]map[string]time.Time{}
+	for _, r := range got {
+		switch r.Level {
+		case "written":
+			w.Written = int(r.Version)
+		case "environment":
+			addLayer(envs, envChanged, r.EnvironmentID, r.ConfigType, r.Version, r.Flag, r.ChangedAt)
+		}
+	}
+	for _, r := range rows {
+		w.Layers[r.HostID] = &ingest.HostLayers{Environment: envs[r.EnvironmentID], EnvironmentChanged: envChanged[r.EnvironmentID]}
+	}
+	for _, r := range got {
+		l := w.Layers[r.HostID]
+		if l == nil {
+			continue
+		}
+		switch r.Level {
+		case "override":
+			if l.Host == nil {
+				l.Host, l.Changed = map[string]agentconfig.LayerState{}, map[string]time.Time{}
+			}
+			l.Host[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+			if r.ChangedAt != nil {
+				l.Changed[r.ConfigType] = *r.ChangedAt
+			}
+		case "repair":
+			if l.Repairs == nil {
+				l.Repairs = map[string]ingest.OpenRepair{}
+			}
+			var next time.Time
+			if r.NextAt != nil {
+				next = *r.NextAt
+			}
+			l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
+		}
+	}
+	return w, nil
+}
+
+// addLayer records one environment row (version, presence, write time) under its environment.
+func addLayer(envs map[uuid.UUID]map[string]agentconfig.LayerState, changed map[uuid.UUID]map[string]time.Time,
+	env uuid.UUID, configType string, version int64, present bool, at *time.Time) {
+	if envs[env] == nil {
+		envs[env], changed[env] = map[string]agentconfig.LayerState{}, map[string]time.Time{}
+	}
+	envs[env][configType] = agentconfig.LayerState{Version: version, Present: present}
+	if at != nil {
+		changed[env][configType] = *at
+	}
 }
 
 // InactiveHosts implements ingest.Store.

@@ -64,7 +64,7 @@ func TestLookupHostIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["agent-0"] != hosts["agent-0"] || got["agent-2"] != hosts["agent-2"] {
+	if len(got) != 2 || got["agent-0"].ID != hosts["agent-0"] || got["agent-2"].ID != hosts["agent-2"] || got["agent-0"].EnvironmentID == uuid.Nil {
 		t.Fatalf("lookup = %v", got)
 	}
 }

@@ -175,17 +175,19 @@ func (q *Queries) InactiveHostIDs(ctx context.Context, hostIds []uuid.UUID) ([]u
 }
 
 const lookupHostIDs = `-- name: LookupHostIDs :many
-SELECT agent_id, id
+SELECT agent_id, id, environment_id
 FROM hosts
 WHERE agent_id = ANY($1::text[])
 `
 
 type LookupHostIDsRow struct {
-	AgentID string
-	ID      uuid.UUID
+	AgentID       string
+	ID            uuid.UUID
+	EnvironmentID uuid.UUID
 }
 
-// Maps agent ids to host ids; unknown agents are simply absent from the result.
+// Maps agent ids to host ids and environments (a host never changes environment); unknown agents are
+// simply absent from the result.
 func (q *Queries) LookupHostIDs(ctx context.Context, agentIds []string) ([]LookupHostIDsRow, error) {
 	rows, err := q.db.Query(ctx, lookupHostIDs, agentIds)
 	if err != nil {
@@ -195,7 +197,7 @@ func (q *Queries) LookupHostIDs(ctx context.Context, agentIds []string) ([]Looku
 	var items []LookupHostIDsRow
 	for rows.Next() {
 		var i LookupHostIDsRow
-		if err := rows.Scan(&i.AgentID, &i.ID); err != nil {
+		if err := rows.Scan(&i.AgentID, &i.ID, &i.EnvironmentID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -226,11 +228,12 @@ WITH v AS (
     FROM v
     WHERE h.id = v.host_id AND h.revoked_at IS NULL
       AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at <= v.received_at)
-    RETURNING h.id, h.environment_id
+    RETURNING h.id
 )
-SELECT 'host'::text AS level, upd.id AS host_id, upd.environment_id, ''::text AS config_type, 0::bigint AS version,
-       false AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
-FROM upd
+SELECT 'written'::text AS level, '00000000-0000-0000-0000-000000000000'::uuid AS host_id,
+       '00000000-0000-0000-0000-000000000000'::uuid AS environment_id, ''::text AS config_type,
+       (SELECT count(*) FROM upd)::bigint AS version, false AS flag, 0::integer AS attempts,
+       NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
 UNION ALL
 SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
        hc.config_data IS NOT NULL, 0, NULL, hc.updated_at
@@ -240,7 +243,7 @@ UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
        ec.config_data IS NOT NULL, 0, NULL, ec.updated_at
 FROM environment_configs ec
-WHERE ec.environment_id IN (SELECT DISTINCT environment_id FROM upd)
+WHERE ec.environment_id = ANY ($8::uuid[])
 UNION ALL
 SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
        false, r.attempts, r.next_at, NULL
@@ -256,6 +259,7 @@ type UpdateHeartbeatsParams struct {
 	ConfigVersionsJson   [][]byte
 	ReceivedAts          []time.Time
 	HeartbeatIntervalsMs []int64
+	EnvironmentIds       []uuid.UUID
 }
 
 type UpdateHeartbeatsRow struct {
@@ -271,16 +275,16 @@ type UpdateHeartbeatsRow struct {
 }
 
 // Writes one batch of heartbeats (deduped per host and sorted by the caller) and returns, in the same
-// round trip, what anti-entropy needs of the hosts written: the versions (and whether they hold data)
-// of their config rows at both levels, with when each was written, and their open repairs — never any
-// config data. last_heartbeat_at never moves backwards: an older heartbeat (say, redelivered after a
-// restart) changes nothing and its host is not returned; nor is a revoked host (not written at all).
-// Rows are tagged:
+// round trip, what anti-entropy needs: how many hosts were written ('written', in version), then the
+// versions (and whether they hold data) of the config rows of the hosts written and of the given
+// environments (theirs), with when each was written, and the open repairs — never any config data.
+// last_heartbeat_at never moves backwards: an older heartbeat (say, redelivered after a restart)
+// changes nothing; revoked hosts are not written. Rows are tagged:
 //
-//	'host'         one per host written, with its environment;
-//	'override'     the host's rows (host_id set; flag false = tombstone);
-//	'environment'  its environment's rows, once per environment (environment_id set);
-//	'repair'       the host's open repairs (config_repairs: version, attempts, next_at).
+//	'written'      one row: the count of hosts written;
+//	'override'     the written hosts' rows (host_id set; flag false = tombstone);
+//	'environment'  the environments' rows (environment_id set);
+//	'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at).
 //
 // agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
 // follows too.
@@ -293,6 +297,7 @@ func (q *Queries) UpdateHeartbeats(ctx context.Context, arg UpdateHeartbeatsPara
 		arg.ConfigVersionsJson,
 		arg.ReceivedAts,
 		arg.HeartbeatIntervalsMs,
+		arg.EnvironmentIds,
 	)
 	if err != nil {
 		return nil, err
