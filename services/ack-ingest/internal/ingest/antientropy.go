@@ -78,7 +78,8 @@ type RepairOptions struct {
 	// doubles per attempt up to MaxBackoff. The first repair is asked at the first heartbeat behind.
 	Backoff, MaxBackoff time.Duration
 	// Grace: a heartbeat stored less than Grace after a type's last write is not behind on it yet
-	// (the push is on its way, or the heartbeat left before it arrived). 0 means 5 s; negative none.
+	// (the push is on its way, or the heartbeat left before it arrived); such a host is checked again
+	// when the grace ends (Run). 0 means 2 s; negative none.
 	Grace time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
