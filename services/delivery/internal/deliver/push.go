@@ -216,7 +216,7 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 			continue // no row at either level: nothing to say
 		}
 		for _, agentID := range g.agents {
-			f.buf = g.tmpl.appendCommand(f.buf[:0], commandID(f.ev.EventID, agentID, f.ev.ConfigType, g.cfg.Version))
+			f.buf = g.tmpl.appendCommand(f.buf[:0], commandID(agentID, f.ev.ConfigType, g.cfg.Version))
 			if err := f.p.publisher.Publish(agentID, f.buf); err != nil {
 				failed++
 				continue

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +30,9 @@ type RepairStats struct {
 // should hold (a push was lost, came before the agent listened, or was never sent because the host
 // looked offline) and asks delivery, the only service that publishes to agents, to send them those
 // types. Each host gets exactly what its fetch would give for the type now — resolved afresh,
-// credentials injected, a deleted type as a null payload — in a config_update command.
+// credentials injected, a deleted type as a null payload — in a config_update command with the same
+// command id a push of that version has. A type written again since ack-ingest looked is left to that
+// write's own push.
 type Repairer struct {
 	fetcher   *Fetcher
 	publisher CommandPublisher
@@ -67,7 +68,7 @@ func (r *Repairer) Repair(ctx context.Context, req protocol.RepairRequest) error
 	})
 	r.hosts.Add(int64(len(hosts)))
 	issuedAt := r.now().UTC()
-	var published, withheld, failed int
+	var published, withheld, failed, superseded int
 	var withheldSample []string
 	for lo := 0; lo < len(hosts); lo += repairChunk {
 		chunk := hosts[lo:min(lo+repairChunk, len(hosts))]
@@ -95,13 +96,18 @@ func (r *Repairer) Repair(ctx context.Context, req protocol.RepairRequest) error
 				if !ok {
 					continue // no row at either level any more: nothing to send
 				}
+				if version > h.Types[t].Expected {
+					// Written again since ack-ingest looked: that write's own push is on its way (and
+					// is repaired in turn if lost), so it is not sent twice.
+					superseded++
+					continue
+				}
 				tmpl, err := newCommandTemplate(t, version, res.Reply.Configs[t], res.Reply.SecretFields[t], issuedAt)
 				if err != nil {
 					failed++
 					continue
 				}
-				attempt := strconv.Itoa(h.Types[t].Attempt)
-				buf = tmpl.appendCommand(buf[:0], commandID("repair-"+attempt, h.AgentID, t, version))
+				buf = tmpl.appendCommand(buf[:0], commandID(h.AgentID, t, version))
 				if err := r.publisher.Publish(h.AgentID, buf); err != nil {
 					failed++
 					continue
@@ -116,7 +122,8 @@ func (r *Repairer) Repair(ctx context.Context, req protocol.RepairRequest) error
 	r.published.Add(int64(published))
 	r.withheld.Add(int64(withheld))
 	r.failed.Add(int64(failed))
-	fields := []zap.Field{zap.Int("hosts", len(hosts)), zap.Int("published", published), zap.Int("withheld", withheld), zap.Int("failed", failed)}
+	fields := []zap.Field{zap.Int("hosts", len(hosts)), zap.Int("published", published), zap.Int("withheld", withheld),
+		zap.Int("superseded", superseded), zap.Int("failed", failed)}
 	if withheld > 0 {
 		r.log.Warn("repair: types withheld, they cannot be delivered whole", append(fields, zap.Strings("sample", withheldSample))...)
 	} else {

@@ -48,9 +48,21 @@ func TestRepairSendsOnlyTheMissingTypes(t *testing.T) {
 	if st := rep.Stats(); st.Published != 3 || st.Withheld != 1 || st.Failed != 1 || st.Hosts != 4 {
 		t.Fatalf("stats = %+v", st)
 	}
-	// Repeated attempts get fresh command ids, so an agent never takes a repair for a duplicate.
-	if byType["collectors"].CommandID == commandID("repair-1", "agent-00001", "collectors", 4) {
-		t.Fatal("the second attempt reused the first attempt's command id")
+	// A repair carries the id a push of the same version carries: the same content, the same id.
+	if byType["collectors"].CommandID != commandID("agent-00001", "collectors", 4) {
+		t.Fatal("the repair's command id differs from the push's")
+	}
+
+	// Written again since ack-ingest looked: left to that write's own push.
+	pub2 := &fakePublisher{}
+	rep2 := NewRepairer(NewFetcher(r, &fakeInjector{}, zap.NewNop()), pub2, zap.NewNop())
+	if err := rep2.Repair(context.Background(), protocol.RepairRequest{Hosts: []protocol.RepairHost{
+		{AgentID: "agent-00000", Types: map[string]protocol.RepairState{"healthcheck": {Expected: 2, Attempt: 1}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pub2.byAgent()["agent-00000"]); n != 0 {
+		t.Fatalf("a superseded version was repaired with the newer one (%d commands)", n)
 	}
 }
 
