@@ -44,7 +44,7 @@ type Config struct {
 	RepairMaxBackoff time.Duration `env:"CONFIGSYNC_REPAIR_MAX_BACKOFF" default:"30m"`
 	// RepairGrace: a heartbeat stored less than this after a config's last write is not counted behind
 	// on it (the push is on its way), so a push still in flight is not repaired as well.
-	RepairGrace time.Duration `env:"CONFIGSYNC_REPAIR_GRACE" default:"2s"`
+	RepairGrace time.Duration `env:"CONFIGSYNC_REPAIR_GRACE" default:"5s"`
 }
 
 // Module runs the ack and heartbeat consumers for the app's lifetime.

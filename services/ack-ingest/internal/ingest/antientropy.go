@@ -79,7 +79,7 @@ type RepairOptions struct {
 	Backoff, MaxBackoff time.Duration
 	// Grace: a heartbeat stored less than Grace after a type's last write is not behind on it yet
 	// (the push is on its way, or the heartbeat left before it arrived); such a host is checked again
-	// when the grace ends (Run). 0 means 2 s; negative none.
+	// when the grace ends (Run). 0 means 5 s; negative none.
 	Grace time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
@@ -130,7 +130,7 @@ func NewAntiEntropy(store Store, publisher RepairPublisher, opts RepairOptions, 
 		opts.Now = time.Now
 	}
 	if opts.Grace == 0 {
-		opts.Grace = 2 * time.Second
+		opts.Grace = 5 * time.Second
 	}
 	opts.Grace = max(opts.Grace, 0)
 	return &AntiEntropy{store: store, publisher: publisher, opts: opts, log: log, deferred: map[uuid.UUID]time.Time{}}
