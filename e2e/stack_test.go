@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -473,10 +472,5 @@ func (s *stack) agentList() []*agent {
 
 // why adapts a check that explains itself ("what I saw", ok) to eventually's error form.
 func why(check func() (string, bool)) func() error {
-	return func() error {
-		if msg, ok := check(); !ok {
-			return errors.New(msg)
-		}
-		return nil
-	}
+	return testinfra.Explain(func() (bool, string) { msg, ok := check(); return ok, msg })
 }

@@ -297,10 +297,19 @@ func (s *stack) startDelivery(edit func(*delivery.Config)) *service {
 // startAckIngest runs ack-ingest with short retry delays.
 func (s *stack) startAckIngest() *service {
 	s.t.Helper()
+	return s.startAckIngestWith(nil)
+}
+
+// startAckIngestWith is startAckIngest with its configuration changed by edit (may be nil).
+func (s *stack) startAckIngestWith(edit func(*ackingest.Config)) *service {
+	s.t.Helper()
 	cfg := defaults[ackingest.Config](s.t)
 	cfg.AckWait = 2 * time.Second
 	cfg.RetryDelay = 100 * time.Millisecond
 	cfg.MaxRetryDelay = time.Second
+	if edit != nil {
+		edit(&cfg)
+	}
 	v := &service{name: "ack-ingest", nc: s.serviceConn("ack-ingest"), pool: s.newPool(svcAppPrefix+"ack-ingest", nil)}
 	svc := ackingest.New(cfg, v.pool, jetStream(s.t, v.nc), s.log.Named("ack-ingest"))
 	svc.Start()
@@ -337,8 +346,14 @@ func (s *stack) startRelay() *service {
 // returns a client holding a fresh admin token.
 func (s *stack) startAPI() *apiClient {
 	s.t.Helper()
+	return s.startAPIWindow(90 * time.Second)
+}
+
+// startAPIWindow is startAPI with CONFIGSYNC_ONLINE_WINDOW set to onlineWindow.
+func (s *stack) startAPIWindow(onlineWindow time.Duration) *apiClient {
+	s.t.Helper()
 	v := &service{name: "config-api", nc: s.serviceConn("config-api"), pool: s.newPool(svcAppPrefix+"config-api", nil)}
-	svc, err := configapi.New(configapi.Config{OnlineWindow: 90 * time.Second, RequestTimeout: 5 * time.Second},
+	svc, err := configapi.New(configapi.Config{OnlineWindow: onlineWindow, RequestTimeout: 5 * time.Second},
 		v.pool, v.nc, s.log.Named("config-api"))
 	if err != nil {
 		s.t.Fatalf("config-api: %v", err)

@@ -102,7 +102,10 @@ type agent struct {
 
 	refetch    chan struct{}
 	heartbeats atomic.Int64
-	memLimit   atomic.Int64 // bytes applied with debug.SetMemoryLimit (0: none)
+	// heartbeatEvery is the heartbeat task's current period in milliseconds, reported in every
+	// heartbeat so the backend judges this host's liveness by it.
+	heartbeatEvery atomic.Int64
+	memLimit       atomic.Int64 // bytes applied with debug.SetMemoryLimit (0: none)
 }
 
 // Run starts the agent and blocks until ctx is done, then stops cleanly. It fails only on a bad
@@ -192,6 +195,7 @@ func newAgent(cfg Config) (*agent, error) {
 	}
 
 	a.sched.Add(taskHeartbeat, defaultHeartbeatInterval, a.traced(taskHeartbeat, a.heartbeat))
+	a.heartbeatEvery.Store(defaultHeartbeatInterval.Milliseconds())
 	a.sched.Add(taskMetrics, defaultMetricsInterval, a.traced(taskMetrics, a.metrics.Run))
 	a.sched.Add(taskInventory, defaultInventoryInterval, a.traced(taskInventory, a.inventory))
 	a.sched.Add(taskProcesses, defaultProcessesInterval, a.traced(taskProcesses, a.processes))
@@ -367,6 +371,8 @@ func (a *agent) heartbeat(context.Context) {
 		ConfigHash:     a.cache.ConfigHash(),
 		ConfigVersion:  a.cache.ConfigVersion(),
 		ConfigVersions: a.cache.ConfigVersions(),
+
+		HeartbeatIntervalMS: a.heartbeatEvery.Load(),
 	}
 	a.heartbeats.Add(1)
 	c := a.client.Load()

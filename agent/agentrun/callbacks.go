@@ -42,7 +42,13 @@ func (a *agent) registerCallbacks() {
 		a.sched.UpdateInterval(taskMetrics, orDefault(c.Metrics, defaultMetricsInterval))
 		a.sched.UpdateInterval(taskInventory, inventory)
 		a.sched.UpdateInterval(taskWatchFiles, inventory)
-		a.sched.UpdateInterval(taskHeartbeat, orDefault(c.Heartbeat, defaultHeartbeatInterval))
+		heartbeat := orDefault(c.Heartbeat, defaultHeartbeatInterval)
+		a.sched.UpdateInterval(taskHeartbeat, heartbeat)
+		if a.heartbeatEvery.Swap(heartbeat.Milliseconds()) != heartbeat.Milliseconds() {
+			// The backend judges this host's liveness by the interval it reports: report a new one at
+			// once rather than at the end of the new (possibly long) interval.
+			a.sched.Trigger(taskHeartbeat)
+		}
 		a.sched.UpdateInterval(taskProcesses, orDefault(c.Processes, defaultProcessesInterval))
 		return nil
 	})

@@ -26,6 +26,31 @@ type Effective struct {
 	Provenance         Provenance
 }
 
+// LayerState is what anti-entropy needs of a Layer: its version and whether it holds data (a row
+// without data is a tombstone; Version 0 means no row).
+type LayerState struct {
+	Version int64
+	Present bool
+}
+
+// ExpectedState is what a host should hold for one config type: Version, and whether it should hold
+// the type at all (false: deleted at both levels, the agent must drop it).
+type ExpectedState struct {
+	Version int64
+	Present bool
+}
+
+// ExpectedVersion is the effective version of a type from its two layers' versions (tombstones
+// included): the larger one.
+func ExpectedVersion(env, host int64) int64 { return max(env, host) }
+
+// Expected is what a host should hold for one type given its two layers, without merging any data.
+// Resolve follows the same rule (its Version and whether it has data), so ack-ingest's anti-entropy,
+// which reads only versions, and the resolver, which merges, always agree on what a host should hold.
+func Expected(env, host LayerState) ExpectedState {
+	return ExpectedState{Version: ExpectedVersion(env.Version, host.Version), Present: env.Present || host.Present}
+}
+
 // Resolve applies the spec's resolution rules to the two layers of one config type:
 //
 //   - environment only: its data as-is, source "environment";
@@ -39,23 +64,25 @@ func Resolve(configType string, env, host Layer) (Effective, error) {
 	if !Known(configType) {
 		return Effective{}, unknownType(configType)
 	}
+	hasEnv, hasHost := !IsNull(env.Data), !IsNull(host.Data)
+	exp := Expected(LayerState{env.Version, hasEnv}, LayerState{host.Version, hasHost})
 	eff := Effective{
 		ConfigType:         configType,
-		Version:            max(env.Version, host.Version),
+		Version:            exp.Version,
 		EnvironmentVersion: env.Version,
 		HostVersion:        host.Version,
 		Provenance:         Provenance{Entries: []ProvenanceEntry{}},
 	}
-	hasEnv, hasHost := !IsNull(env.Data), !IsNull(host.Data)
+	if !exp.Present {
+		return eff, nil
+	}
 	switch {
 	case hasEnv && hasHost:
 		eff.Source = SourceMerged
 	case hasEnv:
 		eff.Source = SourceEnvironment
-	case hasHost:
-		eff.Source = SourceHostOverride
 	default:
-		return eff, nil
+		eff.Source = SourceHostOverride
 	}
 	data, prov, err := Merge(configType, env.Data, host.Data)
 	if err != nil {

@@ -56,14 +56,18 @@ type Ack struct {
 	AppliedAt  time.Time `json:"applied_at,omitzero"`
 }
 
-// Heartbeat is the agent's periodic report of its config state.
+// Heartbeat is the agent's periodic report of its config state. HeartbeatIntervalMS (optional, beyond
+// the spec's payload) is the period the agent heartbeats at now, in milliseconds: the backend judges
+// the host's liveness by it (see Online), so a long intervals.heartbeat never makes a live host look
+// offline. Older agents leave it out.
 type Heartbeat struct {
-	AgentID        string           `json:"agent_id"`
-	SentAt         time.Time        `json:"sent_at"`
-	AgentVersion   string           `json:"agent_version"`
-	ConfigHash     string           `json:"config_hash"`
-	ConfigVersion  int64            `json:"config_version"`
-	ConfigVersions map[string]int64 `json:"config_versions"`
+	AgentID             string           `json:"agent_id"`
+	SentAt              time.Time        `json:"sent_at"`
+	AgentVersion        string           `json:"agent_version"`
+	ConfigHash          string           `json:"config_hash"`
+	ConfigVersion       int64            `json:"config_version"`
+	ConfigVersions      map[string]int64 `json:"config_versions"`
+	HeartbeatIntervalMS int64            `json:"heartbeat_interval_ms,omitempty"`
 }
 
 // LogRecord is one agent self-log line shipped on LogsSubject.

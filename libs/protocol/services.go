@@ -97,13 +97,16 @@ func (r ResolveAgentsReply) Resolved(i int) (ResolveReply, error) {
 }
 
 // ResolveBatchRequest asks for one config type across the hosts of one environment, a page at a time.
-// HostIDs restricts the hosts; OnlineSince keeps only hosts with a heartbeat at or after it. After is the
-// cursor from the previous page; Limit caps the page (the resolver applies its own maximum).
+// HostIDs restricts the hosts; OnlineSince keeps only hosts with a heartbeat at or after it, and with
+// OnlineAt also set, hosts online at OnlineAt by Online with the window OnlineAt - OnlineSince (a host
+// with a long heartbeat interval of its own stays online longer). After is the cursor from the previous
+// page; Limit caps the page (the resolver applies its own maximum).
 type ResolveBatchRequest struct {
 	EnvironmentID string     `json:"environment_id"`
 	ConfigType    string     `json:"config_type"`
 	HostIDs       []string   `json:"host_ids,omitempty"`
 	OnlineSince   *time.Time `json:"online_since,omitempty"`
+	OnlineAt      *time.Time `json:"online_at,omitempty"`
 	After         string     `json:"after,omitempty"`
 	Limit         int        `json:"limit,omitempty"`
 }

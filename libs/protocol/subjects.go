@@ -23,9 +23,17 @@ const (
 	// JetStream streams that keep acks and heartbeats across an ack-ingest restart.
 	AcksStream       = "CONFIGSYNC_ACKS"
 	HeartbeatsStream = "CONFIGSYNC_HEARTBEATS"
+	// HeartbeatsIngestDurable is ack-ingest's durable consumer of HeartbeatsStream; delivery reads its
+	// progress to tell whether stored heartbeats are current.
+	HeartbeatsIngestDurable = "configsync-ack-ingest-heartbeats"
 
 	// Queue group the delivery replicas share for agent fetches.
 	DeliveryQueueGroup = "configsync-delivery"
+
+	// RepairSubject carries RepairRequests from ack-ingest (which sees heartbeats behind the versions
+	// the hosts should hold) to delivery (the only service that publishes to agents). Core NATS, queue
+	// group DeliveryQueueGroup: a lost request is found again at a later heartbeat.
+	RepairSubject = "configsync.repair.request"
 )
 
 // Backend service endpoints (nats.go micro services).

@@ -1,6 +1,7 @@
 package testinfra
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -66,4 +67,15 @@ func describe(msgAndArgs []any) string {
 		return fmt.Sprintf(format, msgAndArgs[1:]...)
 	}
 	return fmt.Sprint(msgAndArgs...)
+}
+
+// Explain turns a check that says what it saw ("3 of 4 agents applied", false) into the error form
+// EventuallyNoError polls, so the timeout message carries the last state seen.
+func Explain(check func() (bool, string)) func() error {
+	return func() error {
+		if ok, why := check(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	}
 }

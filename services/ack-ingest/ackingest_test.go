@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
@@ -320,7 +322,10 @@ func TestMalformedMessagesAreTerminated(t *testing.T) {
 }
 
 func TestRestartWhileAgentsKeepSending(t *testing.T) {
-	const agents, rounds = 40, 12
+	// One registered config type per round, besides collectors which every round acks.
+	perRound := slices.DeleteFunc(agentconfig.TypeNames(), func(t string) bool { return t == agentconfig.Collectors })
+	const agents = 40
+	rounds := len(perRound)
 	s := newStack(t, agents)
 	stop := s.start(t)
 	for round := 1; round <= rounds; round++ {
@@ -333,7 +338,7 @@ func TestRestartWhileAgentsKeepSending(t *testing.T) {
 		for i := range agents {
 			agent := fmt.Sprintf("agent-%d", i)
 			s.publish(t, protocol.AckSubject(agent), ack(agent, "collectors", int64(round), protocol.AckApplied, ""))
-			s.publish(t, protocol.AckSubject(agent), ack(agent, fmt.Sprintf("type_%d", round), int64(round), protocol.AckApplied, ""))
+			s.publish(t, protocol.AckSubject(agent), ack(agent, perRound[round-1], int64(round), protocol.AckApplied, ""))
 			s.publish(t, protocol.HeartbeatSubject(agent), heartbeat(agent, fmt.Sprintf("hash-%d", round), int64(round)))
 		}
 		if err := s.nc.Flush(); err != nil {
@@ -343,13 +348,13 @@ func TestRestartWhileAgentsKeepSending(t *testing.T) {
 	s.drained(t)
 	for i := range agents {
 		agent := fmt.Sprintf("agent-%d", i)
-		if r, _ := s.applyStatus(t, agent, "collectors"); r.Version != rounds {
+		if r, _ := s.applyStatus(t, agent, "collectors"); r.Version != int64(rounds) {
 			t.Fatalf("%s collectors at version %d, want %d", agent, r.Version, rounds)
 		}
 		// Every ack sent, including while ack-ingest was down, was recorded.
 		for round := 1; round <= rounds; round++ {
-			if r, ok := s.applyStatus(t, agent, fmt.Sprintf("type_%d", round)); !ok || r.Version != int64(round) {
-				t.Fatalf("%s type_%d: %+v %v (lost)", agent, round, r, ok)
+			if r, ok := s.applyStatus(t, agent, perRound[round-1]); !ok || r.Version != int64(round) {
+				t.Fatalf("%s round %d: %+v %v (lost)", agent, round, r, ok)
 			}
 		}
 		if h := s.host(t, agent); h.ConfigHash == nil || *h.ConfigHash != fmt.Sprintf("hash-%d", rounds) {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
 	"github.com/configsync/configsync/services/ack-ingest/internal/natsapi"
@@ -39,7 +40,7 @@ func BenchmarkIngestAcks(b *testing.B) {
 	start := time.Now()
 	for i := range b.N {
 		agent := fmt.Sprintf("agent-%d", i%benchAgents)
-		s.publish(b, protocol.AckSubject(agent), ack(agent, fmt.Sprintf("type_%d", (i/benchAgents)%10), int64(i/benchAgents+1), protocol.AckApplied, ""))
+		s.publish(b, protocol.AckSubject(agent), ack(agent, agentconfig.TypeNames()[(i/benchAgents)%10], int64(i/benchAgents+1), protocol.AckApplied, ""))
 	}
 	delivered := waitIngested(b, s, protocol.AcksStream, natsapi.AcksDurable)
 	elapsed := time.Since(start)

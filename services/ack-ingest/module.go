@@ -11,6 +11,7 @@ package ackingest
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,6 +41,13 @@ type Config struct {
 	MaxRetryDelay time.Duration `env:"CONFIGSYNC_INGEST_MAX_RETRY_DELAY" default:"30s"`
 	// HostCacheSize bounds the agent_id -> host_id cache.
 	HostCacheSize int `env:"CONFIGSYNC_INGEST_HOST_CACHE_SIZE" default:"100000"`
+	// RepairBackoff is the wait before a repair of the same (host, type, version) is asked again,
+	// doubling per attempt up to RepairMaxBackoff (anti-entropy; the first repair is asked at once).
+	RepairBackoff    time.Duration `env:"CONFIGSYNC_REPAIR_BACKOFF" default:"30s"`
+	RepairMaxBackoff time.Duration `env:"CONFIGSYNC_REPAIR_MAX_BACKOFF" default:"30m"`
+	// RepairGrace: a heartbeat stored less than this after a config's last write is not counted behind
+	// on it (the push is on its way), so a push still in flight is not repaired as well.
+	RepairGrace time.Duration `env:"CONFIGSYNC_REPAIR_GRACE" default:"5s"`
 }
 
 // Module runs the ack and heartbeat consumers for the app's lifetime.
@@ -65,13 +73,22 @@ var Module = fx.Module("ack-ingest",
 // Service is ack-ingest ready to be started.
 type Service struct {
 	consumers *natsapi.Consumers
+	ingester  *ingest.Ingester
+	entropy   *ingest.AntiEntropy
+
+	mu          sync.Mutex
+	stopEntropy context.CancelFunc
+	entropyDone chan struct{}
 }
 
 // New builds ack-ingest without fx: consumers on js writing to pool.
 func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger) *Service {
 	store := postgres.NewStore(pool)
-	ingester := ingest.NewIngester(store, ingest.NewHostDirectory(store, cfg.HostCacheSize), log)
-	return &Service{consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
+	entropy := ingest.NewAntiEntropy(store, natsapi.NewRepairPublisher(js.Conn()), ingest.RepairOptions{
+		Backoff: cfg.RepairBackoff, MaxBackoff: cfg.RepairMaxBackoff, Grace: cfg.RepairGrace,
+	}, log)
+	ingester := ingest.NewIngester(store, ingest.NewHostDirectory(store, cfg.HostCacheSize), entropy, log)
+	return &Service{ingester: ingester, entropy: entropy, consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
 		BatchSize:     cfg.BatchSize,
 		BatchWait:     cfg.BatchWait,
 		Writers:       cfg.Writers,
@@ -82,11 +99,53 @@ func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger
 }
 
 // Start begins consuming in the background (creating the durable consumers, retrying while JetStream
-// is unavailable); it does not block.
-func (s *Service) Start() { s.consumers.Start() }
+// is unavailable) and checking deferred hosts (anti-entropy); it does not block.
+func (s *Service) Start() {
+	s.mu.Lock()
+	if s.entropyDone == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopEntropy, s.entropyDone = cancel, make(chan struct{})
+		go func() {
+			defer close(s.entropyDone)
+			s.entropy.Run(ctx)
+		}()
+	}
+	s.mu.Unlock()
+	s.consumers.Start()
+}
 
 // Stop stops pulling and waits for the batches in hand to be written and settled until ctx is done.
-func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.consumers.Stop(ctx)
+	s.mu.Lock()
+	stop, done := s.stopEntropy, s.entropyDone
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+		s.mu.Lock()
+		s.stopEntropy, s.entropyDone = nil, nil
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// Stats counts what ack-ingest dropped and repaired since start.
+type Stats struct {
+	// RevokedAcks and RevokedHeartbeats: records of revoked hosts dropped, never stored.
+	RevokedAcks, RevokedHeartbeats int64
+	// Repairs: (host, type) repairs asked of delivery; RepairsBackedOff: gaps left alone because the
+	// last repair of that version is too recent; RepairsRefused: gaps at a version the agent acked
+	// failed (deferred by the backoff); RepairsClosed: repairs closed by a heartbeat at the version.
+	Repairs, RepairsBackedOff, RepairsRefused, RepairsClosed int64
+}
+
+// Stats returns the counters.
+func (s *Service) Stats() Stats {
+	d, r := s.ingester.Drops(), s.entropy.Stats()
+	return Stats{RevokedAcks: d.RevokedAcks, RevokedHeartbeats: d.RevokedHeartbeats,
+		Repairs: r.Requested, RepairsBackedOff: r.BackedOff, RepairsRefused: r.Refused, RepairsClosed: r.Closed}
+}
 
 // Ready reports whether both consumers are running.
 func (s *Service) Ready(ctx context.Context) error { return s.consumers.Ready(ctx) }

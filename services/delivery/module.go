@@ -51,6 +51,16 @@ type Config struct {
 	PushAckWait time.Duration `env:"CONFIGSYNC_PUSH_ACK_WAIT" default:"60s"`
 	// PushRetryDelay is the first delay before a failed fan-out is redone (doubling up to 1 minute).
 	PushRetryDelay time.Duration `env:"CONFIGSYNC_PUSH_RETRY_DELAY" default:"1s"`
+	// IngestLagAfter: when ack-ingest's heartbeat consumer has heartbeats waiting and has handed none
+	// out for this long, stored heartbeats are stale and pushes go to every host in scope.
+	IngestLagAfter time.Duration `env:"CONFIGSYNC_INGEST_LAG_AFTER" default:"5s"`
+	// RepairQueue is how many anti-entropy repair requests may wait; more are dropped (and asked
+	// again by ack-ingest after its backoff).
+	RepairQueue int `env:"CONFIGSYNC_REPAIR_QUEUE" default:"64"`
+
+	// LosePush, when set (fault tests only; no variable sets it), makes the event fan-out lose the
+	// commands it answers true for, as a network would. Repairs are never lost this way.
+	LosePush func(agentID string, command []byte) bool
 }
 
 // Module runs the fetch endpoint and the config-change consumer for the app's lifetime.
@@ -72,9 +82,11 @@ var Module = fx.Module("delivery",
 
 // Service is delivery ready to be started.
 type Service struct {
-	nc     *nats.Conn
-	fetch  *natsapi.FetchServer
-	events *natsapi.EventConsumer
+	nc       *nats.Conn
+	fetch    *natsapi.FetchServer
+	events   *natsapi.EventConsumer
+	repairer *deliver.Repairer
+	repairs  *natsapi.RepairServer
 }
 
 // New builds delivery without fx, on nc (requests, commands) and js (events).
@@ -82,12 +94,21 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Se
 	resolver := natsapi.NewResolverClient(nc, cfg.UpstreamTimeout)
 	credentials := natsapi.NewCredentialClient(nc, cfg.UpstreamTimeout)
 	fetcher := deliver.NewFetcher(resolver, credentials, log)
-	pusher := deliver.NewPusher(resolver, credentials, natsapi.NewCommandPublisher(nc), deliver.PushOptions{
-		OnlineWindow: cfg.OnlineWindow,
-		PageSize:     cfg.PushPageSize,
+	lag := natsapi.NewIngestLag(natsapi.JetStreamConsumers{JS: js}, cfg.IngestLagAfter, log)
+	var pushPublisher deliver.CommandPublisher = natsapi.NewCommandPublisher(nc)
+	if cfg.LosePush != nil {
+		pushPublisher = natsapi.LossyPublisher{CommandPublisher: pushPublisher, Lose: cfg.LosePush}
+	}
+	pusher := deliver.NewPusher(resolver, credentials, pushPublisher, deliver.PushOptions{
+		OnlineWindow:  cfg.OnlineWindow,
+		PageSize:      cfg.PushPageSize,
+		IngestLagging: lag.Lagging,
 	}, log)
+	repairer := deliver.NewRepairer(fetcher, natsapi.NewCommandPublisher(nc), log)
 	return &Service{
-		nc: nc,
+		nc:       nc,
+		repairer: repairer,
+		repairs:  natsapi.NewRepairServer(repairer, cfg.RepairQueue, log),
 		fetch: natsapi.NewFetchServer(fetcher, natsapi.FetchOptions{
 			Workers:   cfg.FetchWorkers,
 			Queue:     cfg.FetchQueue,
@@ -108,13 +129,19 @@ func (s *Service) Start() error {
 	if err := s.fetch.Start(s.nc); err != nil {
 		return err
 	}
+	if err := s.repairs.Start(s.nc); err != nil {
+		return errors.Join(err, s.fetch.Stop(context.Background()))
+	}
 	s.events.Start()
 	return nil
 }
 
+// RepairStats counts the anti-entropy repairs delivery sent since start.
+func (s *Service) RepairStats() deliver.RepairStats { return s.repairer.Stats() }
+
 // Stop stops both, letting in-flight fetches and fan-outs finish until ctx is done.
 func (s *Service) Stop(ctx context.Context) error {
-	return errors.Join(s.fetch.Stop(ctx), s.events.Stop(ctx))
+	return errors.Join(s.repairs.Stop(ctx), s.fetch.Stop(ctx), s.events.Stop(ctx))
 }
 
 // Ready reports whether events are being consumed.

@@ -51,7 +51,7 @@ type flags struct {
 	subscriptions, scenarios                                string
 	jitter, fetchTimeout, heartbeatInterval                 time.Duration
 	duration, timeout                                       time.Duration
-	heartbeatRate                                           float64
+	heartbeatRate, dropPushes                               float64
 	jsonOut, strict, keep, analyze                          bool
 	machine                                                 string
 
@@ -72,6 +72,7 @@ func parseFlags() flags {
 	flag.DurationVar(&f.duration, "duration", 10*time.Second, "heartbeat scenario: how long the rate is sustained")
 	flag.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on each wait (hosts online, acks persisted, heartbeats landed)")
 	flag.IntVar(&f.pushes, "pushes", 3, "push scenario: environment-wide pushes, one after the other")
+	flag.Float64Var(&f.dropPushes, "drop-pushes", 0, "push scenario: percentage (0-100) of pushes the simulated agents lose; they keep heartbeating what they hold, so anti-entropy must repair them, and the push is measured to full convergence")
 	flag.IntVar(&f.credentials, "credentials", 3, "push scenario: distinct credentials the pushed collectors reference")
 	flag.IntVar(&f.registerConcurrency, "register-concurrency", 4, "host registration batches in flight (POST /environments/{id}/hosts/batch, up to 1000 hosts each)")
 	flag.BoolVar(&f.analyze, "analyze", true, "run ANALYZE on the hosts table after registration (needs the database; false shows the cold-statistics behaviour of a just-registered fleet)")
@@ -103,6 +104,9 @@ func run() (int, error) {
 	}
 	if f.agents < 1 {
 		return 0, errors.New("-agents must be at least 1")
+	}
+	if f.dropPushes < 0 || f.dropPushes > 100 {
+		return 0, errors.New("-drop-pushes must be a percentage between 0 and 100")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -212,7 +216,7 @@ func run() (int, error) {
 	runner := scenario.New(scenario.Options{
 		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios,
 		Jitter: f.jitter, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
-		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes,
+		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes, DropPushes: f.dropPushes / 100,
 		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze,
 	}, backend, progress)
 	res, runErr := runner.Run(ctx)

@@ -18,6 +18,8 @@ DELETE FROM console_sessions WHERE id_hash = @id_hash;
 DELETE FROM console_sessions WHERE expires_at <= now();
 
 -- name: EnvironmentHostSummary :one
+-- Online is protocol.Online: a heartbeat within the window, or within 3 (protocol.OnlineHeartbeats) of the
+-- host's own heartbeat intervals.
 -- Counts of an environment's hosts by state, in one pass. online_since is the oldest heartbeat that still
 -- counts as online (the caller computes it from its online window). Failed applies come from the
 -- partial index of failed rows, joined once (not probed per host).
@@ -27,7 +29,7 @@ WITH failed AS (
     WHERE s.status = 'failed' AND f.environment_id = @environment_id
 )
 SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= @online_since::timestamptz)::bigint AS online,
+       count(*) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -48,7 +50,7 @@ SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint 
 FROM hosts h
 LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < @online_since::timestamptz OR failed.host_id IS NOT NULL)
+  AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
 ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT @max_rows;
 
@@ -59,15 +61,19 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
+                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
+       h.heartbeat_interval_ms,
+       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
+                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
 FROM hosts h
 WHERE h.environment_id = @environment_id
   AND (@hostname_like::text = '' OR h.hostname ILIKE '%' || @hostname_like::text || '%')
   AND (sqlc.narg(after_hostname)::text IS NULL
        OR (h.hostname, h.id) > (sqlc.narg(after_hostname)::text, sqlc.narg(after_id)::uuid))
   AND CASE @state::text
-        WHEN 'online' THEN h.revoked_at IS NULL AND h.last_heartbeat_at >= @online_since::timestamptz
-        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < @online_since::timestamptz)
+        WHEN 'online' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp())
+        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))
         WHEN 'failed' THEN h.revoked_at IS NULL AND EXISTS (
             SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')
         WHEN 'revoked' THEN h.revoked_at IS NOT NULL
@@ -116,7 +122,7 @@ WITH failed AS (
 )
 SELECT e.id AS environment_id, e.name AS environment_name, e.client_id, c.name AS client_name, e.created_at,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= @online_since::timestamptz)::bigint AS online,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -141,7 +147,7 @@ CROSS JOIN LATERAL (
     FROM hosts h
     LEFT JOIN failed ON failed.host_id = h.id
     WHERE h.environment_id = e.id AND h.revoked_at IS NULL
-      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < @online_since::timestamptz OR failed.host_id IS NOT NULL)
+      AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
     ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
     LIMIT @per_env::bigint
 ) w

@@ -24,7 +24,13 @@ type HostDirectory struct {
 
 type hostEntry struct {
 	agentID string
-	hostID  uuid.UUID
+	ref     HostRef
+}
+
+// HostRef is a host as ingestion needs it: its id and its environment (which never changes).
+type HostRef struct {
+	ID            uuid.UUID
+	EnvironmentID uuid.UUID
 }
 
 // NewHostDirectory returns a directory over store holding at most size entries (at least 1).
@@ -36,7 +42,20 @@ func NewHostDirectory(store Store, size int) *HostDirectory {
 // Lookup returns the host id of every known agent among agentIDs, asking the store only for the agents
 // it does not remember.
 func (d *HostDirectory) Lookup(ctx context.Context, agentIDs []string) (map[string]uuid.UUID, error) {
-	found := make(map[string]uuid.UUID, len(agentIDs))
+	refs, err := d.LookupRefs(ctx, agentIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uuid.UUID, len(refs))
+	for a, r := range refs {
+		out[a] = r.ID
+	}
+	return out, nil
+}
+
+// LookupRefs is Lookup with each host's environment.
+func (d *HostDirectory) LookupRefs(ctx context.Context, agentIDs []string) (map[string]HostRef, error) {
+	found := make(map[string]HostRef, len(agentIDs))
 	var missing []string
 	d.mu.Lock()
 	for _, id := range agentIDs {
@@ -45,10 +64,10 @@ func (d *HostDirectory) Lookup(ctx context.Context, agentIDs []string) (map[stri
 		}
 		if el, ok := d.entries[id]; ok {
 			d.order.MoveToFront(el)
-			found[id] = el.Value.(*hostEntry).hostID
+			found[id] = el.Value.(*hostEntry).ref
 			continue
 		}
-		found[id] = uuid.Nil // placeholder: keeps duplicates out of missing
+		found[id] = HostRef{} // placeholder: keeps duplicates out of missing
 		missing = append(missing, id)
 	}
 	d.mu.Unlock()
@@ -64,9 +83,9 @@ func (d *HostDirectory) Lookup(ctx context.Context, agentIDs []string) (map[stri
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for agentID, hostID := range loaded {
-		found[agentID] = hostID
-		d.putLocked(agentID, hostID)
+	for agentID, ref := range loaded {
+		found[agentID] = ref
+		d.putLocked(agentID, ref)
 	}
 	return found, nil
 }
@@ -88,13 +107,13 @@ func (d *HostDirectory) Len() int {
 	return d.order.Len()
 }
 
-func (d *HostDirectory) putLocked(agentID string, hostID uuid.UUID) {
+func (d *HostDirectory) putLocked(agentID string, ref HostRef) {
 	if el, ok := d.entries[agentID]; ok {
-		el.Value.(*hostEntry).hostID = hostID
+		el.Value.(*hostEntry).ref = ref
 		d.order.MoveToFront(el)
 		return
 	}
-	d.entries[agentID] = d.order.PushFront(&hostEntry{agentID: agentID, hostID: hostID})
+	d.entries[agentID] = d.order.PushFront(&hostEntry{agentID: agentID, ref: ref})
 	for d.order.Len() > d.size {
 		oldest := d.order.Back()
 		d.order.Remove(oldest)

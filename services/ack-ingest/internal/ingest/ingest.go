@@ -23,8 +23,11 @@ type Ack struct {
 	// Error is the agent's failure text (empty when applied).
 	Error     string
 	AppliedAt time.Time
-	// ReceivedAt is when the message broker stored the ack; it orders two acks of the same version.
+	// ReceivedAt is when the message broker stored the ack.
 	ReceivedAt time.Time
+	// Seq is the ack's sequence in the ack stream: of two acks of the same version, the later one sent
+	// has the higher sequence, and it is the one kept.
+	Seq uint64
 }
 
 // ClockSkewAllowance is how far ahead of the broker's clock an agent's applied_at may be.
@@ -61,6 +64,8 @@ type Heartbeat struct {
 	ConfigHash     string
 	ConfigVersion  int64
 	ConfigVersions map[string]int64
+	// HeartbeatInterval is the period the agent reports it heartbeats at (0: not reported).
+	HeartbeatInterval time.Duration
 }
 
 // ApplyStatus is the row written for one (host, config type).
@@ -71,8 +76,16 @@ type ApplyStatus struct {
 
 // HostHeartbeat is the heartbeat state written for one host.
 type HostHeartbeat struct {
-	HostID uuid.UUID
+	HostID        uuid.UUID
+	EnvironmentID uuid.UUID
 	Heartbeat
+}
+
+// HeartbeatWrite is what writing a batch of heartbeats returns: how many hosts were written (fewer
+// than the rows when some are revoked or gone, or an older heartbeat), and each row's host's layers.
+type HeartbeatWrite struct {
+	Written int
+	Layers  map[uuid.UUID]*HostLayers
 }
 
 // ErrRejected marks a store error caused by the data of a batch (a constraint or a value the database
@@ -82,13 +95,26 @@ var ErrRejected = errors.New("rejected by the database")
 // Store is the persistence port of ingestion. Writes are all-or-nothing per call; an error wrapping
 // ErrRejected means the rows themselves were refused.
 type Store interface {
-	// LookupHostIDs returns the host id of every known agent among agentIDs.
-	LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]uuid.UUID, error)
+	// LookupHostIDs returns the host of every known agent among agentIDs.
+	LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]HostRef, error)
 	// UpsertApplyStatuses writes rows (unique and sorted by host and type); a row never replaces a newer
 	// version.
 	UpsertApplyStatuses(ctx context.Context, rows []ApplyStatus) error
-	// UpdateHeartbeats writes rows (unique and sorted by host); last_heartbeat_at never moves backwards.
-	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) error
+	// UpdateHeartbeats writes rows (unique and sorted by host); last_heartbeat_at never moves backwards
+	// and revoked hosts are not written. It returns how many hosts were written and, for each row's
+	// host, the versions of its config rows at both levels and its open repairs (anti-entropy; no
+	// config data is read).
+	UpdateHeartbeats(ctx context.Context, rows []HostHeartbeat) (HeartbeatWrite, error)
+	// InactiveHosts returns which of hostIDs are revoked or no longer exist.
+	InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error)
+	// HostReports returns the last stored report of each active host of hostIDs, with its layers and
+	// the versions it last acked "applied".
+	HostReports(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]HostReport, error)
+	// FailedApplies returns the versions each of hostIDs acked "failed", by host and type.
+	FailedApplies(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]map[string]int64, error)
+	// UpsertRepairs records repairs (sorted by host and type); DeleteRepairs closes them.
+	UpsertRepairs(ctx context.Context, rows []Repair) error
+	DeleteRepairs(ctx context.Context, keys []RepairKey) error
 }
 
 // Outcome tells the transport what to do with one received record.
@@ -99,7 +125,7 @@ const (
 	Done Outcome = iota
 	// Retry: not written because of a transient failure; redeliver it later.
 	Retry
-	// Drop: can never be written (unknown agent, refused by the database); terminate it.
+	// Drop: can never be written (unknown or revoked agent, refused by the database); terminate it.
 	Drop
 )
 

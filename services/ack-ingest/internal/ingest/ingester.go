@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -14,19 +16,33 @@ import (
 // Ingester writes batches of acks and heartbeats. It is safe for concurrent use; concurrent batches
 // cannot deadlock because every batch touches its rows in key order.
 type Ingester struct {
-	store Store
-	hosts *HostDirectory
-	log   *zap.Logger
+	store   Store
+	hosts   *HostDirectory
+	entropy *AntiEntropy // nil: heartbeats are only stored
+	log     *zap.Logger
+
+	revokedAcks, revokedHeartbeats atomic.Int64
 }
 
-// NewIngester returns an Ingester writing through store and resolving agents with hosts.
-func NewIngester(store Store, hosts *HostDirectory, log *zap.Logger) *Ingester {
-	return &Ingester{store: store, hosts: hosts, log: log}
+// NewIngester returns an Ingester writing through store and resolving agents with hosts. With
+// entropy, every heartbeat batch is also checked against what its hosts should hold.
+func NewIngester(store Store, hosts *HostDirectory, entropy *AntiEntropy, log *zap.Logger) *Ingester {
+	return &Ingester{store: store, hosts: hosts, entropy: entropy, log: log}
+}
+
+// DropStats counts the records dropped because their host is revoked.
+type DropStats struct {
+	RevokedAcks, RevokedHeartbeats int64
+}
+
+// Drops returns the counters of revoked hosts' records dropped since start.
+func (in *Ingester) Drops() DropStats {
+	return DropStats{RevokedAcks: in.revokedAcks.Load(), RevokedHeartbeats: in.revokedHeartbeats.Load()}
 }
 
 // IngestAcks writes a batch of acks and returns one Outcome per ack, in order. Per (host, config type)
-// only the newest ack of the batch is written (highest version, then latest received); the others are
-// Done as well since the database would not keep them anyway.
+// only the newest ack of the batch is written (highest version, then latest in the stream); the others
+// are Done as well since the database would not keep them anyway. Acks of revoked hosts are dropped.
 func (in *Ingester) IngestAcks(ctx context.Context, acks []Ack) []Outcome {
 	outcomes := make([]Outcome, len(acks))
 	if len(acks) == 0 {
@@ -39,10 +55,7 @@ func (in *Ingester) IngestAcks(ctx context.Context, acks []Ack) []Outcome {
 		return outcomes
 	}
 
-	type key struct {
-		host       uuid.UUID
-		configType string
-	}
+	type key = ackKey
 	winner := make(map[key]int, len(acks)) // key -> index into acks of the ack to write
 	keyOf := make([]key, len(acks))
 	for i, a := range acks {
@@ -58,6 +71,29 @@ func (in *Ingester) IngestAcks(ctx context.Context, acks []Ack) []Outcome {
 		if j, seen := winner[k]; !seen || newerAck(a, acks[j]) {
 			winner[k] = i
 		}
+	}
+	// A revoked (or deleted) host's acks are dropped, never stored (the upsert skips revoked hosts too,
+	// in case of a revocation meanwhile).
+	revoked, err := in.store.InactiveHosts(ctx, uniqueHosts(keyOf, outcomes))
+	if err != nil {
+		in.log.Warn("ack batch: revocation check failed, will retry", zap.Int("acks", len(acks)), zap.Error(err))
+		fill(outcomes, Retry)
+		return outcomes
+	}
+	if len(revoked) > 0 {
+		for i, a := range acks {
+			if outcomes[i] != Drop && revoked[keyOf[i].host] {
+				outcomes[i] = Drop
+				in.revokedAcks.Add(1)
+				in.hosts.Forget(a.AgentID)
+			}
+		}
+		for k := range winner {
+			if revoked[k.host] {
+				delete(winner, k)
+			}
+		}
+		in.log.Warn("acks from revoked or deleted hosts dropped", zap.Int("hosts", len(revoked)))
 	}
 	rows := make([]ApplyStatus, 0, len(winner))
 	rowAgents := make([]string, 0, len(winner))
@@ -93,7 +129,7 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 	if len(beats) == 0 {
 		return outcomes
 	}
-	hostIDs, err := in.hosts.Lookup(ctx, agentIDsOf(beats, func(h Heartbeat) string { return h.AgentID }))
+	refs, err := in.hosts.LookupRefs(ctx, agentIDsOf(beats, func(h Heartbeat) string { return h.AgentID }))
 	if err != nil {
 		in.log.Warn("heartbeat batch: host lookup failed, will retry", zap.Int("heartbeats", len(beats)), zap.Error(err))
 		fill(outcomes, Retry)
@@ -101,8 +137,11 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 	}
 	winner := make(map[uuid.UUID]int, len(beats))
 	hostOf := make([]uuid.UUID, len(beats))
+	envOf := make(map[uuid.UUID]uuid.UUID, len(beats))
 	for i, h := range beats {
-		hostID, ok := hostIDs[h.AgentID]
+		ref, ok := refs[h.AgentID]
+		hostID := ref.ID
+		envOf[hostID] = ref.EnvironmentID
 		if !ok {
 			in.log.Warn("heartbeat from unknown agent dropped", zap.String("agent_id", h.AgentID))
 			outcomes[i] = Drop
@@ -115,7 +154,7 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 	}
 	rows := make([]HostHeartbeat, 0, len(winner))
 	for hostID, i := range winner {
-		rows = append(rows, HostHeartbeat{HostID: hostID, Heartbeat: beats[i]})
+		rows = append(rows, HostHeartbeat{HostID: hostID, EnvironmentID: envOf[hostID], Heartbeat: beats[i]})
 	}
 	slices.SortFunc(rows, func(a, b HostHeartbeat) int { return bytes.Compare(a.HostID[:], b.HostID[:]) })
 	rowAgents := make([]string, len(rows))
@@ -123,19 +162,87 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 		rowAgents[i] = r.AgentID
 	}
 
+	// The write returns, for anti-entropy, the versions each host should hold, and how many hosts it
+	// wrote: when that is fewer than its rows, some host is revoked or deleted (dropped, counted,
+	// forgotten) or had an older heartbeat than the one stored (done); those rows are looked up.
+	layers := make(map[uuid.UUID]*HostLayers, len(rows))
+	unsure := make([]bool, len(rows))
 	rowOutcome := in.write(ctx, "heartbeat", len(rows), rowAgents, func(ctx context.Context, lo, hi int) error {
-		return in.store.UpdateHeartbeats(ctx, rows[lo:hi])
+		got, err := in.store.UpdateHeartbeats(ctx, rows[lo:hi])
+		if err != nil {
+			return err
+		}
+		maps.Copy(layers, got.Layers)
+		if got.Written < hi-lo {
+			for i := lo; i < hi; i++ {
+				unsure[i] = true
+			}
+		}
+		return nil
 	})
-	byHost := make(map[uuid.UUID]Outcome, len(rows))
+	var check []uuid.UUID
 	for i, r := range rows {
-		byHost[r.HostID] = rowOutcome[i]
+		if rowOutcome[i] == Done && unsure[i] {
+			check = append(check, r.HostID)
+		}
 	}
+	inactive := map[uuid.UUID]bool{}
+	if len(check) > 0 {
+		if inactive, err = in.store.InactiveHosts(ctx, check); err != nil {
+			in.log.Warn("heartbeat batch: revocation check failed; the heartbeats are settled anyway", zap.Int("hosts", len(check)), zap.Error(err))
+			inactive = map[uuid.UUID]bool{}
+		}
+	}
+	byHost := make(map[uuid.UUID]Outcome, len(rows))
+	written := make([]HostHeartbeat, 0, len(rows))
+	for i, r := range rows {
+		o := rowOutcome[i]
+		if o == Done && inactive[r.HostID] {
+			o = Drop
+			in.hosts.Forget(r.AgentID)
+		}
+		byHost[r.HostID] = o
+		if o == Done && layers[r.HostID] != nil {
+			written = append(written, r)
+		}
+	}
+	revoked := 0
 	for i := range beats {
 		if outcomes[i] != Drop {
 			outcomes[i] = byHost[hostOf[i]]
+			if outcomes[i] == Drop && inactive[hostOf[i]] {
+				revoked++
+			}
 		}
 	}
+	if revoked > 0 {
+		in.revokedHeartbeats.Add(int64(revoked))
+		in.log.Warn("heartbeats from revoked or deleted hosts dropped", zap.Int("heartbeats", revoked))
+	}
+	if in.entropy != nil && len(written) > 0 {
+		in.entropy.Check(ctx, written, layers)
+	}
 	return outcomes
+}
+
+// ackKey is the (host, config type) an ack is stored under.
+type ackKey struct {
+	host       uuid.UUID
+	configType string
+}
+
+// uniqueHosts returns the distinct hosts of keys whose outcome is not Drop.
+func uniqueHosts(keys []ackKey, outcomes []Outcome) []uuid.UUID {
+	seen := map[uuid.UUID]bool{}
+	var out []uuid.UUID
+	for i, k := range keys {
+		if outcomes[i] == Drop || seen[k.host] {
+			continue
+		}
+		seen[k.host] = true
+		out = append(out, k.host)
+	}
+	return out
 }
 
 // write stores rows [0, n) with one call of put and returns each row's outcome. When the database
@@ -171,12 +278,13 @@ func (in *Ingester) write(ctx context.Context, kind string, n int, agents []stri
 	return out
 }
 
-// newerAck reports whether a should be kept instead of b (same host and config type).
+// newerAck reports whether a should be kept instead of b (same host and config type): the higher
+// version, and of the same version the one later in the ack stream (the one the agent sent last).
 func newerAck(a, b Ack) bool {
 	if a.Version != b.Version {
 		return a.Version > b.Version
 	}
-	return !a.ReceivedAt.Before(b.ReceivedAt)
+	return a.Seq >= b.Seq
 }
 
 func agentIDsOf[T any](items []T, id func(T) string) []string {

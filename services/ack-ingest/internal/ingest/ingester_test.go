@@ -22,6 +22,7 @@ type fakeStore struct {
 	applied [][]ApplyStatus
 	beats   [][]HostHeartbeat
 	refuse  map[string]bool
+	revoked map[uuid.UUID]bool
 	fail    error
 }
 
@@ -33,17 +34,17 @@ func newFakeStore(agents ...string) *fakeStore {
 	return s
 }
 
-func (s *fakeStore) LookupHostIDs(_ context.Context, ids []string) (map[string]uuid.UUID, error) {
+func (s *fakeStore) LookupHostIDs(_ context.Context, ids []string) (map[string]HostRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lookups = append(s.lookups, slices.Clone(ids))
 	if s.fail != nil {
 		return nil, s.fail
 	}
-	out := map[string]uuid.UUID{}
+	out := map[string]HostRef{}
 	for _, id := range ids {
 		if h, ok := s.hosts[id]; ok {
-			out[id] = h
+			out[id] = HostRef{ID: h}
 		}
 	}
 	return out, nil
@@ -64,29 +65,64 @@ func (s *fakeStore) UpsertApplyStatuses(_ context.Context, rows []ApplyStatus) e
 	return nil
 }
 
-func (s *fakeStore) UpdateHeartbeats(_ context.Context, rows []HostHeartbeat) error {
+func (s *fakeStore) UpdateHeartbeats(_ context.Context, rows []HostHeartbeat) (HeartbeatWrite, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
-		return s.fail
+		return HeartbeatWrite{}, s.fail
 	}
 	for _, r := range rows {
 		if s.refuse[r.AgentID] {
-			return fmt.Errorf("fake: %w", ErrRejected)
+			return HeartbeatWrite{}, fmt.Errorf("fake: %w", ErrRejected)
 		}
 	}
-	s.beats = append(s.beats, slices.Clone(rows))
-	return nil
+	out := HeartbeatWrite{Layers: map[uuid.UUID]*HostLayers{}}
+	var written []HostHeartbeat
+	for _, r := range rows {
+		out.Layers[r.HostID] = &HostLayers{}
+		if !s.revoked[r.HostID] {
+			written = append(written, r)
+		}
+	}
+	out.Written = len(written)
+	s.beats = append(s.beats, written)
+	return out, nil
 }
 
+func (s *fakeStore) InactiveHosts(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	out := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		if s.revoked[id] {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) HostReports(context.Context, []uuid.UUID) (map[uuid.UUID]HostReport, error) {
+	return nil, nil
+}
+
+func (s *fakeStore) FailedApplies(context.Context, []uuid.UUID) (map[uuid.UUID]map[string]int64, error) {
+	return nil, nil
+}
+func (s *fakeStore) UpsertRepairs(context.Context, []Repair) error    { return nil }
+func (s *fakeStore) DeleteRepairs(context.Context, []RepairKey) error { return nil }
+
 func newTestIngester(s *fakeStore) *Ingester {
-	return NewIngester(s, NewHostDirectory(s, 100), zap.NewNop())
+	return NewIngester(s, NewHostDirectory(s, 100), nil, zap.NewNop())
 }
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func ack(agent, typ string, version int64, status string, at time.Duration) Ack {
-	return Ack{AgentID: agent, ConfigType: typ, Version: version, Status: status, AppliedAt: t0.Add(at), ReceivedAt: t0.Add(at)}
+	return Ack{AgentID: agent, ConfigType: typ, Version: version, Status: status, AppliedAt: t0.Add(at), ReceivedAt: t0.Add(at),
+		Seq: uint64(at/time.Millisecond) + 1}
 }
 
 func TestIngestAcksKeepsNewestPerKey(t *testing.T) {

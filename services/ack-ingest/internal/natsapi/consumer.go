@@ -80,6 +80,14 @@ func outcome(o ingest.Outcome) jsconsumer.Outcome {
 	}
 }
 
+// streamSeq is msg's sequence in its stream (0 if the metadata is unreadable).
+func streamSeq(msg jetstream.Msg) uint64 {
+	if meta, err := msg.Metadata(); err == nil {
+		return meta.Sequence.Stream
+	}
+	return 0
+}
+
 // storedAt is when the stream stored msg (server time); now if the metadata is unreadable.
 func storedAt(msg jetstream.Msg) time.Time {
 	if meta, err := msg.Metadata(); err == nil && !meta.Timestamp.IsZero() {

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 )
@@ -19,6 +20,9 @@ const (
 	maxAgentVersion   = 128
 	maxConfigHash     = 128
 	maxConfigVersions = 64
+	// maxHeartbeatInterval bounds the interval a heartbeat may claim (a longer one keeps a dead host
+	// "online" for three times as long).
+	maxHeartbeatInterval = 24 * time.Hour
 )
 
 // errMalformed is wrapped by every decode error: the message can never be ingested.
@@ -43,6 +47,11 @@ func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, err
 	}
 	if !protocol.ValidConfigTypeName(m.ConfigType) {
 		return ingest.Ack{}, fmt.Errorf("%w: invalid config_type", errMalformed)
+	}
+	// Only registered types have a status row: an agent cannot grow host_config_apply_status beyond
+	// one row per host and registered type.
+	if !agentconfig.Known(m.ConfigType) {
+		return ingest.Ack{}, fmt.Errorf("%w: unknown config_type", errMalformed)
 	}
 	if m.Version <= 0 {
 		return ingest.Ack{}, fmt.Errorf("%w: version must be positive", errMalformed)
@@ -90,13 +99,19 @@ func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.He
 			return ingest.Heartbeat{}, fmt.Errorf("%w: invalid config_versions entry", errMalformed)
 		}
 	}
+	// The interval is advisory (liveness): an impossible one is ignored rather than refused.
+	interval := time.Duration(m.HeartbeatIntervalMS) * time.Millisecond
+	if m.HeartbeatIntervalMS <= 0 || interval > maxHeartbeatInterval {
+		interval = 0
+	}
 	return ingest.Heartbeat{
-		AgentID:        token,
-		ReceivedAt:     storedAt,
-		AgentVersion:   cleanText(m.AgentVersion, maxAgentVersion),
-		ConfigHash:     cleanText(m.ConfigHash, maxConfigHash),
-		ConfigVersion:  m.ConfigVersion,
-		ConfigVersions: m.ConfigVersions,
+		AgentID:           token,
+		ReceivedAt:        storedAt,
+		AgentVersion:      cleanText(m.AgentVersion, maxAgentVersion),
+		ConfigHash:        cleanText(m.ConfigHash, maxConfigHash),
+		ConfigVersion:     m.ConfigVersion,
+		ConfigVersions:    m.ConfigVersions,
+		HeartbeatInterval: interval,
 	}, nil
 }
 

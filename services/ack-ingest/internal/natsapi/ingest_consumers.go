@@ -16,7 +16,7 @@ import (
 // between them.
 const (
 	AcksDurable       = "configsync-ack-ingest-acks"
-	HeartbeatsDurable = "configsync-ack-ingest-heartbeats"
+	HeartbeatsDurable = protocol.HeartbeatsIngestDurable
 )
 
 // Consumers runs the acks and heartbeats consumers.
@@ -75,6 +75,7 @@ func (c *Consumers) processAcks(ctx context.Context, msgs []jetstream.Msg) []jsc
 			outcomes[i] = c.malformed(m, err)
 			continue
 		}
+		a.Seq = streamSeq(m)
 		acks = append(acks, a)
 		kept = append(kept, i)
 	}

@@ -33,7 +33,7 @@ func BenchmarkUpdateHeartbeats(b *testing.B) {
 		for j := range batch {
 			batch[j].ReceivedAt = now
 		}
-		if err := s.UpdateHeartbeats(ctx, batch); err != nil {
+		if _, err := s.UpdateHeartbeats(ctx, batch); err != nil {
 			b.Fatal(err)
 		}
 		written += len(batch)

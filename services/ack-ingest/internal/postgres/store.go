@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 	"github.com/configsync/configsync/services/ack-ingest/internal/postgres/sqlcdb"
 )
@@ -30,14 +32,14 @@ func NewStore(pool *pgxpool.Pool) *Store {
 }
 
 // LookupHostIDs implements ingest.Store.
-func (s *Store) LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]uuid.UUID, error) {
+func (s *Store) LookupHostIDs(ctx context.Context, agentIDs []string) (map[string]ingest.HostRef, error) {
 	rows, err := s.q.LookupHostIDs(ctx, agentIDs)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: look up hosts: %w", classify(err))
 	}
-	out := make(map[string]uuid.UUID, len(rows))
+	out := make(map[string]ingest.HostRef, len(rows))
 	for _, r := range rows {
-		out[r.AgentID] = r.ID
+		out[r.AgentID] = ingest.HostRef{ID: r.ID, EnvironmentID: r.EnvironmentID}
 	}
 	return out, nil
 }
@@ -54,6 +56,7 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 		Statuses:    make([]string, len(rows)),
 		Errors:      make([]string, len(rows)),
 		AppliedAts:  make([]time.Time, len(rows)),
+		AckSeqs:     make([]int64, len(rows)),
 	}
 	for i, r := range rows {
 		p.HostIds[i] = r.HostID
@@ -62,6 +65,7 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 		p.Statuses[i] = r.Status
 		p.Errors[i] = r.Error
 		p.AppliedAts[i] = r.AppliedAt
+		p.AckSeqs[i] = int64(r.Seq)
 	}
 	if _, err := s.q.UpsertApplyStatuses(ctx, p); err != nil {
 		return fmt.Errorf("postgres: upsert apply statuses: %w", classify(err))
@@ -70,17 +74,18 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 }
 
 // UpdateHeartbeats implements ingest.Store.
-func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) error {
+func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) (ingest.HeartbeatWrite, error) {
 	if len(rows) == 0 {
-		return nil
+		return ingest.HeartbeatWrite{Layers: map[uuid.UUID]*ingest.HostLayers{}}, nil
 	}
 	p := sqlcdb.UpdateHeartbeatsParams{
-		HostIds:             make([]uuid.UUID, len(rows)),
-		AgentVersions:       make([]string, len(rows)),
-		ConfigHashes:        make([]string, len(rows)),
-		ConfigVersionValues: make([]int64, len(rows)),
-		ConfigVersionsJson:  make([][]byte, len(rows)),
-		ReceivedAts:         make([]time.Time, len(rows)),
+		HostIds:              make([]uuid.UUID, len(rows)),
+		AgentVersions:        make([]string, len(rows)),
+		ConfigHashes:         make([]string, len(rows)),
+		ConfigVersionValues:  make([]int64, len(rows)),
+		ConfigVersionsJson:   make([][]byte, len(rows)),
+		ReceivedAts:          make([]time.Time, len(rows)),
+		HeartbeatIntervalsMs: make([]int64, len(rows)),
 	}
 	for i, r := range rows {
 		versions := r.ConfigVersions
@@ -89,7 +94,7 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		}
 		js, err := json.Marshal(versions)
 		if err != nil {
-			return fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
+			return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
 		}
 		p.HostIds[i] = r.HostID
 		p.AgentVersions[i] = r.AgentVersion
@@ -97,9 +102,229 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		p.ConfigVersionValues[i] = r.ConfigVersion
 		p.ConfigVersionsJson[i] = js
 		p.ReceivedAts[i] = r.ReceivedAt
+		p.HeartbeatIntervalsMs[i] = r.HeartbeatInterval.Milliseconds()
+		if !slices.Contains(p.EnvironmentIds, r.EnvironmentID) {
+			p.EnvironmentIds = append(p.EnvironmentIds, r.EnvironmentID)
+		}
 	}
-	if _, err := s.q.UpdateHeartbeats(ctx, p); err != nil {
-		return fmt.Errorf("postgres: update heartbeats: %w", classify(err))
+	got, err := s.q.UpdateHeartbeats(ctx, p)
+	if err != nil {
+		return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: update heartbeats: %w", classify(err))
+	}
+	w := ingest.HeartbeatWrite{Layers: make(map[uuid.UUID]*ingest.HostLayers, len(rows))}
+	envs, envChanged := map[uuid.UUID]map[string]agentconfig.LayerState{}, map[uuid.UUID]map[string]time.Time{}
+	for _, r := range got {
+		switch r.Level {
+		case "written":
+			w.Written = int(r.Version)
+		case "environment":
+			addLayer(envs, envChanged, r.EnvironmentID, r.ConfigType, r.Version, r.Flag, r.ChangedAt)
+		}
+	}
+	for _, r := range rows {
+		w.Layers[r.HostID] = &ingest.HostLayers{Environment: envs[r.EnvironmentID], EnvironmentChanged: envChanged[r.EnvironmentID]}
+	}
+	for _, r := range got {
+		l := w.Layers[r.HostID]
+		if l == nil {
+			continue
+		}
+		switch r.Level {
+		case "override":
+			if l.Host == nil {
+				l.Host, l.Changed = map[string]agentconfig.LayerState{}, map[string]time.Time{}
+			}
+			l.Host[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+			if r.ChangedAt != nil {
+				l.Changed[r.ConfigType] = *r.ChangedAt
+			}
+		case "repair":
+			if l.Repairs == nil {
+				l.Repairs = map[string]ingest.OpenRepair{}
+			}
+			var next time.Time
+			if r.NextAt != nil {
+				next = *r.NextAt
+			}
+			l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
+		}
+	}
+	return w, nil
+}
+
+// addLayer records one environment row (version, presence, write time) under its environment.
+func addLayer(envs map[uuid.UUID]map[string]agentconfig.LayerState, changed map[uuid.UUID]map[string]time.Time,
+	env uuid.UUID, configType string, version int64, present bool, at *time.Time) {
+	if envs[env] == nil {
+		envs[env], changed[env] = map[string]agentconfig.LayerState{}, map[string]time.Time{}
+	}
+	envs[env][configType] = agentconfig.LayerState{Version: version, Present: present}
+	if at != nil {
+		changed[env][configType] = *at
+	}
+}
+
+// InactiveHosts implements ingest.Store.
+func (s *Store) InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
+	ids, err := s.q.InactiveHostIDs(ctx, hostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inactive hosts: %w", classify(err))
+	}
+	out := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// layersOf assembles the tagged rows UpdateHeartbeats returns into one HostLayers per host written.
+func layersOf(rows []sqlcdb.UpdateHeartbeatsRow, hosts int) map[uuid.UUID]*ingest.HostLayers {
+	out := make(map[uuid.UUID]*ingest.HostLayers, hosts)
+	envOf := make(map[uuid.UUID]uuid.UUID, hosts)
+	envs := map[uuid.UUID]map[string]agentconfig.LayerState{}
+	envChanged := map[uuid.UUID]map[string]time.Time{}
+	for _, r := range rows {
+		if r.Level == "host" {
+			out[r.HostID] = &ingest.HostLayers{}
+			envOf[r.HostID] = r.EnvironmentID
+		}
+	}
+	for _, r := range rows {
+		switch r.Level {
+		case "override":
+			if l := out[r.HostID]; l != nil {
+				if l.Host == nil {
+					l.Host = map[string]agentconfig.LayerState{}
+				}
+				l.Host[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+				if r.ChangedAt != nil {
+					if l.Changed == nil {
+						l.Changed = map[string]time.Time{}
+					}
+					l.Changed[r.ConfigType] = *r.ChangedAt
+				}
+			}
+		case "environment":
+			m := envs[r.EnvironmentID]
+			if m == nil {
+				m = map[string]agentconfig.LayerState{}
+				envs[r.EnvironmentID] = m
+			}
+			m[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+			if r.ChangedAt != nil {
+				ch := envChanged[r.EnvironmentID]
+				if ch == nil {
+					ch = map[string]time.Time{}
+					envChanged[r.EnvironmentID] = ch
+				}
+				ch[r.ConfigType] = *r.ChangedAt
+			}
+		case "repair":
+			if l := out[r.HostID]; l != nil {
+				if l.Repairs == nil {
+					l.Repairs = map[string]ingest.OpenRepair{}
+				}
+				var next time.Time
+				if r.NextAt != nil {
+					next = *r.NextAt
+				}
+				l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
+			}
+		}
+	}
+	for id, l := range out {
+		l.Environment = envs[envOf[id]] // shared, read-only
+		l.EnvironmentChanged = envChanged[envOf[id]]
+	}
+	return out
+}
+
+// HostReports implements ingest.Store.
+func (s *Store) HostReports(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]ingest.HostReport, error) {
+	rows, err := s.q.HostReports(ctx, hostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: host reports: %w", classify(err))
+	}
+	layerRows := make([]sqlcdb.UpdateHeartbeatsRow, 0, len(rows))
+	out := make(map[uuid.UUID]ingest.HostReport, len(hostIDs))
+	for _, r := range rows {
+		switch r.Level {
+		case "applied":
+			rep := out[r.HostID]
+			if rep.Applied == nil {
+				rep.Applied = map[string]int64{}
+			}
+			rep.Applied[r.ConfigType] = r.Version
+			out[r.HostID] = rep
+			continue
+		case "host":
+			rep := out[r.HostID]
+			rep.AgentID = r.ConfigType // the agent id, on 'host' rows
+			if len(r.Reported) > 0 {
+				if err := json.Unmarshal(r.Reported, &rep.Versions); err != nil {
+					return nil, fmt.Errorf("postgres: host %s config_versions: %w", r.HostID, err)
+				}
+			}
+			out[r.HostID] = rep
+		}
+		layerRows = append(layerRows, sqlcdb.UpdateHeartbeatsRow{Level: r.Level, HostID: r.HostID, EnvironmentID: r.EnvironmentID,
+			ConfigType: r.ConfigType, Version: r.Version, Flag: r.Flag, Attempts: r.Attempts, NextAt: r.NextAt, ChangedAt: r.ChangedAt})
+	}
+	layers := layersOf(layerRows, len(hostIDs))
+	for id, rep := range out {
+		if layers[id] == nil {
+			delete(out, id) // revoked meanwhile ('applied' rows of a host without a 'host' row)
+			continue
+		}
+		rep.Layers = layers[id]
+		out[id] = rep
+	}
+	return out, nil
+}
+
+// FailedApplies implements ingest.Store.
+func (s *Store) FailedApplies(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]map[string]int64, error) {
+	rows, err := s.q.FailedApplies(ctx, hostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: failed applies: %w", classify(err))
+	}
+	out := map[uuid.UUID]map[string]int64{}
+	for _, r := range rows {
+		if out[r.HostID] == nil {
+			out[r.HostID] = map[string]int64{}
+		}
+		out[r.HostID][r.ConfigType] = r.Version
+	}
+	return out, nil
+}
+
+// UpsertRepairs implements ingest.Store.
+func (s *Store) UpsertRepairs(ctx context.Context, rows []ingest.Repair) error {
+	p := sqlcdb.UpsertRepairsParams{
+		HostIds:     make([]uuid.UUID, len(rows)),
+		ConfigTypes: make([]string, len(rows)),
+		Versions:    make([]int64, len(rows)),
+		Attempts:    make([]int32, len(rows)),
+		NextAts:     make([]time.Time, len(rows)),
+	}
+	for i, r := range rows {
+		p.HostIds[i], p.ConfigTypes[i], p.Versions[i] = r.HostID, r.ConfigType, r.Version
+		p.Attempts[i], p.NextAts[i] = int32(min(r.Attempts, 1<<30)), r.NextAt
+	}
+	if err := s.q.UpsertRepairs(ctx, p); err != nil {
+		return fmt.Errorf("postgres: upsert repairs: %w", classify(err))
+	}
+	return nil
+}
+
+// DeleteRepairs implements ingest.Store.
+func (s *Store) DeleteRepairs(ctx context.Context, keys []ingest.RepairKey) error {
+	p := sqlcdb.DeleteRepairsParams{HostIds: make([]uuid.UUID, len(keys)), ConfigTypes: make([]string, len(keys))}
+	for i, k := range keys {
+		p.HostIds[i], p.ConfigTypes[i] = k.HostID, k.ConfigType
+	}
+	if err := s.q.DeleteRepairs(ctx, p); err != nil {
+		return fmt.Errorf("postgres: delete repairs: %w", classify(err))
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func TestLookupHostIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["agent-0"] != hosts["agent-0"] || got["agent-2"] != hosts["agent-2"] {
+	if len(got) != 2 || got["agent-0"].ID != hosts["agent-0"] || got["agent-2"].ID != hosts["agent-2"] || got["agent-0"].EnvironmentID == uuid.Nil {
 		t.Fatalf("lookup = %v", got)
 	}
 }
@@ -126,10 +126,10 @@ func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
 		return ingest.HostHeartbeat{HostID: hosts["agent-0"], Heartbeat: ingest.Heartbeat{AgentID: "agent-0", ReceivedAt: at,
 			AgentVersion: "1.2.3", ConfigHash: hash, ConfigVersion: version, ConfigVersions: map[string]int64{"labels": version}}}
 	}
-	if err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0.Add(time.Minute), "new", 7)}); err != nil {
+	if _, err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0.Add(time.Minute), "new", 7)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0, "old", 3)}); err != nil {
+	if _, err := s.UpdateHeartbeats(ctx, []ingest.HostHeartbeat{beat(t0, "old", 3)}); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -149,16 +149,16 @@ func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
 
 func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 	pool := testinfra.Postgres(t)
-	seedHosts(t, pool, 1)
-	// A host id that does not exist violates the foreign key: the rows are at fault, not the database.
-	err := NewStore(pool).UpsertApplyStatuses(context.Background(), []ingest.ApplyStatus{{HostID: uuid.New(),
-		Ack: ingest.Ack{AgentID: "agent-0", ConfigType: "labels", Version: 1, Status: "applied", AppliedAt: t0}}})
+	// A status the table's CHECK refuses: the rows are at fault, not the database.
+	hosts := seedHosts(t, pool, 1)
+	err := NewStore(pool).UpsertApplyStatuses(context.Background(), []ingest.ApplyStatus{{HostID: hosts["agent-0"],
+		Ack: ingest.Ack{AgentID: "agent-0", ConfigType: "labels", Version: 1, Status: "bogus", AppliedAt: t0}}})
 	if !errors.Is(err, ingest.ErrRejected) {
 		t.Fatalf("err = %v, want ErrRejected", err)
 	}
 	// An unreachable database is not the rows' fault.
 	pool.Close()
-	err = NewStore(pool).UpdateHeartbeats(context.Background(), []ingest.HostHeartbeat{{HostID: uuid.New()}})
+	_, err = NewStore(pool).UpdateHeartbeats(context.Background(), []ingest.HostHeartbeat{{HostID: uuid.New()}})
 	if err == nil || errors.Is(err, ingest.ErrRejected) {
 		t.Fatalf("closed pool err = %v, want a transient error", err)
 	}

@@ -58,13 +58,20 @@ type Host struct {
 	ReportedVersions map[string]int64
 	ExpectedVersions map[string]int64
 	Reasons          []string
+	// PendingTypes (pending hosts only) are the types the agent acked applying at the expected
+	// version that its heartbeats do not report yet.
+	PendingTypes []string
 }
 
-// Report is the drift of one environment.
+// Report is the drift of one environment. Hosts are drifted: their report disagrees with what they
+// should hold (a hash or versions that differ after the report, failed applies, versions behind).
+// Pending hosts differ only by types they acked at the expected version and have not reported in a
+// heartbeat yet (right after a write, for up to one heartbeat interval): not drift.
 type Report struct {
 	EnvironmentID uuid.UUID
 	CheckedHosts  int
 	Hosts         []Host
+	Pending       []Host
 }
 
 // Detector computes drift reports.
@@ -89,7 +96,7 @@ func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environ
 	if err != nil {
 		return Report{}, err
 	}
-	report := Report{EnvironmentID: env.ID, Hosts: []Host{}}
+	report := Report{EnvironmentID: env.ID, Hosts: []Host{}, Pending: []Host{}}
 	fields := &credentialFields{list: d.credentials, clientID: env.ClientID}
 	now := d.now()
 	after := uuid.NullUUID{}
@@ -110,9 +117,12 @@ func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environ
 					return Report{}, err
 				}
 				report.CheckedHosts++
-				if drifted {
-					hd.Online = h.Online(now, d.onlineWindow)
+				hd.Online = h.Online(now, d.onlineWindow)
+				switch {
+				case drifted:
 					report.Hosts = append(report.Hosts, hd)
+				case len(hd.PendingTypes) > 0:
+					report.Pending = append(report.Pending, hd)
 				}
 			}
 		}
@@ -213,22 +223,34 @@ func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.Eff
 		ExpectedVersions: versions,
 	}
 	out.Reasons = append(out.Reasons, undeliverable...)
+	// A failed apply of the version the host should hold is drift whatever its heartbeat says.
+	for _, t := range slices.Sorted(maps.Keys(versions)) {
+		if a, ok := h.ApplyStatus[t]; ok && a.Status == protocol.AckFailed && a.Version >= versions[t] {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d failed to apply: %s", t, a.Version, a.Error))
+		}
+	}
 	if h.ConfigHash == nil {
 		out.Reasons = append(out.Reasons, "the agent has not reported its config state yet")
 		return out, true, nil
 	}
-	if *h.ConfigHash != hash {
-		out.Reasons = append(out.Reasons, "config_hash differs from the expected hash")
+	// pending: the agent acked applying the expected version; its next heartbeat will say so.
+	pending := func(t string) bool {
+		a, ok := h.ApplyStatus[t]
+		return ok && a.Status == protocol.AckApplied && a.Version >= versions[t]
 	}
+	var behind []string
 	for _, t := range slices.Sorted(maps.Keys(versions)) {
 		got, ok := h.ConfigVersions[t]
 		switch {
+		case ok && got == versions[t]:
+		case (!ok || got < versions[t]) && pending(t):
+			out.PendingTypes = append(out.PendingTypes, t)
 		case !ok:
-			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: not reported, expected version %d", t, versions[t]))
+			behind = append(behind, fmt.Sprintf("%s: not reported, expected version %d", t, versions[t]))
 		case got < versions[t]:
-			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d is behind the expected version %d", t, got, versions[t]))
-		case got != versions[t]:
-			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d differs from the expected version %d", t, got, versions[t]))
+			behind = append(behind, fmt.Sprintf("%s: version %d is behind the expected version %d", t, got, versions[t]))
+		default:
+			behind = append(behind, fmt.Sprintf("%s: version %d differs from the expected version %d", t, got, versions[t]))
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(versions)) {
@@ -240,10 +262,27 @@ func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.Eff
 	}
 	for _, t := range slices.Sorted(maps.Keys(h.ConfigVersions)) {
 		if _, ok := versions[t]; !ok {
-			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: reported (version %d) but no longer configured", t, h.ConfigVersions[t]))
+			behind = append(behind, fmt.Sprintf("%s: reported (version %d) but no longer configured", t, h.ConfigVersions[t]))
 		}
 	}
-	return out, len(out.Reasons) > 0, nil
+	// The reported hash covers the reported versions: when every difference is a pending type, the
+	// hash differs for that reason alone.
+	if *h.ConfigHash != hash && (len(behind) > 0 || len(out.PendingTypes) == 0 || len(out.Reasons) > 0) {
+		out.Reasons = append(out.Reasons, "config_hash differs from the expected hash")
+	}
+	out.Reasons = append(out.Reasons, behind...)
+	for _, t := range slices.Sorted(maps.Keys(h.Repairs)) {
+		r := h.Repairs[t]
+		if r.Version == versions[t] && !slices.Contains(out.PendingTypes, t) {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: still behind after %d repair attempts since %s (anti-entropy backs off)",
+				t, r.Attempts, r.FirstAt.UTC().Format(time.RFC3339)))
+		}
+	}
+	if len(out.Reasons) > 0 {
+		out.PendingTypes = nil
+		return out, true, nil
+	}
+	return out, false, nil
 }
 
 // credentialFields loads a client's credential field names once, on first need.

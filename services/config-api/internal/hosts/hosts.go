@@ -33,7 +33,11 @@ type Host struct {
 	ConfigVersion   *int64
 	ConfigVersions  map[string]int64
 	LastHeartbeatAt *time.Time
-	ApplyStatus     map[string]ApplyStatus
+	// HeartbeatInterval is the period the agent reports it heartbeats at (0: not reported).
+	HeartbeatInterval time.Duration
+	ApplyStatus       map[string]ApplyStatus
+	// Repairs are the anti-entropy repairs asked for this host and not closed yet, by type.
+	Repairs map[string]Repair
 
 	// NATSPublicKey is the agent's NATS user key, when config-api issued its credentials.
 	NATSPublicKey string
@@ -52,9 +56,20 @@ type ApplyStatus struct {
 	AppliedAt time.Time `json:"applied_at"`
 }
 
-// Online reports whether the host sent a heartbeat within window before now.
+// Repair is an open anti-entropy repair of one type: the host reported an older version than Version
+// at Attempts heartbeats since FirstAt, and delivery was asked to send it that many times (backing off).
+type Repair struct {
+	Version  int64     `json:"version"`
+	Attempts int       `json:"attempts"`
+	FirstAt  time.Time `json:"first_at"`
+	LastAt   time.Time `json:"last_at"`
+}
+
+// Online reports whether the host is active and online at now by protocol.Online: its last heartbeat
+// is within window, or within its own heartbeat interval's allowance when that is longer. Delivery
+// chooses the hosts it pushes to by the same rule.
 func (h Host) Online(now time.Time, window time.Duration) bool {
-	return h.RevokedAt == nil && h.LastHeartbeatAt != nil && now.Sub(*h.LastHeartbeatAt) <= window
+	return h.RevokedAt == nil && protocol.Online(now, h.LastHeartbeatAt, window, h.HeartbeatInterval)
 }
 
 // Store persists hosts. Missing hosts fail with fault.NotFound, a duplicate hostname or agent id with

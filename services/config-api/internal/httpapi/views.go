@@ -176,6 +176,8 @@ type hostView struct {
 	// NATSCredentialsExpireAt is when the host's latest agent JWT expires: an agent renews before
 	// then; one whose credentials expired while it was off needs re-issued ones.
 	NATSCredentialsExpireAt *time.Time `json:"nats_credentials_expire_at"`
+	// HeartbeatIntervalMS is the period the agent reports it heartbeats at (liveness follows it).
+	HeartbeatIntervalMS int64 `json:"heartbeat_interval_ms,omitempty"`
 }
 
 func (a *API) viewHost(h hosts.Host) hostView {
@@ -194,6 +196,8 @@ func (a *API) viewHost(h hosts.Host) hostView {
 		ConfigVersion:   h.ConfigVersion,
 		ConfigVersions:  h.ConfigVersions,
 		ApplyStatus:     h.ApplyStatus,
+
+		HeartbeatIntervalMS: h.HeartbeatInterval.Milliseconds(),
 	}
 	if !h.NATSExpiresAt.IsZero() {
 		exp := h.NATSExpiresAt
@@ -212,6 +216,9 @@ type driftView struct {
 	EnvironmentID uuid.UUID       `json:"environment_id"`
 	CheckedHosts  int             `json:"checked_hosts"`
 	Hosts         []driftHostView `json:"hosts"`
+	// Pending hosts acked the expected versions of PendingTypes and have not reported them in a
+	// heartbeat yet: not drift.
+	Pending []driftHostView `json:"pending"`
 }
 
 type driftHostView struct {
@@ -225,15 +232,28 @@ type driftHostView struct {
 	ReportedVersions map[string]int64 `json:"reported_versions"`
 	ExpectedVersions map[string]int64 `json:"expected_versions"`
 	Reasons          []string         `json:"reasons"`
+	PendingTypes     []string         `json:"pending_types,omitempty"`
 }
 
 func viewDrift(r drift.Report) driftView {
-	v := driftView{EnvironmentID: r.EnvironmentID, CheckedHosts: r.CheckedHosts, Hosts: make([]driftHostView, len(r.Hosts))}
+	v := driftView{EnvironmentID: r.EnvironmentID, CheckedHosts: r.CheckedHosts,
+		Hosts: make([]driftHostView, len(r.Hosts)), Pending: make([]driftHostView, len(r.Pending))}
 	for i, h := range r.Hosts {
-		v.Hosts[i] = driftHostView(h)
-		if v.Hosts[i].ReportedVersions == nil {
-			v.Hosts[i].ReportedVersions = map[string]int64{}
-		}
+		v.Hosts[i] = viewDriftHost(h)
+	}
+	for i, h := range r.Pending {
+		v.Pending[i] = viewDriftHost(h)
+	}
+	return v
+}
+
+func viewDriftHost(h drift.Host) driftHostView {
+	v := driftHostView(h)
+	if v.ReportedVersions == nil {
+		v.ReportedVersions = map[string]int64{}
+	}
+	if v.Reasons == nil {
+		v.Reasons = []string{}
 	}
 	return v
 }

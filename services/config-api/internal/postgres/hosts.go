@@ -188,6 +188,14 @@ func hostFromRow(r sqlcdb.ListHostsRow) (hosts.Host, error) {
 	if r.NatsExpiresAt != nil {
 		h.NATSExpiresAt = *r.NatsExpiresAt
 	}
+	if r.HeartbeatIntervalMs != nil {
+		h.HeartbeatInterval = time.Duration(*r.HeartbeatIntervalMs) * time.Millisecond
+	}
+	if len(r.Repairs) > 0 {
+		if err := json.Unmarshal(r.Repairs, &h.Repairs); err != nil {
+			return hosts.Host{}, fmt.Errorf("postgres: host %s repairs: %w", r.ID, err)
+		}
+	}
 	if len(r.ConfigVersions) > 0 {
 		if err := json.Unmarshal(r.ConfigVersions, &h.ConfigVersions); err != nil {
 			return hosts.Host{}, fmt.Errorf("postgres: host %s config_versions: %w", r.ID, err)

@@ -49,10 +49,12 @@ func (t commandTemplate) appendCommand(buf []byte, commandID string) []byte {
 	return append(buf, t.rest...)
 }
 
-// commandNamespace seeds command ids. An id is derived from the event, agent, type and version, so a
-// fan-out redone after a crash sends the same command ids (agents may use them to drop duplicates).
+// commandNamespace seeds command ids. An id is derived from the agent, type and version — what the
+// command delivers (a host's effective config of a type at a version never changes) — so the same
+// content carries the same id however often it is sent: a fan-out redone after a crash, a redelivered
+// event, an anti-entropy repair (agents may use ids to drop duplicates).
 var commandNamespace = uuid.MustParse("8f6b7c1e-3d4a-5b6c-9d8e-7f6a5b4c3d2e")
 
-func commandID(eventID, agentID, configType string, version int64) string {
-	return uuid.NewSHA1(commandNamespace, fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", eventID, agentID, configType, version)).String()
+func commandID(agentID, configType string, version int64) string {
+	return uuid.NewSHA1(commandNamespace, fmt.Appendf(nil, "%s\x00%s\x00%d", agentID, configType, version)).String()
 }

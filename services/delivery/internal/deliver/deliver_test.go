@@ -262,9 +262,9 @@ func TestCommandTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := commandID("ev", "agent", "labels", 4)
-	if id != commandID("ev", "agent", "labels", 4) || id == commandID("ev", "agent2", "labels", 4) {
-		t.Fatal("command ids must be deterministic per (event, agent, type, version)")
+	id := commandID("agent", "labels", 4)
+	if id != commandID("agent", "labels", 4) || id == commandID("agent2", "labels", 4) || id == commandID("agent", "labels", 5) {
+		t.Fatal("command ids must be deterministic per (agent, type, version)")
 	}
 	var c protocol.Command
 	if err := json.Unmarshal(tmpl.appendCommand(nil, id), &c); err != nil {

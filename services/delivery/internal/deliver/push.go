@@ -18,6 +18,9 @@ type PushOptions struct {
 	OnlineWindow time.Duration
 	// PageSize is how many hosts are resolved and published per page.
 	PageSize int
+	// IngestLagging, when set, tells whether stored heartbeats are stale because ack-ingest is behind;
+	// then every host in scope is pushed, not only the online ones (nil: never).
+	IngestLagging func(ctx context.Context) bool
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 }
@@ -71,6 +74,11 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 	if err != nil {
 		return res, err
 	}
+	if p.opts.IngestLagging != nil && p.opts.IngestLagging(ctx) {
+		// Hosts look offline only because their heartbeats are not stored yet: push to all of them.
+		req.OnlineSince, req.OnlineAt = nil, nil
+		p.log.Info("push: ack-ingest is behind on heartbeats, pushing to every host in scope", eventFields(ev)...)
+	}
 	f := &fanout{p: p, ev: ev, issuedAt: p.opts.Now().UTC()}
 	for {
 		page, err := p.resolver.ResolveBatch(ctx, req)
@@ -94,11 +102,14 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 }
 
 func (p *Pusher) batchRequest(ev protocol.ConfigChanged) (protocol.ResolveBatchRequest, error) {
-	since := p.opts.Now().Add(-p.opts.OnlineWindow).UTC()
+	// Online by protocol.Online: the window, or a host's own heartbeat interval when that is longer.
+	now := p.opts.Now().UTC()
+	since := now.Add(-p.opts.OnlineWindow)
 	req := protocol.ResolveBatchRequest{
 		EnvironmentID: ev.EnvironmentID,
 		ConfigType:    ev.ConfigType,
 		OnlineSince:   &since,
+		OnlineAt:      &now,
 		Limit:         p.opts.PageSize,
 	}
 	switch ev.Scope {
@@ -200,7 +211,7 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 			continue // no row at either level: nothing to say
 		}
 		for _, agentID := range g.agents {
-			f.buf = g.tmpl.appendCommand(f.buf[:0], commandID(f.ev.EventID, agentID, f.ev.ConfigType, g.cfg.Version))
+			f.buf = g.tmpl.appendCommand(f.buf[:0], commandID(agentID, f.ev.ConfigType, g.cfg.Version))
 			if err := f.p.publisher.Publish(agentID, f.buf); err != nil {
 				failed++
 				continue

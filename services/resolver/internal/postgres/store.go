@@ -12,9 +12,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/postgres/sqlcdb"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -167,6 +169,10 @@ func (s *Store) EnvironmentLayer(ctx context.Context, environmentID, configType 
 	return out, nil
 }
 
+// heartbeatSpan is how long one millisecond of a host's own heartbeat interval keeps it online: the
+// page queries multiply it by hosts.heartbeat_interval_ms (protocol.OnlineHeartbeats intervals).
+var heartbeatSpan = pgtype.Interval{Microseconds: protocol.OnlineHeartbeats * 1000, Valid: true}
+
 // HostPage returns one page of hosts with their rows of q.ConfigType, in one query: the host query
 // variant for q's filters, in a read-only transaction that keeps its plan off statistics (see
 // PlanOrderedPages in db/queries/resolver).
@@ -211,12 +217,14 @@ func (s *Store) HostPage(ctx context.Context, q resolve.HostPageQuery) (hosts []
 		var listed []sqlcdb.ListedHostPageRow
 		listed, err = qtx.ListedHostPage(ctx, sqlcdb.ListedHostPageParams{
 			HostIds: hostIDs, EnvironmentID: envID, After: after, OnlineSince: q.OnlineSince, PageLimit: limit, ConfigType: q.ConfigType,
+			OnlineAt: q.OnlineAt, HeartbeatSpan: heartbeatSpan,
 		})
 		rows = rowsAs(listed, func(r sqlcdb.ListedHostPageRow) pageRow { return pageRow(r) })
 	case q.OnlineSince != nil:
 		var online []sqlcdb.OnlineHostPageRow
 		online, err = qtx.OnlineHostPage(ctx, sqlcdb.OnlineHostPageParams{
 			EnvironmentID: envID, After: after, OnlineSince: *q.OnlineSince, PageLimit: limit, ConfigType: q.ConfigType,
+			OnlineAt: q.OnlineAt, HeartbeatSpan: heartbeatSpan,
 		})
 		rows = rowsAs(online, func(r sqlcdb.OnlineHostPageRow) pageRow { return pageRow(r) })
 	default:

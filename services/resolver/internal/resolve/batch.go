@@ -86,6 +86,9 @@ func (r *Resolver) batchQuery(req protocol.ResolveBatchRequest) (HostPageQuery, 
 		return HostPageQuery{}, 0, fmt.Errorf("%w: unknown config type %q", ErrInvalidRequest, truncate(req.ConfigType))
 	}
 	q := HostPageQuery{EnvironmentID: envID, ConfigType: req.ConfigType, OnlineSince: req.OnlineSince}
+	if req.OnlineSince != nil {
+		q.OnlineAt = req.OnlineAt
+	}
 	if req.After != "" {
 		if q.After, err = parseID("after", req.After); err != nil {
 			return HostPageQuery{}, 0, err

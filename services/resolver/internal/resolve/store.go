@@ -41,8 +41,11 @@ type HostPageQuery struct {
 	ConfigType    string
 	// HostIDs restricts the page to these hosts; nil means every host of the environment.
 	HostIDs []string
-	// OnlineSince keeps only hosts whose last heartbeat is at or after it; nil keeps all.
+	// OnlineSince keeps only hosts whose last heartbeat is at or after it; nil keeps all. With OnlineAt
+	// also set, a host is kept too while it is online at OnlineAt by its own heartbeat interval
+	// (protocol.Online with the window OnlineAt - OnlineSince).
 	OnlineSince *time.Time
+	OnlineAt    *time.Time
 	// After is the host id cursor (exclusive); empty starts at the beginning.
 	After string
 	Limit int

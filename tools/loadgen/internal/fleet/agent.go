@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"strconv"
 	"sync"
@@ -28,6 +29,8 @@ type Agent struct {
 	// receipts: the last config_update received per type.
 	receipts map[string]Receipt
 	fetched  bool
+	// firstSeen: per type, the newest version whose first push this agent has decided on (DropPushes).
+	firstSeen map[string]int64
 }
 
 // Receipt is when an agent received a config_update of a type, and which version.
@@ -37,7 +40,8 @@ type Receipt struct {
 }
 
 func newAgent(id string, conn *nats.Conn, replies *replyMux) *Agent {
-	return &Agent{ID: id, conn: conn, replies: replies, entries: map[string]*entry{}, deleted: map[string]int64{}, receipts: map[string]Receipt{}}
+	return &Agent{ID: id, conn: conn, replies: replies, entries: map[string]*entry{}, deleted: map[string]int64{}, receipts: map[string]Receipt{},
+		firstSeen: map[string]int64{}}
 }
 
 // versionLocked is the newest version the agent holds for a type, cached or deleted.
@@ -77,6 +81,21 @@ func (a *Agent) applyFetch(t *entryTable, r protocol.FetchReply) error {
 	a.entries = next
 	a.fetched = true
 	return nil
+}
+
+// dropFirst reports whether this agent loses this command: the first command of a (type, version) it
+// receives is lost for a share p of the agents (chosen by a hash of agent, type and version, so the
+// share holds whatever the order of arrival); later ones of the same version are never lost.
+func (a *Agent) dropFirst(configType string, version int64, p float64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.firstSeen[configType] >= version {
+		return false
+	}
+	a.firstSeen[configType] = version
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", a.ID, configType, version)
+	return float64(h.Sum64()%1_000_000) < p*1_000_000
 }
 
 // commandOutcome is what handling one command did.

@@ -68,6 +68,11 @@ type Config struct {
 	AgentVersion string
 	// Name prefixes the NATS connection names (default "configsync-loadgen").
 	Name string
+	// DropPushes is the fraction (0..1) of pushes lost at the agents: for that share of agents, the
+	// first config_update of each (type, version) is dropped unanswered, as if the network lost it; a
+	// later one of the same version (an anti-entropy repair) is applied. The agent keeps heartbeating
+	// what it really holds, so the backend sees it behind.
+	DropPushes float64
 }
 
 // Fleet is a set of simulated agents and the connections they share.
@@ -96,6 +101,7 @@ type counters struct {
 	commands, applied, stale, rejected, malformed   atomic.Int64
 	foreign, acksSent, ackErrors                    atomic.Int64
 	heartbeatsSent, heartbeatErrors, droppedByConns atomic.Int64
+	pushesDropped                                   atomic.Int64
 }
 
 // New connects Conns connections and builds one agent per id (ids must be valid agent ids). Commands
@@ -221,6 +227,10 @@ func (f *Fleet) handleCommand(subject string, data []byte, received time.Time) {
 	cmd, err := decodeCommand(data)
 	if err != nil || cmd.Type != protocol.CommandConfigUpdate || cmd.ConfigType == "" {
 		f.counters.malformed.Add(1)
+		return
+	}
+	if f.cfg.DropPushes > 0 && a.dropFirst(cmd.ConfigType, cmd.Version, f.cfg.DropPushes) {
+		f.counters.pushesDropped.Add(1)
 		return
 	}
 	ack, outcome := a.handle(f.table, cmd, received)
@@ -475,6 +485,8 @@ type Stats struct {
 	HeartbeatErrors int64           `json:"heartbeat_errors"`
 	SlowConsumer    int64           `json:"slow_consumer_events"`
 	DroppedMessages int64           `json:"dropped_messages"`
+	// PushesDropped: config_updates lost on purpose (-drop-pushes).
+	PushesDropped int64 `json:"pushes_dropped"`
 }
 
 // Stats returns a snapshot of the fleet's counters.
@@ -487,6 +499,7 @@ func (f *Fleet) Stats() Stats {
 		Commands:     c.commands.Load(), Applied: c.applied.Load(), Stale: c.stale.Load(), Rejected: c.rejected.Load(),
 		Malformed: c.malformed.Load(), Foreign: c.foreign.Load(), AcksSent: c.acksSent.Load(), AckErrors: c.ackErrors.Load(),
 		HeartbeatsSent: c.heartbeatsSent.Load(), HeartbeatErrors: c.heartbeatErrors.Load(), SlowConsumer: c.droppedByConns.Load(),
+		PushesDropped: c.pushesDropped.Load(),
 	}
 	f.errMu.Lock()
 	if len(f.fetchErrors) > 0 {

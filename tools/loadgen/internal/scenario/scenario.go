@@ -52,6 +52,9 @@ type Options struct {
 	Timeout time.Duration
 	// Pushes is how many environment-wide pushes the push scenario makes, one after the other.
 	Pushes int
+	// DropPushes is the fraction (0..1) of pushes the agents lose (fleet.Config.DropPushes): the push
+	// scenario then measures convergence through anti-entropy repairs.
+	DropPushes float64
 	// Credentials is how many distinct credentials the pushed collectors reference.
 	Credentials int
 	// RegisterConcurrency bounds the host registration batches in flight.
@@ -206,7 +209,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	}
 	f, err := fleet.New(fleet.Config{
 		URL: r.backend.NATSURL, CredsFile: r.backend.CredsFile, CAFile: r.backend.NATSCA, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
-		FetchTimeout: r.opts.FetchTimeout, HeartbeatInterval: r.opts.HeartbeatInterval,
+		FetchTimeout: r.opts.FetchTimeout, HeartbeatInterval: r.opts.HeartbeatInterval, DropPushes: r.opts.DropPushes,
 	}, ids)
 	if err != nil {
 		return r.res, err
@@ -560,10 +563,15 @@ type PushResult struct {
 	Worst    time.Duration `json:"worst_ns"`
 	Complete bool          `json:"complete"`
 	Method   string        `json:"method"`
+	// DropPushes is the fraction of pushes the agents lost on purpose; with it, Worst is the time to
+	// full convergence, repairs included. HeartbeatInterval is the agents' heartbeat period.
+	DropPushes        float64       `json:"drop_pushes,omitempty"`
+	HeartbeatInterval time.Duration `json:"heartbeat_interval_ns,omitempty"`
 }
 
 func (r *Runner) push(ctx context.Context) error {
 	res := &PushResult{ConfigType: "collectors", Credentials: len(r.credIDs), Complete: true,
+		DropPushes: r.opts.DropPushes, HeartbeatInterval: r.opts.HeartbeatInterval,
 		Method: "PUT returned -> " + map[string]string{"postgres": "max(host_config_apply_status.updated_at)", "config-api": "first host-list poll showing every ack"}[r.backend.Observer.Name()]}
 	r.res.Push = res
 	for round := 1; round <= r.opts.Pushes; round++ {

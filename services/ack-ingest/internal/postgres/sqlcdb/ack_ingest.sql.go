@@ -12,28 +12,49 @@ import (
 	"github.com/google/uuid"
 )
 
-const lookupHostIDs = `-- name: LookupHostIDs :many
-SELECT agent_id, id
-FROM hosts
-WHERE agent_id = ANY($1::text[])
+const deleteRepairs = `-- name: DeleteRepairs :exec
+DELETE FROM config_repairs r
+USING (
+    SELECT unnest($1::uuid[]) AS host_id, unnest($2::text[]) AS config_type
+) AS v
+WHERE r.host_id = v.host_id AND r.config_type = v.config_type
 `
 
-type LookupHostIDsRow struct {
-	AgentID string
-	ID      uuid.UUID
+type DeleteRepairsParams struct {
+	HostIds     []uuid.UUID
+	ConfigTypes []string
 }
 
-// Maps agent ids to host ids; unknown agents are simply absent from the result.
-func (q *Queries) LookupHostIDs(ctx context.Context, agentIds []string) ([]LookupHostIDsRow, error) {
-	rows, err := q.db.Query(ctx, lookupHostIDs, agentIds)
+// Closes the repairs of (host, type) pairs that now report the version they should hold.
+func (q *Queries) DeleteRepairs(ctx context.Context, arg DeleteRepairsParams) error {
+	_, err := q.db.Exec(ctx, deleteRepairs, arg.HostIds, arg.ConfigTypes)
+	return err
+}
+
+const failedApplies = `-- name: FailedApplies :many
+SELECT host_id, config_type, version
+FROM host_config_apply_status
+WHERE host_id = ANY ($1::uuid[]) AND status = 'failed'
+`
+
+type FailedAppliesRow struct {
+	HostID     uuid.UUID
+	ConfigType string
+	Version    int64
+}
+
+// The failed apply results of the given hosts (only hosts found behind: few): a version the agent
+// refused is not re-sent at once, it backs off like a repeated repair.
+func (q *Queries) FailedApplies(ctx context.Context, hostIds []uuid.UUID) ([]FailedAppliesRow, error) {
+	rows, err := q.db.Query(ctx, failedApplies, hostIds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []LookupHostIDsRow
+	var items []FailedAppliesRow
 	for rows.Next() {
-		var i LookupHostIDsRow
-		if err := rows.Scan(&i.AgentID, &i.ID); err != nil {
+		var i FailedAppliesRow
+		if err := rows.Scan(&i.HostID, &i.ConfigType, &i.Version); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -44,69 +65,291 @@ func (q *Queries) LookupHostIDs(ctx context.Context, agentIds []string) ([]Looku
 	return items, nil
 }
 
-const updateHeartbeats = `-- name: UpdateHeartbeats :execrows
-UPDATE hosts AS h
-SET agent_version     = v.agent_version,
-    config_hash       = v.config_hash,
-    config_version    = v.config_version,
-    config_versions   = v.config_versions,
-    last_heartbeat_at = v.received_at
-FROM (
+const hostReports = `-- name: HostReports :many
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.environment_id, hs.agent_id, hs.config_versions
+    FROM hosts hs
+    WHERE hs.id = ANY ($1::uuid[]) AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.environment_id, h.agent_id::text AS config_type, 0::bigint AS version,
+       false AS flag, 0::integer AS attempts, NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at,
+       h.config_versions AS reported
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
+       hc.config_data IS NOT NULL, 0, NULL, hc.updated_at, NULL
+FROM host_configs hc
+WHERE hc.host_id IN (SELECT id FROM h)
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
+       ec.config_data IS NOT NULL, 0, NULL, ec.updated_at, NULL
+FROM environment_configs ec
+WHERE ec.environment_id IN (SELECT DISTINCT environment_id FROM h)
+UNION ALL
+SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
+       false, r.attempts, r.next_at, NULL, NULL
+FROM config_repairs r
+WHERE r.host_id IN (SELECT id FROM h)
+UNION ALL
+SELECT 'applied', s.host_id, '00000000-0000-0000-0000-000000000000'::uuid, s.config_type, s.version,
+       true, 0, NULL, NULL, NULL
+FROM host_config_apply_status s
+WHERE s.host_id IN (SELECT id FROM h) AND s.status = 'applied'
+`
+
+type HostReportsRow struct {
+	Level         string
+	HostID        uuid.UUID
+	EnvironmentID uuid.UUID
+	ConfigType    string
+	Version       int64
+	Flag          bool
+	Attempts      int32
+	NextAt        *time.Time
+	ChangedAt     *time.Time
+	Reported      []byte
+}
+
+// The last stored report of the given hosts (few: those whose heartbeat came within the repair grace
+// of a write) with what anti-entropy needs to check it again once the grace is over: the layer
+// versions and open repairs as UpdateHeartbeats returns them, and per type the version the host last
+// acked "applied" ('applied' rows). On 'host' rows config_type holds the agent id. Revoked hosts are
+// left out.
+func (q *Queries) HostReports(ctx context.Context, hostIds []uuid.UUID) ([]HostReportsRow, error) {
+	rows, err := q.db.Query(ctx, hostReports, hostIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HostReportsRow
+	for rows.Next() {
+		var i HostReportsRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.Version,
+			&i.Flag,
+			&i.Attempts,
+			&i.NextAt,
+			&i.ChangedAt,
+			&i.Reported,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const inactiveHostIDs = `-- name: InactiveHostIDs :many
+SELECT v.id::uuid AS id
+FROM unnest($1::uuid[]) AS v(id)
+WHERE NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id = v.id AND h.revoked_at IS NULL)
+`
+
+// The hosts among host_ids that are revoked or gone: their acks and heartbeats are dropped, never
+// stored.
+func (q *Queries) InactiveHostIDs(ctx context.Context, hostIds []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, inactiveHostIDs, hostIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lookupHostIDs = `-- name: LookupHostIDs :many
+SELECT agent_id, id, environment_id
+FROM hosts
+WHERE agent_id = ANY($1::text[])
+`
+
+type LookupHostIDsRow struct {
+	AgentID       string
+	ID            uuid.UUID
+	EnvironmentID uuid.UUID
+}
+
+// Maps agent ids to host ids and environments (a host never changes environment); unknown agents are
+// simply absent from the result.
+func (q *Queries) LookupHostIDs(ctx context.Context, agentIds []string) ([]LookupHostIDsRow, error) {
+	rows, err := q.db.Query(ctx, lookupHostIDs, agentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LookupHostIDsRow
+	for rows.Next() {
+		var i LookupHostIDsRow
+		if err := rows.Scan(&i.AgentID, &i.ID, &i.EnvironmentID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const updateHeartbeats = `-- name: UpdateHeartbeats :many
+WITH v AS (
     SELECT unnest($1::uuid[]) AS host_id,
            unnest($2::text[]) AS agent_version,
            unnest($3::text[]) AS config_hash,
            unnest($4::bigint[]) AS config_version,
            unnest($5::jsonb[]) AS config_versions,
-           unnest($6::timestamptz[]) AS received_at
-) AS v
-WHERE h.id = v.host_id
-  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at <= v.received_at)
+           unnest($6::timestamptz[]) AS received_at,
+           unnest($7::bigint[]) AS heartbeat_interval_ms
+), upd AS (
+    UPDATE hosts AS h
+    SET agent_version     = v.agent_version,
+        config_hash       = v.config_hash,
+        config_version    = v.config_version,
+        config_versions   = v.config_versions,
+        last_heartbeat_at = v.received_at,
+        heartbeat_interval_ms = NULLIF(v.heartbeat_interval_ms, 0)
+    FROM v
+    WHERE h.id = v.host_id AND h.revoked_at IS NULL
+      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at <= v.received_at)
+    RETURNING h.id
+)
+SELECT 'written'::text AS level, '00000000-0000-0000-0000-000000000000'::uuid AS host_id,
+       '00000000-0000-0000-0000-000000000000'::uuid AS environment_id, ''::text AS config_type,
+       (SELECT count(*) FROM upd)::bigint AS version, false AS flag, 0::integer AS attempts,
+       NULL::timestamptz AS next_at, NULL::timestamptz AS changed_at
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, hc.config_type, hc.version,
+       hc.config_data IS NOT NULL, 0, NULL, hc.updated_at
+FROM host_configs hc
+WHERE hc.host_id IN (SELECT id FROM upd)
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, ec.config_type, ec.version,
+       ec.config_data IS NOT NULL, 0, NULL, ec.updated_at
+FROM environment_configs ec
+WHERE ec.environment_id = ANY ($8::uuid[])
+UNION ALL
+SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
+       false, r.attempts, r.next_at, NULL
+FROM config_repairs r
+WHERE r.host_id IN (SELECT id FROM upd)
 `
 
 type UpdateHeartbeatsParams struct {
-	HostIds             []uuid.UUID
-	AgentVersions       []string
-	ConfigHashes        []string
-	ConfigVersionValues []int64
-	ConfigVersionsJson  [][]byte
-	ReceivedAts         []time.Time
+	HostIds              []uuid.UUID
+	AgentVersions        []string
+	ConfigHashes         []string
+	ConfigVersionValues  []int64
+	ConfigVersionsJson   [][]byte
+	ReceivedAts          []time.Time
+	HeartbeatIntervalsMs []int64
+	EnvironmentIds       []uuid.UUID
 }
 
-// Writes one batch of heartbeats (deduped per host and sorted by the caller). last_heartbeat_at never
-// moves backwards: an older heartbeat (say, redelivered after a restart) changes nothing.
-func (q *Queries) UpdateHeartbeats(ctx context.Context, arg UpdateHeartbeatsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, updateHeartbeats,
+type UpdateHeartbeatsRow struct {
+	Level         string
+	HostID        uuid.UUID
+	EnvironmentID uuid.UUID
+	ConfigType    string
+	Version       int64
+	Flag          bool
+	Attempts      int32
+	NextAt        *time.Time
+	ChangedAt     *time.Time
+}
+
+// Writes one batch of heartbeats (deduped per host and sorted by the caller) and returns, in the same
+// round trip, what anti-entropy needs: how many hosts were written ('written', in version), then the
+// versions (and whether they hold data) of the config rows of the hosts written and of the given
+// environments (theirs), with when each was written, and the open repairs — never any config data.
+// last_heartbeat_at never moves backwards: an older heartbeat (say, redelivered after a restart)
+// changes nothing; revoked hosts are not written. Rows are tagged:
+//
+//	'written'      one row: the count of hosts written;
+//	'override'     the written hosts' rows (host_id set; flag false = tombstone);
+//	'environment'  the environments' rows (environment_id set);
+//	'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at).
+//
+// agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
+// follows too.
+func (q *Queries) UpdateHeartbeats(ctx context.Context, arg UpdateHeartbeatsParams) ([]UpdateHeartbeatsRow, error) {
+	rows, err := q.db.Query(ctx, updateHeartbeats,
 		arg.HostIds,
 		arg.AgentVersions,
 		arg.ConfigHashes,
 		arg.ConfigVersionValues,
 		arg.ConfigVersionsJson,
 		arg.ReceivedAts,
+		arg.HeartbeatIntervalsMs,
+		arg.EnvironmentIds,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []UpdateHeartbeatsRow
+	for rows.Next() {
+		var i UpdateHeartbeatsRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.Version,
+			&i.Flag,
+			&i.Attempts,
+			&i.NextAt,
+			&i.ChangedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const upsertApplyStatuses = `-- name: UpsertApplyStatuses :execrows
-INSERT INTO host_config_apply_status AS s (host_id, config_type, version, status, error, applied_at, updated_at)
-SELECT v.host_id, v.config_type, v.version, v.status, NULLIF(v.error, ''), v.applied_at, now()
+INSERT INTO host_config_apply_status AS s (host_id, config_type, version, status, error, applied_at, updated_at, ack_seq)
+SELECT v.host_id, v.config_type, v.version, v.status, NULLIF(v.error, ''), v.applied_at, now(), v.ack_seq
 FROM (
     SELECT unnest($1::uuid[]) AS host_id,
            unnest($2::text[]) AS config_type,
            unnest($3::bigint[]) AS version,
            unnest($4::text[]) AS status,
            unnest($5::text[]) AS error,
-           unnest($6::timestamptz[]) AS applied_at
+           unnest($6::timestamptz[]) AS applied_at,
+           unnest($7::bigint[]) AS ack_seq
 ) AS v
+JOIN hosts h ON h.id = v.host_id AND h.revoked_at IS NULL
+ORDER BY v.host_id, v.config_type
 ON CONFLICT (host_id, config_type) DO UPDATE
 SET version    = excluded.version,
     status     = excluded.status,
     error      = excluded.error,
     applied_at = excluded.applied_at,
-    updated_at = excluded.updated_at
-WHERE excluded.version >= s.version
+    updated_at = excluded.updated_at,
+    ack_seq    = excluded.ack_seq
+WHERE excluded.version > s.version
+   OR (excluded.version = s.version AND excluded.ack_seq >= s.ack_seq)
 `
 
 type UpsertApplyStatusesParams struct {
@@ -116,12 +359,15 @@ type UpsertApplyStatusesParams struct {
 	Statuses    []string
 	Errors      []string
 	AppliedAts  []time.Time
+	AckSeqs     []int64
 }
 
 // Writes one batch of apply results (parallel arrays unnested in lockstep). The caller dedupes the batch
 // per (host_id, config_type) and sorts it, so no row is touched twice and concurrent batches lock rows
-// in the same order. An older version never overwrites a newer one; the same version does (a retried
-// apply may turn "failed" into "applied").
+// in the same order. An older version never overwrites a newer one; of two acks of the same version the
+// later one in the ack stream wins (a retried apply may turn "failed" into "applied", and an agent that
+// sent "failed" then "applied" ends "applied" whichever writer commits first). Revoked hosts are
+// skipped (the caller drops their acks before; this closes the race with a revocation meanwhile).
 func (q *Queries) UpsertApplyStatuses(ctx context.Context, arg UpsertApplyStatusesParams) (int64, error) {
 	result, err := q.db.Exec(ctx, upsertApplyStatuses,
 		arg.HostIds,
@@ -130,9 +376,49 @@ func (q *Queries) UpsertApplyStatuses(ctx context.Context, arg UpsertApplyStatus
 		arg.Statuses,
 		arg.Errors,
 		arg.AppliedAts,
+		arg.AckSeqs,
 	)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const upsertRepairs = `-- name: UpsertRepairs :exec
+INSERT INTO config_repairs AS r (host_id, config_type, version, attempts, first_at, last_at, next_at)
+SELECT v.host_id, v.config_type, v.version, v.attempts, now(), now(), v.next_at
+FROM (
+    SELECT unnest($1::uuid[]) AS host_id,
+           unnest($2::text[]) AS config_type,
+           unnest($3::bigint[]) AS version,
+           unnest($4::integer[]) AS attempts,
+           unnest($5::timestamptz[]) AS next_at
+) AS v
+ON CONFLICT (host_id, config_type) DO UPDATE
+SET first_at = CASE WHEN r.version = excluded.version THEN r.first_at ELSE excluded.first_at END,
+    version  = excluded.version,
+    attempts = excluded.attempts,
+    last_at  = excluded.last_at,
+    next_at  = excluded.next_at
+`
+
+type UpsertRepairsParams struct {
+	HostIds     []uuid.UUID
+	ConfigTypes []string
+	Versions    []int64
+	Attempts    []int32
+	NextAts     []time.Time
+}
+
+// Records the repairs asked (or, for a version the agent acked failed, deferred) in one batch: a new
+// version starts over at the given attempt, the same version takes it. Rows are sorted by the caller.
+func (q *Queries) UpsertRepairs(ctx context.Context, arg UpsertRepairsParams) error {
+	_, err := q.db.Exec(ctx, upsertRepairs,
+		arg.HostIds,
+		arg.ConfigTypes,
+		arg.Versions,
+		arg.Attempts,
+		arg.NextAts,
+	)
+	return err
 }

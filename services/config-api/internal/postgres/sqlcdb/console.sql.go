@@ -135,7 +135,7 @@ WITH failed AS (
     WHERE s.status = 'failed' AND f.environment_id = $2
 )
 SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= $1::timestamptz)::bigint AS online,
+       count(*) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -157,6 +157,8 @@ type EnvironmentHostSummaryRow struct {
 	Revoked   int64
 }
 
+// Online is protocol.Online: a heartbeat within the window, or within 3 (protocol.OnlineHeartbeats) of the
+// host's own heartbeat intervals.
 // Counts of an environment's hosts by state, in one pass. online_since is the oldest heartbeat that still
 // counts as online (the caller computes it from its online window). Failed applies come from the
 // partial index of failed rows, joined once (not probed per host).
@@ -184,7 +186,7 @@ SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint 
 FROM hosts h
 LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = $1 AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $2::timestamptz OR failed.host_id IS NOT NULL)
+  AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $2::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
 ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT $3
 `
@@ -235,7 +237,7 @@ WITH failed AS (
 )
 SELECT e.id AS environment_id, e.name AS environment_name, e.client_id, c.name AS client_name, e.created_at,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at >= $1::timestamptz)::bigint AS online,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -310,7 +312,7 @@ CROSS JOIN LATERAL (
     FROM hosts h
     LEFT JOIN failed ON failed.host_id = h.id
     WHERE h.environment_id = e.id AND h.revoked_at IS NULL
-      AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $1::timestamptz OR failed.host_id IS NOT NULL)
+      AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
     ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
     LIMIT $2::bigint
 ) w
@@ -492,15 +494,19 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
+                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
+       h.heartbeat_interval_ms,
+       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
+                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
 FROM hosts h
 WHERE h.environment_id = $1
   AND ($2::text = '' OR h.hostname ILIKE '%' || $2::text || '%')
   AND ($3::text IS NULL
        OR (h.hostname, h.id) > ($3::text, $4::uuid))
   AND CASE $5::text
-        WHEN 'online' THEN h.revoked_at IS NULL AND h.last_heartbeat_at >= $6::timestamptz
-        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at < $6::timestamptz)
+        WHEN 'online' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp())
+        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))
         WHEN 'failed' THEN h.revoked_at IS NULL AND EXISTS (
             SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')
         WHEN 'revoked' THEN h.revoked_at IS NOT NULL
@@ -521,20 +527,22 @@ type SearchHostsParams struct {
 }
 
 type SearchHostsRow struct {
-	ID              uuid.UUID
-	ClientID        uuid.UUID
-	EnvironmentID   uuid.UUID
-	Hostname        string
-	AgentID         string
-	RevokedAt       *time.Time
-	AgentVersion    *string
-	ConfigHash      *string
-	ConfigVersion   *int64
-	ConfigVersions  []byte
-	LastHeartbeatAt *time.Time
-	CreatedAt       time.Time
-	NatsExpiresAt   *time.Time
-	ApplyStatus     []byte
+	ID                  uuid.UUID
+	ClientID            uuid.UUID
+	EnvironmentID       uuid.UUID
+	Hostname            string
+	AgentID             string
+	RevokedAt           *time.Time
+	AgentVersion        *string
+	ConfigHash          *string
+	ConfigVersion       *int64
+	ConfigVersions      []byte
+	LastHeartbeatAt     *time.Time
+	CreatedAt           time.Time
+	NatsExpiresAt       *time.Time
+	ApplyStatus         []byte
+	HeartbeatIntervalMs *int64
+	Repairs             []byte
 }
 
 // A page of an environment's hosts by hostname (then id), filtered by a hostname substring and a state:
@@ -571,6 +579,8 @@ func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]Sea
 			&i.CreatedAt,
 			&i.NatsExpiresAt,
 			&i.ApplyStatus,
+			&i.HeartbeatIntervalMs,
+			&i.Repairs,
 		); err != nil {
 			return nil, err
 		}

@@ -220,7 +220,11 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
+                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
+       h.heartbeat_interval_ms,
+       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
+                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
 FROM hosts h
 WHERE h.id = $1
   AND ($2::uuid IS NULL OR h.client_id = $2::uuid)
@@ -232,20 +236,22 @@ type GetHostParams struct {
 }
 
 type GetHostRow struct {
-	ID              uuid.UUID
-	ClientID        uuid.UUID
-	EnvironmentID   uuid.UUID
-	Hostname        string
-	AgentID         string
-	RevokedAt       *time.Time
-	AgentVersion    *string
-	ConfigHash      *string
-	ConfigVersion   *int64
-	ConfigVersions  []byte
-	LastHeartbeatAt *time.Time
-	CreatedAt       time.Time
-	NatsExpiresAt   *time.Time
-	ApplyStatus     []byte
+	ID                  uuid.UUID
+	ClientID            uuid.UUID
+	EnvironmentID       uuid.UUID
+	Hostname            string
+	AgentID             string
+	RevokedAt           *time.Time
+	AgentVersion        *string
+	ConfigHash          *string
+	ConfigVersion       *int64
+	ConfigVersions      []byte
+	LastHeartbeatAt     *time.Time
+	CreatedAt           time.Time
+	NatsExpiresAt       *time.Time
+	ApplyStatus         []byte
+	HeartbeatIntervalMs *int64
+	Repairs             []byte
 }
 
 func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (GetHostRow, error) {
@@ -266,6 +272,8 @@ func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (GetHostRow, e
 		&i.CreatedAt,
 		&i.NatsExpiresAt,
 		&i.ApplyStatus,
+		&i.HeartbeatIntervalMs,
+		&i.Repairs,
 	)
 	return i, err
 }
@@ -349,7 +357,11 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
        COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
                    'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status
+                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
+       h.heartbeat_interval_ms,
+       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
+                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
 FROM hosts h
 WHERE h.environment_id = $1
   AND ($2::uuid IS NULL OR h.id > $2::uuid)
@@ -364,20 +376,22 @@ type ListHostsParams struct {
 }
 
 type ListHostsRow struct {
-	ID              uuid.UUID
-	ClientID        uuid.UUID
-	EnvironmentID   uuid.UUID
-	Hostname        string
-	AgentID         string
-	RevokedAt       *time.Time
-	AgentVersion    *string
-	ConfigHash      *string
-	ConfigVersion   *int64
-	ConfigVersions  []byte
-	LastHeartbeatAt *time.Time
-	CreatedAt       time.Time
-	NatsExpiresAt   *time.Time
-	ApplyStatus     []byte
+	ID                  uuid.UUID
+	ClientID            uuid.UUID
+	EnvironmentID       uuid.UUID
+	Hostname            string
+	AgentID             string
+	RevokedAt           *time.Time
+	AgentVersion        *string
+	ConfigHash          *string
+	ConfigVersion       *int64
+	ConfigVersions      []byte
+	LastHeartbeatAt     *time.Time
+	CreatedAt           time.Time
+	NatsExpiresAt       *time.Time
+	ApplyStatus         []byte
+	HeartbeatIntervalMs *int64
+	Repairs             []byte
 }
 
 func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHostsRow, error) {
@@ -404,6 +418,8 @@ func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHos
 			&i.CreatedAt,
 			&i.NatsExpiresAt,
 			&i.ApplyStatus,
+			&i.HeartbeatIntervalMs,
+			&i.Repairs,
 		); err != nil {
 			return nil, err
 		}

@@ -36,6 +36,16 @@ type Client struct {
 	CreatedAt time.Time
 }
 
+type ConfigRepair struct {
+	HostID     uuid.UUID
+	ConfigType string
+	Version    int64
+	Attempts   int32
+	FirstAt    time.Time
+	LastAt     time.Time
+	NextAt     time.Time
+}
+
 type ConfigRevision struct {
 	ID            int64
 	Scope         string
@@ -91,21 +101,22 @@ type EnvironmentConfig struct {
 }
 
 type Host struct {
-	ID              uuid.UUID
-	ClientID        uuid.UUID
-	EnvironmentID   uuid.UUID
-	Hostname        string
-	AgentID         string
-	NatsPublicKey   *string
-	RevokedAt       *time.Time
-	AgentVersion    *string
-	ConfigHash      *string
-	ConfigVersion   *int64
-	ConfigVersions  []byte
-	LastHeartbeatAt *time.Time
-	CreatedAt       time.Time
-	NatsExpiresAt   *time.Time
-	NatsUnexpiring  bool
+	ID                  uuid.UUID
+	ClientID            uuid.UUID
+	EnvironmentID       uuid.UUID
+	Hostname            string
+	AgentID             string
+	NatsPublicKey       *string
+	RevokedAt           *time.Time
+	AgentVersion        *string
+	ConfigHash          *string
+	ConfigVersion       *int64
+	ConfigVersions      []byte
+	LastHeartbeatAt     *time.Time
+	CreatedAt           time.Time
+	HeartbeatIntervalMs *int64
+	NatsExpiresAt       *time.Time
+	NatsUnexpiring      bool
 }
 
 type HostConfig struct {
@@ -129,6 +140,7 @@ type HostConfigApplyStatus struct {
 	Error      *string
 	AppliedAt  time.Time
 	UpdatedAt  time.Time
+	AckSeq     int64
 }
 
 type NatsRevocation struct {

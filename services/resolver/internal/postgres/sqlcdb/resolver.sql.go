@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const batchEnvironment = `-- name: BatchEnvironment :one
@@ -322,16 +323,17 @@ WITH page AS MATERIALIZED (
     FROM hosts hs
     WHERE hs.id = ANY ($1::uuid[]) AND hs.environment_id = $2 AND hs.id > $3::uuid
       AND hs.revoked_at IS NULL
-      AND ($4::timestamptz IS NULL OR hs.last_heartbeat_at >= $4::timestamptz)
+      AND ($4::timestamptz IS NULL OR hs.last_heartbeat_at >= $4::timestamptz
+           OR hs.last_heartbeat_at + hs.heartbeat_interval_ms * $5::interval >= $6::timestamptz)
     ORDER BY hs.id
-    LIMIT $5
+    LIMIT $7
 )
 SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
 FROM page
 UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
-WHERE hc.config_type = $6 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+WHERE hc.config_type = $8 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
 `
 
 type ListedHostPageParams struct {
@@ -339,6 +341,8 @@ type ListedHostPageParams struct {
 	EnvironmentID uuid.UUID
 	After         uuid.UUID
 	OnlineSince   *time.Time
+	HeartbeatSpan pgtype.Interval
+	OnlineAt      *time.Time
 	PageLimit     int32
 	ConfigType    string
 }
@@ -352,7 +356,7 @@ type ListedHostPageRow struct {
 }
 
 // HostPage restricted to the listed hosts (ids of other environments are ignored), optionally online
-// only. The page is found through the primary key, one lookup per listed id, so its cost is bounded
+// only (as OnlineHostPage). The page is found through the primary key, one lookup per listed id, so its cost is bounded
 // by the list whatever the plan.
 func (q *Queries) ListedHostPage(ctx context.Context, arg ListedHostPageParams) ([]ListedHostPageRow, error) {
 	rows, err := q.db.Query(ctx, listedHostPage,
@@ -360,6 +364,8 @@ func (q *Queries) ListedHostPage(ctx context.Context, arg ListedHostPageParams) 
 		arg.EnvironmentID,
 		arg.After,
 		arg.OnlineSince,
+		arg.HeartbeatSpan,
+		arg.OnlineAt,
 		arg.PageLimit,
 		arg.ConfigType,
 	)
@@ -392,22 +398,25 @@ WITH page AS MATERIALIZED (
     SELECT hs.id, hs.agent_id
     FROM hosts hs
     WHERE hs.environment_id = $1 AND hs.id > $2::uuid AND hs.revoked_at IS NULL
-      AND hs.last_heartbeat_at >= $3::timestamptz
+      AND (hs.last_heartbeat_at >= $3::timestamptz
+           OR hs.last_heartbeat_at + hs.heartbeat_interval_ms * $4::interval >= $5::timestamptz)
     ORDER BY hs.id
-    LIMIT $4
+    LIMIT $6
 )
 SELECT 'host'::text AS level, page.id AS host_id, page.agent_id, NULL::jsonb AS config_data, 0::bigint AS version
 FROM page
 UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
-WHERE hc.config_type = $5 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+WHERE hc.config_type = $7 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
 `
 
 type OnlineHostPageParams struct {
 	EnvironmentID uuid.UUID
 	After         uuid.UUID
 	OnlineSince   time.Time
+	HeartbeatSpan pgtype.Interval
+	OnlineAt      *time.Time
 	PageLimit     int32
 	ConfigType    string
 }
@@ -420,12 +429,16 @@ type OnlineHostPageRow struct {
 	Version    int64
 }
 
-// HostPage restricted to hosts whose last heartbeat is at or after online_since.
+// HostPage restricted to online hosts: a last heartbeat at or after online_since, or, with online_at
+// set, within the host's own heartbeat interval times heartbeat_span (protocol.OnlineHeartbeats
+// milliseconds) before online_at. This is protocol.Online with window = online_at - online_since.
 func (q *Queries) OnlineHostPage(ctx context.Context, arg OnlineHostPageParams) ([]OnlineHostPageRow, error) {
 	rows, err := q.db.Query(ctx, onlineHostPage,
 		arg.EnvironmentID,
 		arg.After,
 		arg.OnlineSince,
+		arg.HeartbeatSpan,
+		arg.OnlineAt,
 		arg.PageLimit,
 		arg.ConfigType,
 	)
