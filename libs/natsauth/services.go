@@ -93,7 +93,9 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 //     (and answer $SRV requests on MonitorInboxPrefix). The credential service also answers
 //     account_update (covered by configsync.svc.credential.>); it looks the account up and pushes it
 //     as a system-account user (SystemCreds) on a connection of its own, not with this user.
-//   - ack-ingest: consumes CONFIGSYNC_ACKS and CONFIGSYNC_HEARTBEATS; it publishes nothing else.
+//   - ack-ingest: consumes CONFIGSYNC_ACKS and CONFIGSYNC_HEARTBEATS, and hands the gaps its
+//     anti-entropy check finds to delivery on configsync.repair.request; it publishes nothing else
+//     (never to agents). Only delivery subscribes repair requests.
 func ServicePermissions() []ServicePermission {
 	return []ServicePermission{
 		{
@@ -132,11 +134,11 @@ func ServicePermissions() []ServicePermission {
 				},
 				jsConsumer(protocol.EventsStream),
 			),
-			Subscribe: []string{protocol.FetchSubjectAll, microService, inboxOf(DeliveryService)},
+			Subscribe: []string{protocol.FetchSubjectAll, protocol.RepairSubject, microService, inboxOf(DeliveryService)},
 		},
 		{
 			Service:   AckIngestService,
-			Publish:   join(jsConsumer(protocol.AcksStream), jsConsumer(protocol.HeartbeatsStream)),
+			Publish:   join([]string{protocol.RepairSubject}, jsConsumer(protocol.AcksStream), jsConsumer(protocol.HeartbeatsStream)),
 			Subscribe: []string{inboxOf(AckIngestService)},
 		},
 	}

@@ -246,6 +246,17 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 	if got := consumeOne(t, ack, protocol.HeartbeatsStream, protocol.HeartbeatSubjectAll); string(got) != `{"hb":1}` {
 		t.Fatalf("ack-ingest consumed heartbeat %q", got)
 	}
+	// ack-ingest hands a repair request to delivery's queue group.
+	repairs := must(del.nc.QueueSubscribeSync(protocol.RepairSubject, protocol.DeliveryQueueGroup))
+	if err := del.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ack.nc.Publish(protocol.RepairSubject, []byte(`{"hosts":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repairs.NextMsg(3 * time.Second); err != nil {
+		t.Fatalf("repair request from ack-ingest to delivery: %v", err)
+	}
 	// A monitoring client gets the micro services' $SRV answers on its inbox.
 	monitor := connect(t, ns, must(a.UnrestrictedCreds("monitor")), nats.CustomInboxPrefix(natsauth.MonitorInboxPrefix))
 	for _, name := range []string{protocol.ResolverServiceName, protocol.CredentialServiceName, "delivery"} {
@@ -275,16 +286,18 @@ func TestServiceUsersDenied(t *testing.T) {
 	pubDenied := map[string][]string{
 		// Only delivery pushes to agents and asks for injection (config-api may answer agents' inboxes:
 		// their credential renewals).
-		natsauth.ConfigAPIService: {cmd, protocol.CredentialInjectSubject, deliveryInbox, protocol.FetchSubject("agent-a")},
+		natsauth.ConfigAPIService: {cmd, protocol.CredentialInjectSubject, deliveryInbox, protocol.FetchSubject("agent-a"),
+			protocol.RepairSubject},
 		// Only config-api asks the credential service to re-sign the NATS account.
 		natsauth.ResolverService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.CredentialCreateSubject,
-			protocol.ConfigChangedSubject, protocol.ResolveSubject, protocol.AccountUpdateSubject},
+			protocol.ConfigChangedSubject, protocol.ResolveSubject, protocol.AccountUpdateSubject, protocol.RepairSubject},
 		natsauth.CredentialService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.ResolveSubject, protocol.ConfigChangedSubject,
-			protocol.AccountUpdateSubject},
+			protocol.AccountUpdateSubject, protocol.RepairSubject},
 		// Only config-api manages credentials, streams and the account, and publishes events.
 		natsauth.DeliveryService: {protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
 			protocol.ConfigChangedSubject, apiInbox, "$JS.API.STREAM.UPDATE." + protocol.EventsStream,
-			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x", protocol.AccountUpdateSubject},
+			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x", protocol.AccountUpdateSubject,
+			protocol.RepairSubject},
 		// ack-ingest may not publish to agents at all.
 		natsauth.AckIngestService: {cmd, agentInbox, protocol.FetchSubject("agent-a"), protocol.ConfigChangedSubject,
 			protocol.CredentialInjectSubject, protocol.ResolveSubject, "$JS.API.STREAM.UPDATE." + protocol.AcksStream,
@@ -293,13 +306,14 @@ func TestServiceUsersDenied(t *testing.T) {
 	// Only config-api answers agents' credential renewals (the renewal request carries the agent's key).
 	subDenied := map[string][]string{
 		natsauth.ConfigAPIService: {natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>", "configsync.svc.credential.>",
-			protocol.FetchSubjectAll, protocol.AccountUpdateSubject, "configsync.agent.>"},
-		natsauth.ResolverService:   {"configsync.svc.credential.>", protocol.AckSubjectAll, protocol.CredsRenewSubjectAll},
-		natsauth.CredentialService: {"configsync.svc.resolver.>", natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>", protocol.CredsRenewSubjectAll},
+			protocol.FetchSubjectAll, protocol.AccountUpdateSubject, "configsync.agent.>", protocol.RepairSubject},
+		natsauth.ResolverService: {"configsync.svc.credential.>", protocol.AckSubjectAll, protocol.CredsRenewSubjectAll, protocol.RepairSubject},
+		natsauth.CredentialService: {"configsync.svc.resolver.>", natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>", protocol.CredsRenewSubjectAll,
+			protocol.RepairSubject},
 		natsauth.DeliveryService: {natsauth.ServiceInboxPrefix(natsauth.ConfigAPIService) + ".>", protocol.HeartbeatSubjectAll, "configsync.svc.>",
 			protocol.CredsRenewSubjectAll, protocol.CredsRenewSubject("agent-a")},
 		natsauth.AckIngestService: {protocol.AckSubjectAll, protocol.HeartbeatSubjectAll, natsauth.ServiceInboxPrefix(natsauth.DeliveryService) + ".>",
-			protocol.CredsRenewSubjectAll},
+			protocol.CredsRenewSubjectAll, protocol.RepairSubject},
 	}
 	for _, name := range natsauth.ServiceNames {
 		c := conns[name]
