@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RegisterPool registers a collector over pool's pgxpool.Stat; a pool registered before is ignored (the
+// services of one process share one pool).
+func (m *Metrics) RegisterPool(pool *pgxpool.Pool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pools[pool] {
+		return
+	}
+	m.pools[pool] = true
+	m.Registry.MustRegister(newPoolCollector(pool))
+}
+
+type poolCollector struct {
+	pool                                      *pgxpool.Pool
+	acquired, idle, total, max, constructing  *prometheus.Desc
+	acquires, acquireSeconds, empty, canceled *prometheus.Desc
+}
+
+func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(Namespace+"_db_pool_"+name, help, nil, nil)
+	}
+	return &poolCollector{
+		pool:           pool,
+		acquired:       d("acquired_conns", "PostgreSQL pool connections currently in use."),
+		idle:           d("idle_conns", "PostgreSQL pool connections currently idle."),
+		total:          d("total_conns", "PostgreSQL pool connections open (acquired, idle and being opened)."),
+		max:            d("max_conns", "Most connections the PostgreSQL pool opens."),
+		constructing:   d("constructing_conns", "PostgreSQL pool connections being opened."),
+		acquires:       d("acquires_total", "Connections acquired from the PostgreSQL pool."),
+		acquireSeconds: d("acquire_duration_seconds_total", "Total time spent acquiring PostgreSQL pool connections."),
+		empty:          d("empty_acquires_total", "Acquires that had to wait for a connection (the pool had none idle)."),
+		canceled:       d("canceled_acquires_total", "Acquires cancelled by their context before getting a connection."),
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.acquired, c.idle, c.total, c.max, c.constructing, c.acquires, c.acquireSeconds, c.empty, c.canceled} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.pool.Stat()
+	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	n := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v) }
+	g(c.acquired, float64(s.AcquiredConns()))
+	g(c.idle, float64(s.IdleConns()))
+	g(c.total, float64(s.TotalConns()))
+	g(c.max, float64(s.MaxConns()))
+	g(c.constructing, float64(s.ConstructingConns()))
+	n(c.acquires, float64(s.AcquireCount()))
+	n(c.acquireSeconds, s.AcquireDuration().Seconds())
+	n(c.empty, float64(s.EmptyAcquireCount()))
+	n(c.canceled, float64(s.CanceledAcquireCount()))
+}
