@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/config-api/bootstrap"
 	"github.com/configsync/configsync/services/config-api/internal/agentidentity"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
@@ -53,11 +54,14 @@ var Module = fx.Module("config-api",
 	fx.Invoke(register),
 )
 
-func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger) error {
+func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger, m metrics.Optional) error {
 	svc, err := New(cfg, pool, nc, log.Named("config-api"))
 	if err != nil {
 		return err
 	}
+	m.Metrics.BuildInfo("config-api")
+	// Requests by route template, method and code; /metrics itself is served on METRICS_ADDR only.
+	router.Use(m.Metrics.HTTP().Middleware("config-api"))
 	svc.Register(router)
 	return nil
 }

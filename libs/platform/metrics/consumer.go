@@ -49,6 +49,9 @@ func (m *Metrics) Consumers() *Consumers {
 
 // Handled implements jsconsumer.Observer.
 func (c *Consumers) Handled(consumer string, size int, lags []time.Duration, elapsed time.Duration) {
+	if c == nil {
+		return
+	}
 	c.batch.WithLabelValues(consumer).Observe(float64(size))
 	c.duration.WithLabelValues(consumer).Observe(elapsed.Seconds())
 	lag := c.lag.WithLabelValues(consumer)
@@ -59,6 +62,9 @@ func (c *Consumers) Handled(consumer string, size int, lags []time.Duration, ela
 
 // Settled implements jsconsumer.Observer.
 func (c *Consumers) Settled(consumer, outcome string, failed bool) {
+	if c == nil {
+		return
+	}
 	result := "ok"
 	if failed {
 		result = "error"

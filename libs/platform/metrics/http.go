@@ -40,6 +40,10 @@ func (m *Metrics) HTTP() *HTTP {
 func (h *HTTP) Middleware(service string) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
 			route := "unmatched"
 			if cr := mux.CurrentRoute(r); cr != nil {
 				if t, err := cr.GetPathTemplate(); err == nil {
@@ -54,6 +58,9 @@ func (h *HTTP) Middleware(service string) mux.MiddlewareFunc {
 // Unmatched wraps next (a router's NotFoundHandler or MethodNotAllowedHandler) so its requests are
 // recorded under the route "unmatched".
 func (h *HTTP) Unmatched(service string, next http.Handler) http.Handler {
+	if h == nil {
+		return next
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(service, "unmatched", next, w, r) })
 }
 

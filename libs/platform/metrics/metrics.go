@@ -6,9 +6,13 @@
 // Several services may share one process (tools/devstack): they share one *Metrics, whose shared
 // families (RPC, consumer, HTTP, outbox) are registered once and carry the service in a label. No
 // label ever carries a host, agent, client or environment id.
+//
+// A nil *Metrics is valid and records nothing (a service composed without Module): its observers are
+// nil pointers whose methods do nothing, so callers never test for it.
 package metrics
 
 import (
+	"errors"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -60,6 +64,9 @@ func Version() string {
 
 // BuildInfo sets configsync_build_info{service,version} to 1 for service.
 func (m *Metrics) BuildInfo(service string) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.buildInfo == nil {
@@ -72,8 +79,11 @@ func (m *Metrics) BuildInfo(service string) {
 	m.buildInfo.WithLabelValues(service, Version()).Set(1)
 }
 
-// once registers the family built by mk on first use and returns it afterwards.
+// once registers the family built by mk on first use and returns it afterwards; nil for a nil m.
 func once[T any](m *Metrics, slot **T, mk func(reg prometheus.Registerer) *T) *T {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if *slot == nil {
@@ -87,3 +97,22 @@ var DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 
 // SizeBuckets are the histogram buckets of batch sizes.
 var SizeBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}
+
+// Register registers c on m's registry and returns it, or returns the equal collector registered
+// before (two modules of one process asking for the same family); nil m returns c unregistered. A
+// collector clashing with a different one panics, as MustRegister does.
+func Register[C prometheus.Collector](m *Metrics, c C) C {
+	if m == nil {
+		return c
+	}
+	if err := m.Registry.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}

@@ -46,6 +46,9 @@ func (m *Metrics) Outbox(b Backlogger) *Outbox {
 
 // Published implements outbox.Observer.
 func (o *Outbox) Published(duplicate bool, err error) {
+	if o == nil {
+		return
+	}
 	switch {
 	case err != nil:
 		o.published.WithLabelValues("error").Inc()

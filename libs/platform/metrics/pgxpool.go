@@ -8,6 +8,9 @@ import (
 // RegisterPool registers a collector over pool's pgxpool.Stat; a pool registered before is ignored (the
 // services of one process share one pool).
 func (m *Metrics) RegisterPool(pool *pgxpool.Pool) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pools[pool] {

@@ -40,11 +40,17 @@ func (m *Metrics) RPC() *RPC {
 
 // Answered implements natsrpc.Observer.
 func (r *RPC) Answered(service, endpoint, code string, elapsed time.Duration) {
+	if r == nil {
+		return
+	}
 	r.requests.WithLabelValues(service, endpoint, code).Inc()
 	r.duration.WithLabelValues(service, endpoint).Observe(elapsed.Seconds())
 }
 
 // Batch implements natsrpc.Observer.
 func (r *RPC) Batch(service, endpoint string, size int) {
+	if r == nil {
+		return
+	}
 	r.batch.WithLabelValues(service, endpoint).Observe(float64(size))
 }
