@@ -58,7 +58,9 @@ type Service struct {
 }
 
 // New builds the resolver over pool without fx; Start registers it on a connection.
-func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) *Service { return newService(cfg, pool, log, nil) }
+func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) *Service {
+	return newService(cfg, pool, log, nil)
+}
 
 // newService is New reporting to m (nil records nothing).
 func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metrics) *Service {
