@@ -25,6 +25,7 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
+	"github.com/configsync/configsync/services/config-api/internal/fleetmetrics"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/httpapi"
 	"github.com/configsync/configsync/services/config-api/internal/natsclient"
@@ -46,13 +47,41 @@ type Config struct {
 	NATSAuthorityFile string `env:"NATS_AUTHORITY_FILE"`
 	// NATSSystemCreds is a system-account user's creds file, used to push revocations.
 	NATSSystemCreds string `env:"NATS_SYSTEM_CREDS"`
+	// FleetMetricsInterval is how often the replica holding the fleet metrics lease recomputes the
+	// fleet gauges (one aggregate query); only with metrics.Module.
+	FleetMetricsInterval time.Duration `env:"CONFIGAPI_FLEET_METRICS_INTERVAL" default:"30s"`
 }
 
 // Module registers config-api's routes on the app's router.
 var Module = fx.Module("config-api",
 	envconfig.Provide[Config](),
-	fx.Invoke(register),
+	fx.Invoke(register, runFleetMetrics),
 )
+
+// runFleetMetrics runs the fleet gauges' lease loop for the app's lifetime when the app has metrics.
+func runFleetMetrics(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) {
+	if m.Metrics == nil {
+		return
+	}
+	fleet := fleetmetrics.New(pool, m.Metrics, fleetmetrics.Options{Interval: cfg.FleetMetricsInterval, OnlineWindow: cfg.OnlineWindow}, log.Named("config-api"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			go func() { defer close(done); fleet.Run(ctx) }()
+			return nil
+		},
+		OnStop: func(stop context.Context) error {
+			cancel()
+			select {
+			case <-done:
+				return nil
+			case <-stop.Done():
+				return stop.Err()
+			}
+		},
+	})
+}
 
 func register(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger, m metrics.Optional) error {
 	svc, err := New(cfg, pool, nc, log.Named("config-api"))
