@@ -87,6 +87,11 @@ func TestMetricsMoveWithTheWork(t *testing.T) {
 		func(v float64) bool {
 			return v > before["ack-ingest"].Value("configsync_consumer_messages_total", acked)
 		})
+	// And at least one heartbeat (one a second) ingested since the first scrape.
+	hb := map[string]string{"kind": "heartbeats", "result": "ok"}
+	s.waitMetric("ack-ingest", "configsync_ingest_commit_duration_seconds", hb, "moved", func(v float64) bool {
+		return v > before["ack-ingest"].Value("configsync_ingest_commit_duration_seconds", hb)
+	})
 	after := s.scrapeAll()
 
 	moved := func(kind, name string, labels map[string]string, atLeast float64) {
@@ -194,6 +199,11 @@ func TestMetricsCardinalityDoesNotGrowWithHosts(t *testing.T) {
 		heartbeats()
 		want := float64(n)
 		s.waitMetric("config-api", "configsync_fleet_hosts_online", nil, fmt.Sprintf("= %d", n), func(v float64) bool { return v == want })
+		// A push to every online host: resolver batches, delivery's fan-out and one command per host.
+		sent := s.scrape("delivery").Value("configsync_delivery_commands_published_total", map[string]string{"result": "ok"})
+		s.putEnvConfig(1, "labels", map[string]any{"static": map[string]any{"hosts": strconv.Itoa(n)}})
+		s.waitMetric("delivery", "configsync_delivery_commands_published_total", map[string]string{"result": "ok"},
+			fmt.Sprintf("moved by %d", n), func(v float64) bool { return v >= sent+want })
 		known := map[string]bool{}
 		for _, id := range agents {
 			known[id] = true

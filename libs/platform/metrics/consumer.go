@@ -20,6 +20,9 @@ type Consumers struct {
 
 // Consumers returns the process's jsconsumer observer, registering its families on first use.
 func (m *Metrics) Consumers() *Consumers {
+	if m == nil {
+		return nil
+	}
 	return once(m, &m.consumers, func(reg prometheus.Registerer) *Consumers {
 		c := &Consumers{
 			messages: prometheus.NewCounterVec(prometheus.CounterOpts{

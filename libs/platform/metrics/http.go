@@ -17,6 +17,9 @@ type HTTP struct {
 
 // HTTP returns the process's HTTP request metrics, registering its families on first use.
 func (m *Metrics) HTTP() *HTTP {
+	if m == nil {
+		return nil
+	}
 	return once(m, &m.http, func(reg prometheus.Registerer) *HTTP {
 		h := &HTTP{
 			requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -79,11 +79,8 @@ func (m *Metrics) BuildInfo(service string) {
 	m.buildInfo.WithLabelValues(service, Version()).Set(1)
 }
 
-// once registers the family built by mk on first use and returns it afterwards; nil for a nil m.
+// once registers the family built by mk on first use and returns it afterwards.
 func once[T any](m *Metrics, slot **T, mk func(reg prometheus.Registerer) *T) *T {
-	if m == nil {
-		return nil
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if *slot == nil {

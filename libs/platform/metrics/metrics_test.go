@@ -237,8 +237,9 @@ func TestOutboxObserverAndBacklog(t *testing.T) {
 	pool := testinfra.Postgres(t)
 	log, _ := testinfra.Logger(t)
 	m := metrics.New()
-	m.RegisterPool(pool)
-	m.RegisterPool(pool) // a shared pool registered twice is collected once
+	stat := func() metrics.PoolStat { return pool.Stat() }
+	m.RegisterPool(pool, stat)
+	m.RegisterPool(pool, stat) // a shared pool registered twice is collected once
 	url := listen(t, m)
 	r := outbox.NewRelay(pool, js, log, outbox.RelayOptions{})
 	r.SetObserver(m.Outbox(r))
@@ -348,5 +349,23 @@ func TestHTTPMiddlewareLabelsByRouteTemplate(t *testing.T) {
 		if l["route"] == "/v1/hosts/a" || l["route"] == "/nowhere/x" {
 			t.Fatalf("a path became a label: %v", l)
 		}
+	}
+}
+
+// A nil *Metrics (an app without metrics.Module) hands out observers that record nothing.
+func TestNilMetricsRecordNothing(t *testing.T) {
+	var m *metrics.Metrics
+	m.BuildInfo("x")
+	m.RegisterPool("p", nil)
+	m.RPC().Answered("s", "e", "ok", time.Second)
+	m.RPC().Batch("s", "e", 3)
+	m.Consumers().Handled("c", 1, []time.Duration{time.Second}, time.Second)
+	m.Consumers().Settled("c", "ack", false)
+	m.Outbox(nil).Published(false, nil)
+	var called bool
+	h := m.HTTP().Middleware("api")(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	if !called {
+		t.Fatal("the middleware of nil metrics did not call the handler")
 	}
 }

@@ -22,6 +22,9 @@ type Outbox struct {
 // Outbox returns the process's outbox observer, registering its families on first use with b as the
 // source of the backlog gauges (the first caller's b: relays of one process share one database).
 func (m *Metrics) Outbox(b Backlogger) *Outbox {
+	if m == nil {
+		return nil
+	}
 	return once(m, &m.outbox, func(reg prometheus.Registerer) *Outbox {
 		o := &Outbox{
 			published: prometheus.NewCounterVec(prometheus.CounterOpts{

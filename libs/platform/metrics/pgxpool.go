@@ -1,37 +1,53 @@
 package metrics
 
 import (
-	"github.com/jackc/pgx/v5/pgxpool"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// RegisterPool registers a collector over pool's pgxpool.Stat; a pool registered before is ignored (the
-// services of one process share one pool).
-func (m *Metrics) RegisterPool(pool *pgxpool.Pool) {
+// PoolStat is what the pool collector reads of a connection pool: *pgxpool.Stat has these methods
+// (this package does not import pgx, so services without a database do not link it).
+type PoolStat interface {
+	AcquiredConns() int32
+	IdleConns() int32
+	TotalConns() int32
+	MaxConns() int32
+	ConstructingConns() int32
+	AcquireCount() int64
+	AcquireDuration() time.Duration
+	EmptyAcquireCount() int64
+	CanceledAcquireCount() int64
+}
+
+// RegisterPool registers a collector over the statistics stat returns at each scrape (for a pgx pool:
+// func() metrics.PoolStat { return pool.Stat() }); a pool (key) registered before is ignored, since
+// the services of one process share one pool.
+func (m *Metrics) RegisterPool(key any, stat func() PoolStat) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pools[pool] {
+	if m.pools[key] {
 		return
 	}
-	m.pools[pool] = true
-	m.Registry.MustRegister(newPoolCollector(pool))
+	m.pools[key] = true
+	m.Registry.MustRegister(newPoolCollector(stat))
 }
 
 type poolCollector struct {
-	pool                                      *pgxpool.Pool
+	stat                                      func() PoolStat
 	acquired, idle, total, max, constructing  *prometheus.Desc
 	acquires, acquireSeconds, empty, canceled *prometheus.Desc
 }
 
-func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+func newPoolCollector(stat func() PoolStat) *poolCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(Namespace+"_db_pool_"+name, help, nil, nil)
 	}
 	return &poolCollector{
-		pool:           pool,
+		stat:           stat,
 		acquired:       d("acquired_conns", "PostgreSQL pool connections currently in use."),
 		idle:           d("idle_conns", "PostgreSQL pool connections currently idle."),
 		total:          d("total_conns", "PostgreSQL pool connections open (acquired, idle and being opened)."),
@@ -51,7 +67,7 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.pool.Stat()
+	s := c.stat()
 	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
 	n := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)

@@ -16,6 +16,9 @@ type RPC struct {
 
 // RPC returns the process's natsrpc observer, registering its families on first use.
 func (m *Metrics) RPC() *RPC {
+	if m == nil {
+		return nil
+	}
 	return once(m, &m.rpc, func(reg prometheus.Registerer) *RPC {
 		r := &RPC{
 			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
