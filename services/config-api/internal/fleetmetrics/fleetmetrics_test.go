@@ -122,8 +122,14 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.setLeader(false)
-	if connB, err = b.refresh(ctx, connB); err != nil {
-		t.Fatal(err)
+	// PostgreSQL releases the lock once that backend has exited, shortly after the close: b retries
+	// at each of its periods (polled here, with a deadline only for a hung test).
+	deadline := time.Now().Add(30 * time.Second)
+	for got(mb, "configsync_fleet_lease_held") != 1 && time.Now().Before(deadline) {
+		if connB, err = b.refresh(ctx, connB); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if got(mb, "configsync_fleet_lease_held") != 1 || got(mb, "configsync_fleet_hosts") != 4 {
 		t.Fatalf("after a stopped, b: lease %v hosts %v", got(mb, "configsync_fleet_lease_held"), got(mb, "configsync_fleet_hosts"))
