@@ -54,8 +54,15 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// Version is the main module's version from the build info ("(devel)" for a local build).
+// version is set at link time (-X .../libs/platform/metrics.version=v1.2.3, as deploy/docker does).
+var version string
+
+// Version is the version set at link time, else the main module's version from the build info
+// ("(devel)" for a local build).
 func Version() string {
+	if version != "" {
+		return version
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
 	}

@@ -46,7 +46,9 @@ type Config struct {
 // not block.
 type Observer interface {
 	// Answered is called once per request: code is "ok" for a reply, the protocol error code for an
-	// error reply, or "dropped" for a request dropped unanswered; elapsed runs from its arrival.
+	// error reply, "reply_failed" when publishing the reply failed, "dropped" for a request whose
+	// reply subject was refused, or "expired" for one that waited in a Batcher past its timeout;
+	// elapsed runs from its arrival.
 	Answered(service, endpoint, code string, elapsed time.Duration)
 	// Batch is called per handler call of a Batcher with the number of requests handed to it.
 	Batch(service, endpoint string, size int)
@@ -271,7 +273,7 @@ func (r *Request) Respond(body []byte) error {
 	}
 	if err != nil {
 		r.srv.log.Warn("reply failed", zap.String("endpoint", r.Endpoint), zap.Int("bytes", len(body)), zap.Error(err))
-		r.observe("ok")
+		r.observe("reply_failed")
 		return fmt.Errorf("natsrpc: reply: %w", err)
 	}
 	r.observe("ok")
