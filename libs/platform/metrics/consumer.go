@@ -18,8 +18,15 @@ type Consumers struct {
 	lag      *prometheus.HistogramVec
 }
 
-// Consumers returns the process's jsconsumer observer, registering its families on first use.
-func (m *Metrics) Consumers() *Consumers {
+// ConsumerObserver is jsconsumer.Observer (declared here so this package does not import jsconsumer).
+type ConsumerObserver interface {
+	Handled(consumer string, size int, lags []time.Duration, elapsed time.Duration)
+	Settled(consumer, outcome string, failed bool)
+}
+
+// Consumers returns the process's jsconsumer observer, registering its families on first use; a nil
+// interface for a nil m, so jsconsumer skips observing (and reading message metadata) altogether.
+func (m *Metrics) Consumers() ConsumerObserver {
 	if m == nil {
 		return nil
 	}

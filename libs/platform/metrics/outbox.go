@@ -12,6 +12,11 @@ type Backlogger interface {
 	Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error)
 }
 
+// OutboxObserver is outbox.Observer (declared here so this package does not import outbox).
+type OutboxObserver interface {
+	Published(duplicate bool, err error)
+}
+
 // Outbox is the outbox.Observer of a process: rows published by result, plus a collector of the
 // backlog (pending rows, age of the oldest) read once per scrape.
 type Outbox struct {
@@ -21,7 +26,8 @@ type Outbox struct {
 
 // Outbox returns the process's outbox observer, registering its families on first use with b as the
 // source of the backlog gauges (the first caller's b: relays of one process share one database).
-func (m *Metrics) Outbox(b Backlogger) *Outbox {
+// A nil m gives a nil interface (the relay then observes nothing).
+func (m *Metrics) Outbox(b Backlogger) OutboxObserver {
 	if m == nil {
 		return nil
 	}

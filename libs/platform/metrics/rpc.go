@@ -14,8 +14,15 @@ type RPC struct {
 	batch    *prometheus.HistogramVec
 }
 
-// RPC returns the process's natsrpc observer, registering its families on first use.
-func (m *Metrics) RPC() *RPC {
+// RPCObserver is natsrpc.Observer (declared here so this package does not import natsrpc).
+type RPCObserver interface {
+	Answered(service, endpoint, code string, elapsed time.Duration)
+	Batch(service, endpoint string, size int)
+}
+
+// RPC returns the process's natsrpc observer, registering its families on first use; a nil
+// interface for a nil m, so natsrpc skips observing altogether.
+func (m *Metrics) RPC() RPCObserver {
 	if m == nil {
 		return nil
 	}
