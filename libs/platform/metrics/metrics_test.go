@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,6 +167,35 @@ func TestRPCObserverCountsRequestsErrorsAndBatches(t *testing.T) {
 		before.Sum("configsync_rpc_batch_size", map[string]string{"service": "test", "endpoint": "fetch"}); got != 2 {
 		t.Errorf("batch sizes sum moved by %v, want 2 (two requests batched)", got)
 	}
+}
+
+// A request whose reply subject the server refuses is counted as dropped.
+func TestRPCObserverCountsDroppedRequests(t *testing.T) {
+	srv := testinfra.NATS(t)
+	nc := srv.Connect(t)
+	log, _ := testinfra.Logger(t)
+	m := metrics.New()
+	s, err := natsrpc.NewServer(nc, natsrpc.Config{
+		Service:    micro.Config{Name: "guarded", Version: "0.0.1"},
+		Observer:   m.RPC(),
+		AllowReply: func(_, reply string) bool { return !strings.HasPrefix(reply, "_INBOX_evil") },
+	}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	pool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: 1}, func(context.Context, *natsrpc.Request) (any, error) { return "ok", nil })
+	if err := s.Handle(natsrpc.Endpoint{Name: "get", Subject: "guarded.get"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	dropped := map[string]string{"service": "guarded", "endpoint": "get", "code": "dropped"}
+	url := listen(t, m)
+	if err := nc.PublishRequest("guarded.get", "_INBOX_evil.x", []byte(`"x"`)); err != nil {
+		t.Fatal(err)
+	}
+	metricstest.Eventually(t, "the refused request counted as dropped", func() bool {
+		return metricstest.Get(t, url).Value("configsync_rpc_requests_total", dropped) == 1
+	})
 }
 
 func TestConsumerObserverCountsOutcomesBatchesAndLag(t *testing.T) {
