@@ -45,7 +45,9 @@ type service struct {
 	kind     string // config-api, resolver, ...
 	name     string // kind-N, also its NATS connection name
 	httpAddr string
-	proc     *process
+	// metricsAddr serves its /metrics (METRICS_ADDR), apart from httpAddr.
+	metricsAddr string
+	proc        *process
 }
 
 // agent is one agent process and its host.
@@ -237,7 +239,7 @@ func (s *stack) writeSecrets() {
 
 // serviceEnv is the environment of one replica: shared infrastructure plus short timeouts so that
 // redeliveries after a crash happen within the test's deadlines.
-func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
+func (s *stack) serviceEnv(kind, name, httpAddr, metricsAddr string) []string {
 	env := append(baseEnv(),
 		"LOG_FORMAT=json",
 		"LOG_LEVEL=info",
@@ -249,6 +251,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 		"NATS_INBOX_PREFIX="+natsauth.ServiceInboxPrefix(kind),
 		"NATS_TLS_CA="+s.nats.CAFile(),
 		"HTTP_ADDR="+httpAddr,
+		"METRICS_ADDR="+metricsAddr,
 		"HTTP_SHUTDOWN_TIMEOUT=3s",
 		"CONFIGSYNC_ONLINE_WINDOW="+onlineWindow.String(),
 	)
@@ -259,6 +262,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 			"CONFIGAPI_REQUEST_TIMEOUT=3s",
 			"OUTBOX_POLL_INTERVAL=500ms",
 			"OUTBOX_MAX_BACKOFF=2s",
+			"CONFIGAPI_FLEET_METRICS_INTERVAL=500ms",
 		)
 		env = append(env, s.opts.configAPIEnv...)
 	case "credential":
@@ -290,8 +294,9 @@ func (s *stack) serviceEnv(kind, name, httpAddr string) []string {
 func (s *stack) startService(kind string, index int) *service {
 	name := kind + "-" + strconv.Itoa(index)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(s.t))
-	p := newProcess(s.t, s.logDir, name, filepath.Join(s.bins, kind), nil, s.serviceEnv(kind, name, addr))
-	svc := &service{kind: kind, name: name, httpAddr: addr, proc: p}
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(s.t))
+	p := newProcess(s.t, s.logDir, name, filepath.Join(s.bins, kind), nil, s.serviceEnv(kind, name, addr, metricsAddr))
+	svc := &service{kind: kind, name: name, httpAddr: addr, metricsAddr: metricsAddr, proc: p}
 	s.services[kind] = append(s.services[kind], svc)
 	s.procs = append(s.procs, p)
 	p.start(s.t)

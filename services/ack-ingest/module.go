@@ -21,7 +21,9 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
+	"github.com/configsync/configsync/services/ack-ingest/internal/ingestmetrics"
 	"github.com/configsync/configsync/services/ack-ingest/internal/natsapi"
 	"github.com/configsync/configsync/services/ack-ingest/internal/postgres"
 )
@@ -55,8 +57,9 @@ var Module = fx.Module("ack-ingest",
 	envconfig.Provide[Config](),
 	fx.Provide(
 		fx.Private,
-		func(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger) *Service {
-			return New(cfg, pool, js, log.Named("ack-ingest"))
+		func(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger, m metrics.Optional) *Service {
+			m.Metrics.BuildInfo("ack-ingest")
+			return newService(cfg, pool, js, log.Named("ack-ingest"), m.Metrics)
 		},
 	),
 	fx.Provide(health.AsCheck(func(s *Service) health.Check {
@@ -83,11 +86,16 @@ type Service struct {
 
 // New builds ack-ingest without fx: consumers on js writing to pool.
 func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger) *Service {
+	return newService(cfg, pool, js, log, nil)
+}
+
+// newService is New reporting to m (nil records nothing).
+func newService(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger, m *metrics.Metrics) *Service {
 	store := postgres.NewStore(pool)
 	entropy := ingest.NewAntiEntropy(store, natsapi.NewRepairPublisher(js.Conn()), ingest.RepairOptions{
 		Backoff: cfg.RepairBackoff, MaxBackoff: cfg.RepairMaxBackoff, Grace: cfg.RepairGrace,
 	}, log)
-	ingester := ingest.NewIngester(store, ingest.NewHostDirectory(store, cfg.HostCacheSize), entropy, log)
+	ingester := ingest.NewIngester(ingestmetrics.Store(store, m), ingest.NewHostDirectory(store, cfg.HostCacheSize), entropy, log)
 	return &Service{ingester: ingester, entropy: entropy, consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
 		BatchSize:     cfg.BatchSize,
 		BatchWait:     cfg.BatchWait,
@@ -95,6 +103,7 @@ func New(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap.Logger
 		AckWait:       cfg.AckWait,
 		RetryDelay:    cfg.RetryDelay,
 		MaxRetryDelay: cfg.MaxRetryDelay,
+		Observer:      m.Consumers(),
 	}, log)}
 }
 

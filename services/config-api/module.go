@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/config-api/bootstrap"
 	"github.com/configsync/configsync/services/config-api/internal/agentidentity"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
@@ -27,6 +28,7 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
+	"github.com/configsync/configsync/services/config-api/internal/fleetmetrics"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/httpapi"
 	"github.com/configsync/configsync/services/config-api/internal/natsclient"
@@ -71,19 +73,50 @@ type Config struct {
 	PublicURL string `env:"CONFIGSYNC_PUBLIC_URL"`
 	// ConsoleSessionTTL is how long a web console session lasts.
 	ConsoleSessionTTL time.Duration `env:"CONFIGSYNC_CONSOLE_SESSION_TTL" default:"12h"`
+	// FleetMetricsInterval is how often the replica holding the fleet metrics lease recomputes the
+	// fleet gauges (one aggregate query); only with metrics.Module.
+	FleetMetricsInterval time.Duration `env:"CONFIGAPI_FLEET_METRICS_INTERVAL" default:"30s"`
 }
 
 // Module registers config-api's routes on the app's router.
 var Module = fx.Module("config-api",
 	envconfig.Provide[Config](),
-	fx.Invoke(register),
+	fx.Invoke(register, runFleetMetrics),
 )
 
-func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger) error {
+// runFleetMetrics runs the fleet gauges' lease loop for the app's lifetime when the app has metrics.
+func runFleetMetrics(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) {
+	if m.Metrics == nil {
+		return
+	}
+	fleet := fleetmetrics.New(pool, m.Metrics, fleetmetrics.Options{Interval: cfg.FleetMetricsInterval, OnlineWindow: cfg.OnlineWindow}, log.Named("config-api"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			go func() { defer close(done); fleet.Run(ctx) }()
+			return nil
+		},
+		OnStop: func(stop context.Context) error {
+			cancel()
+			select {
+			case <-done:
+				return nil
+			case <-stop.Done():
+				return stop.Err()
+			}
+		},
+	})
+}
+
+func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger, m metrics.Optional) error {
 	svc, err := New(cfg, pool, nc, log.Named("config-api"))
 	if err != nil {
 		return err
 	}
+	m.Metrics.BuildInfo("config-api")
+	// Requests by route template, method and code; /metrics itself is served on METRICS_ADDR only.
+	router.Use(m.Metrics.HTTP().Middleware("config-api"))
 	svc.Register(router)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return svc.Start() },

@@ -23,7 +23,9 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/credential/internal/account"
+	"github.com/configsync/configsync/services/credential/internal/ciphermetrics"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 	"github.com/configsync/configsync/services/credential/internal/keyring"
 	"github.com/configsync/configsync/services/credential/internal/natsapi"
@@ -88,8 +90,9 @@ var Module = fx.Module("credential",
 	fx.Invoke(register),
 )
 
-func newForApp(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Service, error) {
-	return New(cfg, pool, log.Named("credential"))
+func newForApp(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) (*Service, error) {
+	m.Metrics.BuildInfo("credential")
+	return newService(cfg, pool, log.Named("credential"), m.Metrics)
 }
 
 func readinessCheck(s *Service) health.Check {
@@ -115,10 +118,16 @@ type Service struct {
 
 // New builds the credential service over pool without fx; Start registers it on a connection.
 func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Service, error) {
+	return newService(cfg, pool, log, nil)
+}
+
+// newService is New reporting to m (nil records nothing).
+func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metrics) (*Service, error) {
 	cipher, vaults, err := newCipher(cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	cipher = ciphermetrics.Wrap(cipher, m)
 	store := postgres.NewStore(pool)
 	api := natsapi.New(
 		credential.NewService(store, cipher),
@@ -128,6 +137,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Service, error) {
 			InjectWorkers:  cfg.InjectWorkers,
 			MaxInjectItems: cfg.MaxInjectItems,
 			RequestTimeout: cfg.RequestTimeout,
+			Observer:       m.RPC(),
 		}, log)
 	return &Service{api: api, vaults: vaults, log: log, cfg: cfg}, nil
 }

@@ -22,7 +22,9 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
+	"github.com/configsync/configsync/services/delivery/internal/deliverymetrics"
 	"github.com/configsync/configsync/services/delivery/internal/natsapi"
 )
 
@@ -68,8 +70,9 @@ var Module = fx.Module("delivery",
 	envconfig.Provide[Config](),
 	fx.Provide(
 		fx.Private,
-		func(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Service {
-			return New(cfg, nc, js, log.Named("delivery"))
+		func(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger, m metrics.Optional) *Service {
+			m.Metrics.BuildInfo("delivery")
+			return newService(cfg, nc, js, log.Named("delivery"), m.Metrics)
 		},
 	),
 	fx.Provide(health.AsCheck(func(s *Service) health.Check {
@@ -91,11 +94,16 @@ type Service struct {
 
 // New builds delivery without fx, on nc (requests, commands) and js (events).
 func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Service {
+	return newService(cfg, nc, js, log, nil)
+}
+
+// newService is New reporting to m (nil records nothing).
+func newService(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger, m *metrics.Metrics) *Service {
 	resolver := natsapi.NewResolverClient(nc, cfg.UpstreamTimeout)
 	credentials := natsapi.NewCredentialClient(nc, cfg.UpstreamTimeout)
 	fetcher := deliver.NewFetcher(resolver, credentials, log)
 	lag := natsapi.NewIngestLag(natsapi.JetStreamConsumers{JS: js}, cfg.IngestLagAfter, log)
-	var pushPublisher deliver.CommandPublisher = natsapi.NewCommandPublisher(nc)
+	var pushPublisher deliver.CommandPublisher = deliverymetrics.Commands(natsapi.NewCommandPublisher(nc), m)
 	if cfg.LosePush != nil {
 		pushPublisher = natsapi.LossyPublisher{CommandPublisher: pushPublisher, Lose: cfg.LosePush}
 	}
@@ -104,22 +112,26 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Se
 		PageSize:      cfg.PushPageSize,
 		IngestLagging: lag.Lagging,
 	}, log)
-	repairer := deliver.NewRepairer(fetcher, natsapi.NewCommandPublisher(nc), log)
+	repairer := deliver.NewRepairer(fetcher, deliverymetrics.Commands(natsapi.NewCommandPublisher(nc), m), log)
+	fetch := natsapi.NewFetchServer(fetcher, natsapi.FetchOptions{
+		Workers:   cfg.FetchWorkers,
+		Queue:     cfg.FetchQueue,
+		Timeout:   cfg.FetchTimeout,
+		Batch:     cfg.FetchBatch,
+		BatchWait: cfg.FetchBatchWait,
+		Observer:  m.RPC(),
+	}, log)
+	deliverymetrics.QueueDepth(m, fetch.Queued)
 	return &Service{
 		nc:       nc,
 		repairer: repairer,
 		repairs:  natsapi.NewRepairServer(repairer, cfg.RepairQueue, log),
-		fetch: natsapi.NewFetchServer(fetcher, natsapi.FetchOptions{
-			Workers:   cfg.FetchWorkers,
-			Queue:     cfg.FetchQueue,
-			Timeout:   cfg.FetchTimeout,
-			Batch:     cfg.FetchBatch,
-			BatchWait: cfg.FetchBatchWait,
-		}, log),
+		fetch:    fetch,
 		events: natsapi.NewEventConsumer(js, pusher, natsapi.EventOptions{
 			Concurrency: cfg.PushConcurrency,
 			AckWait:     cfg.PushAckWait,
 			RetryDelay:  cfg.PushRetryDelay,
+			Observer:    m.Consumers(),
 		}, log),
 	}
 }

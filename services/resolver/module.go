@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/resolver/internal/natsapi"
 	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
@@ -42,8 +43,9 @@ var Module = fx.Module("resolver",
 	fx.Invoke(register),
 )
 
-func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) {
-	svc := New(cfg, pool, log.Named("resolver"))
+func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger, m metrics.Optional) {
+	m.Metrics.BuildInfo("resolver")
+	svc := newService(cfg, pool, log.Named("resolver"), m.Metrics)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return svc.Start(nc) },
 		OnStop:  svc.Stop,
@@ -57,11 +59,17 @@ type Service struct {
 
 // New builds the resolver over pool without fx; Start registers it on a connection.
 func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) *Service {
+	return newService(cfg, pool, log, nil)
+}
+
+// newService is New reporting to m (nil records nothing).
+func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metrics) *Service {
 	r := resolve.New(postgres.NewStore(pool), resolve.Options{MaxPage: cfg.BatchMaxPage})
 	return &Service{api: natsapi.New(r, natsapi.Options{
 		Workers:        cfg.Workers,
 		BatchWorkers:   cfg.BatchWorkers,
 		RequestTimeout: cfg.RequestTimeout,
+		Observer:       m.RPC(),
 	}, log)}
 }
 

@@ -39,7 +39,7 @@ func TestDemoPolicy(t *testing.T) {
 func TestDemoFileRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "devstack.env")
 	want := demo{APIURL: "http://127.0.0.1:8080", Token: "cs_secret", NATSURL: "nats://127.0.0.1:4322",
-		ClientID: "c", EnvironmentID: "e", HostID: "h", AgentID: "a"}
+		ClientID: "c", EnvironmentID: "e", HostID: "h", AgentID: "a", MetricsURL: "http://127.0.0.1:9090/metrics"}
 	if err := writeDemo(path, want); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestDemoFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The URLs are recomputed from flags on every start; the rest must survive.
-	want.APIURL, want.NATSURL = "", ""
+	want.APIURL, want.NATSURL, want.MetricsURL = "", "", ""
 	if got != want {
 		t.Fatalf("read %+v, want %+v", got, want)
 	}

@@ -32,6 +32,7 @@ func main() {
 type options struct {
 	dataDir  string
 	httpAddr string
+	metrics  string
 	natsAddr string
 	noAgent  bool
 	logLevel string
@@ -42,6 +43,7 @@ func run() error {
 	var o options
 	flag.StringVar(&o.dataDir, "data", ".data", "directory for all state (database cluster, NATS store, agent cache, keys)")
 	flag.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "config-api listen address")
+	flag.StringVar(&o.metrics, "metrics", "127.0.0.1:9090", "address of the services' shared /metrics listener (empty: off)")
 	flag.StringVar(&o.natsAddr, "nats", "127.0.0.1:4322", "embedded nats-server listen address")
 	flag.BoolVar(&o.noAgent, "no-agent", false, "do not start the demo agent")
 	flag.StringVar(&o.logLevel, "log-level", "info", "log level of the services (debug, info, warn, error)")

@@ -22,6 +22,7 @@ import (
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
@@ -43,6 +44,7 @@ type stack struct {
 	log         *zap.Logger
 
 	app        *fx.App
+	metrics    *metrics.Listener // nil when -metrics is empty
 	agentStop  context.CancelFunc
 	agentDone  sync.WaitGroup
 	agentError error
@@ -53,6 +55,9 @@ type demo struct {
 	APIURL, Token, NATSURL, NATSCA  string
 	ClientID, EnvironmentID, HostID string
 	AgentID                         string
+	// MetricsURL is where the services' metrics are scraped (the one listener they share here); empty
+	// when off.
+	MetricsURL string
 }
 
 func (s *stack) start(ctx context.Context) error {
@@ -62,6 +67,8 @@ func (s *stack) start(ctx context.Context) error {
 	var pool *pgxpool.Pool
 	s.app = fx.New(
 		logging.Module,
+		// One registry and one /metrics listener for the five services of this process.
+		metrics.Module,
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,
@@ -72,7 +79,7 @@ func (s *stack) start(ctx context.Context) error {
 		delivery.Module,
 		ackingest.Module,
 		fx.Invoke(func(*httpserver.Server) {}),
-		fx.Populate(&pool),
+		fx.Populate(&pool, &s.metrics),
 		fx.StartTimeout(60*time.Second),
 	)
 	if err := s.app.Err(); err != nil {
@@ -154,6 +161,7 @@ func (s *stack) environment() error {
 		"NATS_AUTHORITY_FILE":                 issuerFile,
 		"CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE": signerFile,
 		"NATS_SYSTEM_CREDS":                   sysFile,
+		"METRICS_ADDR":                        s.opts.metrics,
 	}
 	for k, v := range vars {
 		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" && k != "NATS_INBOX_PREFIX" && k != "NATS_TLS_CA" {
@@ -172,8 +180,12 @@ func (s *stack) envFile() string { return filepath.Join(s.dataDir, "devstack.env
 // real API; later starts reuse them.
 func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 	apiURL := "http://" + s.opts.httpAddr
+	var metricsURL string
+	if s.metrics != nil {
+		metricsURL = s.metrics.URL()
+	}
 	if d, err := readDemo(s.envFile()); err == nil {
-		d.APIURL, d.NATSURL, d.NATSCA = apiURL, s.natsURL, s.natsCA
+		d.APIURL, d.NATSURL, d.NATSCA, d.MetricsURL = apiURL, s.natsURL, s.natsCA, metricsURL
 		if err := api(ctx, d, http.MethodGet, "/api/v1/hosts/"+d.HostID, nil, nil); err == nil {
 			return d, writeDemo(s.envFile(), d)
 		}
@@ -183,7 +195,7 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 	if err != nil {
 		return demo{}, fmt.Errorf("bootstrap admin token: %w", err)
 	}
-	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL, NATSCA: s.natsCA}
+	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL, NATSCA: s.natsCA, MetricsURL: metricsURL}
 	var client, env struct{ ID string }
 	var host struct {
 		ID              string `json:"id"`
@@ -305,6 +317,7 @@ ConfigSync is running (Ctrl-C stops it; state is kept in %s).
   token      %s   (admin; also in devstack.env)
   NATS       %s (TLS only; CA %s)
   PostgreSQL %s
+  metrics    %s   (all five services; CONFIGSYNC_METRICS_URL)
   agent      %s (log: %s)
 
 Try it:
@@ -315,11 +328,18 @@ Try it:
   curl -s %s %s/api/v1/hosts/%s/agent-configs/watch_files
   curl -s %s %s/api/v1/environments/%s/hosts
 
-`, s.dataDir, d.APIURL, d.APIURL, d.Token, d.NATSURL, d.NATSCA, redactURL(s.databaseURL), d.AgentID, filepath.Join(s.dataDir, "agent.log"),
+`, s.dataDir, d.APIURL, d.APIURL, d.Token, d.NATSURL, d.NATSCA, redactURL(s.databaseURL), metricsBanner(d.MetricsURL), d.AgentID, filepath.Join(s.dataDir, "agent.log"),
 		s.envFile(),
 		auth, d.APIURL, d.EnvironmentID,
 		auth, d.APIURL, d.HostID,
 		auth, d.APIURL, d.EnvironmentID)
+}
+
+func metricsBanner(u string) string {
+	if u == "" {
+		return "off (-metrics)"
+	}
+	return u
 }
 
 func redactURL(u string) string {
@@ -371,10 +391,10 @@ func api(ctx context.Context, d demo, method, path string, body, out any) error 
 }
 
 var demoKeys = []string{"CONFIGSYNC_API_URL", "CONFIGSYNC_TOKEN", "CONFIGSYNC_NATS_URL", "CONFIGSYNC_NATS_CA", "CONFIGSYNC_CLIENT_ID",
-	"CONFIGSYNC_ENVIRONMENT_ID", "CONFIGSYNC_HOST_ID", "CONFIGSYNC_AGENT_ID"}
+	"CONFIGSYNC_ENVIRONMENT_ID", "CONFIGSYNC_HOST_ID", "CONFIGSYNC_AGENT_ID", "CONFIGSYNC_METRICS_URL"}
 
 func (d demo) values() []string {
-	return []string{d.APIURL, d.Token, d.NATSURL, d.NATSCA, d.ClientID, d.EnvironmentID, d.HostID, d.AgentID}
+	return []string{d.APIURL, d.Token, d.NATSURL, d.NATSCA, d.ClientID, d.EnvironmentID, d.HostID, d.AgentID, d.MetricsURL}
 }
 
 func writeDemo(path string, d demo) error {

@@ -26,3 +26,11 @@ WHERE id = @id;
 
 -- name: CountUnpublishedOutbox :one
 SELECT count(*) FROM outbox WHERE published_at IS NULL;
+
+-- OutboxBacklog is the number of unpublished rows and the age in seconds of the oldest (0 when none),
+-- for the relay's metrics: the partial index on unpublished ids keeps it cheap while the relay keeps up.
+-- name: OutboxBacklog :one
+SELECT count(*)::bigint AS pending,
+       COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM outbox
+WHERE published_at IS NULL;

@@ -97,6 +97,20 @@ type Config struct {
 	// durable is ensured) and once it stopped pulling, so a service can log or report it in its own
 	// words.
 	Started, Stopped func()
+	// Observer, when set, is told about every handler call and settlement (libs/platform/metrics
+	// implements it).
+	Observer Observer
+}
+
+// Observer is told what a Consumer does, named by its durable. Implementations must be safe for
+// concurrent use and must not block.
+type Observer interface {
+	// Handled is called after each handler call with the number of messages handed to it, how long
+	// it ran, and each message's lag: the time from its JetStream timestamp to the handler call.
+	Handled(consumer string, size int, lags []time.Duration, elapsed time.Duration)
+	// Settled is called per message with its outcome ("ack", "retry" or "terminate") and whether
+	// settling it failed.
+	Settled(consumer, outcome string, failed bool)
 }
 
 func (c Config) withDefaults() Config {
@@ -382,6 +396,16 @@ func collect(buf <-chan jetstream.Msg, limit int, wait time.Duration) []jetstrea
 // process handles msgs and settles each with its outcome.
 func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 	var outcomes []Outcome
+	start := time.Now()
+	var lags []time.Duration
+	if c.cfg.Observer != nil {
+		lags = make([]time.Duration, 0, len(msgs))
+		for _, m := range msgs {
+			if meta, err := m.Metadata(); err == nil {
+				lags = append(lags, start.Sub(meta.Timestamp))
+			}
+		}
+	}
 	func() {
 		if c.cfg.KeepInProgress {
 			defer c.keepInProgress(msgs)()
@@ -395,6 +419,9 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) {
 		}()
 		outcomes = c.handle(ctx, msgs)
 	}()
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Handled(c.cfg.Consumer.Durable, len(msgs), lags, time.Since(start))
+	}
 	for i, m := range msgs {
 		o := Retry
 		if i < len(outcomes) {
@@ -423,6 +450,9 @@ func (c *Consumer) settle(msg jetstream.Msg, o Outcome) {
 	}
 	if err != nil {
 		c.log.Warn("settling message failed; JetStream will redeliver it", zap.Stringer("outcome", o), zap.Error(err))
+	}
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Settled(c.cfg.Consumer.Durable, o.String(), err != nil)
 	}
 }
 

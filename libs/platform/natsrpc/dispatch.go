@@ -300,6 +300,7 @@ func (b *Batcher) serve(reqs []*Request) {
 		if now.Sub(r.Arrived) >= b.opts.Timeout {
 			// Waited too long in the queue: the caller has given up (it retries or uses its cache).
 			r.answered.Store(true)
+			r.observe("expired")
 			continue
 		}
 		live = append(live, r)
@@ -318,5 +319,8 @@ func (b *Batcher) serve(reqs []*Request) {
 	// request costs one publish to an inbox nobody reads.
 	ctx, cancel := context.WithDeadline(b.srv.ctx, latest.Add(b.opts.Timeout))
 	defer cancel()
+	if o := b.srv.cfg.Observer; o != nil {
+		o.Batch(b.srv.cfg.Service.Name, live[0].Endpoint, len(live))
+	}
 	b.handle(ctx, live)
 }

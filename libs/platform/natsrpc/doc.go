@@ -15,5 +15,9 @@
 // service maps its domain errors. A panic is recovered and answered as internal; a full queue is
 // refused at once with unavailable; a reply over the connection's max payload is answered as internal.
 //
+// Config.Observer, when set, is told how every request ended (reply, error code, dropped or expired, and
+// the time since it arrived) and the size of every Batcher batch: libs/platform/metrics turns that into
+// Prometheus metrics without this package depending on Prometheus.
+//
 // A Client sends JSON requests with a timeout; ReplyError is the one parser of error replies.
 package natsrpc

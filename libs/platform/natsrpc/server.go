@@ -38,6 +38,20 @@ type Config struct {
 	// AllowReply, when set, is asked about every request before it is dispatched: a request whose reply
 	// subject it refuses is dropped unanswered (and logged). Nil allows every reply subject.
 	AllowReply func(subject, reply string) bool
+	// Observer, when set, is told about every request answered (libs/platform/metrics implements it).
+	Observer Observer
+}
+
+// Observer is told how each request ended. Implementations must be safe for concurrent use and must
+// not block.
+type Observer interface {
+	// Answered is called once per request: code is "ok" for a reply, the protocol error code for an
+	// error reply, "reply_failed" when publishing the reply failed, "dropped" for a request whose
+	// reply subject was refused, or "expired" for one that waited in a Batcher past its timeout;
+	// elapsed runs from its arrival.
+	Answered(service, endpoint, code string, elapsed time.Duration)
+	// Batch is called per handler call of a Batcher with the number of requests handed to it.
+	Batch(service, endpoint string, size int)
 }
 
 // Endpoint names one endpoint of a Server.
@@ -168,6 +182,7 @@ func (s *Server) receive(endpoint string, d Dispatcher, req micro.Request) {
 	}
 	if s.cfg.AllowReply != nil && !s.cfg.AllowReply(r.Subject, r.Reply) {
 		r.answered.Store(true)
+		r.observe("dropped")
 		s.log.Warn("request dropped: reply subject not allowed", zap.String("endpoint", endpoint),
 			zap.String("subject", r.Subject), zap.String("reply", HeaderValue(r.Reply)))
 		return
@@ -247,7 +262,11 @@ func (r *Request) Answered() bool { return r.answered.Load() }
 // Respond sends body as the reply. A body over the connection's max payload is not sent: the request is
 // answered as internal and ErrPayloadTooLarge returned.
 func (r *Request) Respond(body []byte) error {
-	if !r.answered.CompareAndSwap(false, true) || r.Reply == "" {
+	if !r.answered.CompareAndSwap(false, true) {
+		return nil
+	}
+	if r.Reply == "" {
+		r.observe("ok")
 		return nil
 	}
 	if max := r.srv.maxPayload(); len(body) > max {
@@ -259,9 +278,18 @@ func (r *Request) Respond(body []byte) error {
 	}
 	if err != nil {
 		r.srv.log.Warn("reply failed", zap.String("endpoint", r.Endpoint), zap.Int("bytes", len(body)), zap.Error(err))
+		r.observe("reply_failed")
 		return fmt.Errorf("natsrpc: reply: %w", err)
 	}
+	r.observe("ok")
 	return nil
+}
+
+// observe reports the request's end to the server's Observer.
+func (r *Request) observe(code string) {
+	if o := r.srv.cfg.Observer; o != nil {
+		o.Answered(r.srv.cfg.Service.Name, r.Endpoint, code, time.Since(r.Arrived))
+	}
 }
 
 func (r *Request) tooLarge(n int, cause error) error {
@@ -303,6 +331,7 @@ func (r *Request) Error(e *protocol.Error) {
 }
 
 func (r *Request) sendError(e *protocol.Error) {
+	r.observe(e.Code)
 	if r.Reply == "" {
 		return
 	}

@@ -70,6 +70,27 @@ type Relay struct {
 	js   jetstream.JetStream
 	log  *zap.Logger
 	opts RelayOptions
+	obs  Observer
+}
+
+// Observer is told about every publish attempt of a Relay (libs/platform/metrics implements it). It
+// must be safe for concurrent use and must not block.
+type Observer interface {
+	// Published is called per row JetStream accepted (duplicate when the stream already held it) or,
+	// with err set, per failed publish.
+	Published(duplicate bool, err error)
+}
+
+// SetObserver makes o the relay's observer; call it before Run.
+func (r *Relay) SetObserver(o Observer) { r.obs = o }
+
+// Backlog is how many rows wait to be published and how long the oldest has waited.
+func (r *Relay) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	row, err := sqlcdb.New(r.pool).OutboxBacklog(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("outbox: backlog: %w", err)
+	}
+	return row.Pending, time.Duration(row.OldestAgeSeconds * float64(time.Second)), nil
 }
 
 // NewRelay returns a relay; it does nothing until Run or RelayOnce.
@@ -207,6 +228,9 @@ func (r *Relay) publish(ctx context.Context, row sqlcdb.ClaimOutboxRow) error {
 		jetstream.WithMsgID(MsgID(row.ID)),
 		jetstream.WithExpectStream(r.opts.Stream),
 	)
+	if r.obs != nil {
+		r.obs.Published(err == nil && ack.Duplicate, err)
+	}
 	if err != nil {
 		return err
 	}

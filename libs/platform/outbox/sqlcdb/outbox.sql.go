@@ -92,6 +92,27 @@ func (q *Queries) MarkOutboxPublished(ctx context.Context, ids []int64) error {
 	return err
 }
 
+const outboxBacklog = `-- name: OutboxBacklog :one
+SELECT count(*)::bigint AS pending,
+       COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM outbox
+WHERE published_at IS NULL
+`
+
+type OutboxBacklogRow struct {
+	Pending          int64
+	OldestAgeSeconds float64
+}
+
+// OutboxBacklog is the number of unpublished rows and the age in seconds of the oldest (0 when none),
+// for the relay's metrics: the partial index on unpublished ids keeps it cheap while the relay keeps up.
+func (q *Queries) OutboxBacklog(ctx context.Context) (OutboxBacklogRow, error) {
+	row := q.db.QueryRow(ctx, outboxBacklog)
+	var i OutboxBacklogRow
+	err := row.Scan(&i.Pending, &i.OldestAgeSeconds)
+	return i, err
+}
+
 const recordOutboxFailure = `-- name: RecordOutboxFailure :exec
 UPDATE outbox
 SET attempts = attempts + 1,

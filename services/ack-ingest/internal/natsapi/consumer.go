@@ -26,6 +26,8 @@ type BatchOptions struct {
 	// MaxRetryDelay.
 	RetryDelay    time.Duration
 	MaxRetryDelay time.Duration
+	// Observer, when set, is told about every batch and settlement (metrics).
+	Observer jsconsumer.Observer
 }
 
 func (o BatchOptions) withDefaults() BatchOptions {
@@ -65,6 +67,7 @@ func (o BatchOptions) consumerConfig(stream string, cfg jetstream.ConsumerConfig
 		AckWait:       o.AckWait,
 		RetryDelay:    o.RetryDelay,
 		MaxRetryDelay: o.MaxRetryDelay,
+		Observer:      o.Observer,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
@@ -40,6 +41,7 @@ func main() {
 	}
 	fx.New(
 		logging.Module,
+		metrics.Module,
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

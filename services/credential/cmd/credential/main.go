@@ -8,6 +8,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/credential"
@@ -16,6 +17,7 @@ import (
 func main() {
 	fx.New(
 		logging.Module,
+		metrics.Module,
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

@@ -35,6 +35,8 @@ type Options struct {
 	MaxInjectItems int
 	// RequestTimeout bounds the work on one request.
 	RequestTimeout time.Duration
+	// Observer, when set, is told about every request (metrics).
+	Observer natsrpc.Observer
 }
 
 // Service is the credential micro service.
@@ -73,6 +75,7 @@ func (s *Service) Start(nc *nats.Conn) error {
 		},
 		RequestTimeout: s.opts.RequestTimeout,
 		MapError:       s.replyError,
+		Observer:       s.opts.Observer,
 	}, s.log)
 	if err != nil {
 		return fmt.Errorf("natsapi: %w", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/services/delivery"
 )
@@ -14,6 +15,7 @@ import (
 func main() {
 	fx.New(
 		logging.Module,
+		metrics.Module,
 		natsconn.Module,
 		httpserver.Module,
 		// Nothing else asks for the HTTP server here; request it so health endpoints are served.

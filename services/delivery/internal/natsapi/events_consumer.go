@@ -29,6 +29,8 @@ type EventOptions struct {
 	MaxRetryDelay time.Duration
 	// PullWait is how long one pull request waits for an event before it is renewed.
 	PullWait time.Duration
+	// Observer, when set, is told about every fan-out (metrics).
+	Observer jsconsumer.Observer
 }
 
 // EventConsumer consumes config-change events (a libs/platform/jsconsumer consumer pulling one event
@@ -76,7 +78,8 @@ func NewEventConsumer(js jetstream.JetStream, pusher *deliver.Pusher, opts Event
 		Started: func() {
 			log.Info("event consumer started", zap.String("stream", protocol.EventsStream), zap.Int("concurrency", opts.Concurrency))
 		},
-		Stopped: func() { log.Info("event consumer stopped") },
+		Stopped:  func() { log.Info("event consumer stopped") },
+		Observer: opts.Observer,
 	}, c.handle, log)
 	return c
 }

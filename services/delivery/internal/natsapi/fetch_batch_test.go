@@ -203,7 +203,7 @@ func TestFetchWaitingPastTimeoutIsDropped(t *testing.T) {
 	first := f.fetchAsync(t, "agent-1")
 	waitEntered(t, r)
 	f.fetchAsync(t, "agent-2")
-	eventually(t, func() bool { return f.server.queued() == 1 }) // agent-2 queued, its arrival noted
+	eventually(t, func() bool { return f.server.Queued() == 1 }) // agent-2 queued, its arrival noted
 	// Hold agent-1's batch, and so the only slot, until agent-2 has waited past its timeout.
 	time.Sleep(400 * time.Millisecond)
 	close(r.gate)
@@ -230,7 +230,7 @@ func TestFetchesAreBatched(t *testing.T) {
 		replies = append(replies, f.fetchAsync(t, fmt.Sprintf("agent-%d", i)))
 	}
 	// Let the server queue all of them before the slot frees up.
-	eventually(t, func() bool { return f.server.queued() == 20 })
+	eventually(t, func() bool { return f.server.Queued() == 20 })
 	close(r.gate)
 	waitReply(t, first)
 	for i, ch := range replies {

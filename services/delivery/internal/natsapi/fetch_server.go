@@ -46,6 +46,8 @@ type FetchOptions struct {
 	// BatchWait is how long a batch waits for more fetches while other batches are running. An idle
 	// instance answers a fetch at once.
 	BatchWait time.Duration
+	// Observer, when set, is told about every fetch and batch (metrics).
+	Observer natsrpc.Observer
 }
 
 // FetchServer answers agents' config fetches on protocol.FetchSubjectAll. The endpoint only queues
@@ -100,6 +102,7 @@ func (s *FetchServer) Start(nc *nats.Conn) error {
 		RequestTimeout: s.opts.Timeout,
 		MapError:       func(_ string, err error) *protocol.Error { return fetchError(err) },
 		AllowReply:     s.allowReply,
+		Observer:       s.opts.Observer,
 	}, s.log)
 	batcher := natsrpc.NewBatcher(natsrpc.BatchOptions{
 		Workers:   s.opts.Workers,
@@ -140,8 +143,8 @@ func (s *FetchServer) Stop(ctx context.Context) error {
 	return nil
 }
 
-// queued is how many fetches wait for a batch.
-func (s *FetchServer) queued() int {
+// Queued is how many fetches wait for a batch.
+func (s *FetchServer) Queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.batcher == nil {

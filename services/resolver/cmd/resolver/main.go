@@ -7,6 +7,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
+	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/resolver"
@@ -15,6 +16,7 @@ import (
 func main() {
 	fx.New(
 		logging.Module,
+		metrics.Module,
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

@@ -107,6 +107,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Its own metrics port, so it never collides with a `make run` on devstack's default.
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	logLevel := opts.LogLevel
 	if logLevel == "" {
 		logLevel = "warn"
@@ -118,7 +123,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bin, "-data", s.Dir, "-http", httpAddr, "-nats", natsAddr, "-no-agent", "-log-level", logLevel)
+	cmd := exec.Command(bin, "-data", s.Dir, "-http", httpAddr, "-nats", natsAddr, "-metrics", metricsAddr, "-no-agent", "-log-level", logLevel)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a Ctrl-C at the terminal reaches loadgen, which then stops devstack in order.
@@ -129,7 +134,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.cmd, s.PID, s.exited = cmd, cmd.Process.Pid, make(chan struct{})
 	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
-	fmt.Fprintf(progress, "devstack pid %d: api http://%s, nats nats://%s, data %s, log %s\n", s.PID, httpAddr, natsAddr, s.Dir, s.logPath)
+	fmt.Fprintf(progress, "devstack pid %d: api http://%s, nats nats://%s, metrics http://%s/metrics, data %s, log %s\n", s.PID, httpAddr, natsAddr, metricsAddr, s.Dir, s.logPath)
 
 	if err := s.waitForEnv(ctx, 3*time.Minute); err != nil {
 		return nil, err

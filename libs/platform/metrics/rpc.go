@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RPC is the natsrpc.Observer of a process: requests by service, endpoint and code, their duration
+// from arrival to answer, and Batcher batch sizes.
+type RPC struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	batch    *prometheus.HistogramVec
+}
+
+// RPCObserver is natsrpc.Observer (declared here so this package does not import natsrpc).
+type RPCObserver interface {
+	Answered(service, endpoint, code string, elapsed time.Duration)
+	Batch(service, endpoint string, size int)
+}
+
+// RPC returns the process's natsrpc observer, registering its families on first use; a nil
+// interface for a nil m, so natsrpc skips observing altogether.
+func (m *Metrics) RPC() RPCObserver {
+	if m == nil {
+		return nil
+	}
+	return once(m, &m.rpc, func(reg prometheus.Registerer) *RPC {
+		r := &RPC{
+			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: Namespace, Subsystem: "rpc", Name: "requests_total",
+				Help: "NATS requests answered, by service, endpoint and code (ok, a protocol error code, dropped or expired).",
+			}, []string{"service", "endpoint", "code"}),
+			duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+				Namespace: Namespace, Subsystem: "rpc", Name: "request_duration_seconds",
+				Help:    "Time from a NATS request's arrival (queueing included) to its answer.",
+				Buckets: DurationBuckets,
+			}, []string{"service", "endpoint"}),
+			batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+				Namespace: Namespace, Subsystem: "rpc", Name: "batch_size",
+				Help:    "Requests handed to one call of a batched endpoint's handler.",
+				Buckets: SizeBuckets,
+			}, []string{"service", "endpoint"}),
+		}
+		reg.MustRegister(r.requests, r.duration, r.batch)
+		return r
+	})
+}
+
+// Answered implements natsrpc.Observer.
+func (r *RPC) Answered(service, endpoint, code string, elapsed time.Duration) {
+	if r == nil {
+		return
+	}
+	r.requests.WithLabelValues(service, endpoint, code).Inc()
+	r.duration.WithLabelValues(service, endpoint).Observe(elapsed.Seconds())
+}
+
+// Batch implements natsrpc.Observer.
+func (r *RPC) Batch(service, endpoint string, size int) {
+	if r == nil {
+		return
+	}
+	r.batch.WithLabelValues(service, endpoint).Observe(float64(size))
+}

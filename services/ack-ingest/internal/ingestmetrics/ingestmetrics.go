@@ -1,0 +1,53 @@
+// Package ingestmetrics times ack-ingest's database writes. Messages by kind (the acks and heartbeats
+// durable consumers) and outcome, batch sizes and lag are counted by the jsconsumer observer of
+// libs/platform/metrics.
+package ingestmetrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
+)
+
+// Store returns s timing its batch writes into m (s itself when m is nil).
+func Store(s ingest.Store, m *metrics.Metrics) ingest.Store {
+	if m == nil {
+		return s
+	}
+	return &store{Store: s, commit: metrics.Register(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metrics.Namespace, Subsystem: "ingest", Name: "commit_duration_seconds",
+		Help:    "Time to write one batch to PostgreSQL, by kind (acks, heartbeats) and result (ok, error).",
+		Buckets: metrics.DurationBuckets,
+	}, []string{"kind", "result"}))}
+}
+
+type store struct {
+	ingest.Store
+	commit *prometheus.HistogramVec
+}
+
+func (s *store) observe(kind string, start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	s.commit.WithLabelValues(kind, result).Observe(time.Since(start).Seconds())
+}
+
+func (s *store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStatus) error {
+	start := time.Now()
+	err := s.Store.UpsertApplyStatuses(ctx, rows)
+	s.observe("acks", start, err)
+	return err
+}
+
+func (s *store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) (ingest.HeartbeatWrite, error) {
+	start := time.Now()
+	w, err := s.Store.UpdateHeartbeats(ctx, rows)
+	s.observe("heartbeats", start, err)
+	return w, err
+}

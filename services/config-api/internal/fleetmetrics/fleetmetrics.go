@@ -1,0 +1,171 @@
+// Package fleetmetrics computes the fleet gauges an on-call dashboard needs — hosts, hosts online,
+// drifted and with failed applies, totals only — once per period with one aggregate query, on the one
+// config-api replica holding a PostgreSQL advisory lock (the lease). Scrapes read the last result: no
+// scrape ever walks the hosts. Replicas without the lease export only configsync_fleet_lease_held 0.
+package fleetmetrics
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
+)
+
+// LeaseKey is the advisory lock key of the fleet metrics lease ("cfsfleet").
+const LeaseKey int64 = 0x6366736666656574
+
+// Options tune the fleet gauges.
+type Options struct {
+	// Interval is how often the lease holder recomputes the totals (default 30s).
+	Interval time.Duration
+	// OnlineWindow: a host is online when its last heartbeat is at most this old (config-api's).
+	OnlineWindow time.Duration
+}
+
+// Fleet is the lease loop and the collector of its last result.
+type Fleet struct {
+	pool *pgxpool.Pool
+	log  *zap.Logger
+	opts Options
+
+	mu     sync.Mutex
+	leader bool
+	totals sqlcdb.FleetTotalsRow
+	at     time.Time
+
+	held, refreshed                          *prometheus.Desc
+	hosts, online, drifted, failed, failures *prometheus.Desc
+}
+
+// New returns the fleet gauges over pool, registered on m. Run computes them.
+func New(pool *pgxpool.Pool, m *metrics.Metrics, opts Options, log *zap.Logger) *Fleet {
+	if opts.Interval <= 0 {
+		opts.Interval = 30 * time.Second
+	}
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(metrics.Namespace+"_fleet_"+name, help, nil, nil)
+	}
+	f := &Fleet{pool: pool, log: log.Named("fleet-metrics"), opts: opts,
+		held:      d("lease_held", "1 on the config-api replica computing the fleet gauges, else 0."),
+		refreshed: d("refreshed_timestamp_seconds", "When the fleet gauges were last computed (Unix time)."),
+		hosts:     d("hosts", "Registered hosts, not revoked."),
+		online:    d("hosts_online", "Hosts whose last heartbeat is within the online window."),
+		drifted:   d("hosts_drifted", "Online hosts whose reported per-type config versions differ from the effective ones."),
+		failed:    d("hosts_failed_apply", "Hosts whose last apply of at least one config type failed."),
+		failures:  d("failed_applies", "(host, config type) pairs whose last apply failed."),
+	}
+	metrics.Register(m, prometheus.Collector(f))
+	return f
+}
+
+// Describe implements prometheus.Collector.
+func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{f.held, f.refreshed, f.hosts, f.online, f.drifted, f.failed, f.failures} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: the last totals, only while this replica holds the lease
+// and they are fresh (computed within three periods).
+func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
+	f.mu.Lock()
+	leader, t, at := f.leader, f.totals, f.at
+	f.mu.Unlock()
+	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	if !leader || time.Since(at) > 3*f.opts.Interval {
+		g(f.held, 0)
+		return
+	}
+	g(f.held, 1)
+	g(f.refreshed, float64(at.UnixNano())/1e9)
+	g(f.hosts, float64(t.Hosts))
+	g(f.online, float64(t.Online))
+	g(f.drifted, float64(t.Drifted))
+	g(f.failed, float64(t.FailedHosts))
+	g(f.failures, float64(t.FailedApplies))
+}
+
+// Run tries for the lease and, while it holds it, recomputes the totals every Interval, until ctx is
+// done. The lease is a session advisory lock on a connection of its own: it ends when that connection
+// does (this replica stopped or lost the database), and another replica takes over at its next try.
+func (f *Fleet) Run(ctx context.Context) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = conn.Close(cctx)
+			cancel()
+		}
+	}()
+	t := time.NewTicker(f.opts.Interval)
+	defer t.Stop()
+	for {
+		var err error
+		if conn, err = f.refresh(ctx, conn); err != nil && ctx.Err() == nil {
+			f.log.Warn("fleet metrics not refreshed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refresh takes the lease if free and, holding it, recomputes the totals. It returns the connection to
+// keep (nil after an error: the connection is closed, which releases the lease).
+func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
+	fail := func(err error) (*pgx.Conn, error) {
+		f.setLeader(false)
+		if conn != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = conn.Close(cctx)
+			cancel()
+		}
+		return nil, err
+	}
+	qctx, cancel := context.WithTimeout(ctx, max(f.opts.Interval, 10*time.Second))
+	defer cancel()
+	if conn == nil {
+		c, err := pgx.ConnectConfig(qctx, f.pool.Config().ConnConfig)
+		if err != nil {
+			return fail(fmt.Errorf("connect: %w", err))
+		}
+		conn = c
+	}
+	f.mu.Lock()
+	leader := f.leader
+	f.mu.Unlock()
+	if !leader {
+		var got bool
+		if err := conn.QueryRow(qctx, "SELECT pg_try_advisory_lock($1)", LeaseKey).Scan(&got); err != nil {
+			return fail(fmt.Errorf("try lease: %w", err))
+		}
+		if !got {
+			return conn, nil // another replica holds it
+		}
+		f.log.Info("fleet metrics lease taken")
+	}
+	totals, err := sqlcdb.New(conn).FleetTotals(qctx, time.Now().Add(-f.opts.OnlineWindow))
+	if err != nil {
+		return fail(fmt.Errorf("fleet totals: %w", err))
+	}
+	f.mu.Lock()
+	f.leader, f.totals, f.at = true, totals, time.Now()
+	f.mu.Unlock()
+	return conn, nil
+}
+
+func (f *Fleet) setLeader(v bool) {
+	f.mu.Lock()
+	f.leader = v
+	f.mu.Unlock()
+}

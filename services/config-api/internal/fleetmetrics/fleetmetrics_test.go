@@ -1,0 +1,169 @@
+package fleetmetrics
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/testinfra"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// seed makes one environment with a labels config at version 5 and four hosts: online and current,
+// online and behind (reports 4), online with a failed apply, and offline; plus a revoked host.
+func seed(t *testing.T, pool *pgxpool.Pool) {
+	exec(t, pool, `INSERT INTO clients (id, name) VALUES ('00000000-0000-0000-0000-0000000000c1', 'c')`)
+	exec(t, pool, `INSERT INTO environments (id, client_id, name) VALUES ('00000000-0000-0000-0000-0000000000e1', '00000000-0000-0000-0000-0000000000c1', 'prod')`)
+	exec(t, pool, `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
+		VALUES ('00000000-0000-0000-0000-0000000000e1', 'labels', '{}', 5)`)
+	hosts := []struct {
+		n        int
+		versions string
+		seen     string
+		revoked  bool
+	}{
+		{1, `{"labels": 5}`, "now()", false},
+		{2, `{"labels": 4}`, "now()", false},
+		{3, `{"labels": 5}`, "now()", false},
+		{4, `{"labels": 1}`, "now() - interval '1 hour'", false},
+		{5, `{"labels": 1}`, "now()", true},
+	}
+	for _, h := range hosts {
+		revoked := "NULL"
+		if h.revoked {
+			revoked = "now()"
+		}
+		exec(t, pool, `INSERT INTO hosts (id, client_id, environment_id, hostname, agent_id, config_versions, config_hash, last_heartbeat_at, revoked_at)
+			VALUES ($1, '00000000-0000-0000-0000-0000000000c1', '00000000-0000-0000-0000-0000000000e1', $2, $3, $4::jsonb, 'h', `+h.seen+`, `+revoked+`)`,
+			"00000000-0000-0000-0000-00000000000"+string(rune('0'+h.n)), "host-"+string(rune('0'+h.n)), "agent-"+string(rune('0'+h.n)), h.versions)
+	}
+	exec(t, pool, `INSERT INTO host_config_apply_status (host_id, config_type, version, status, error, applied_at)
+		VALUES ('00000000-0000-0000-0000-000000000003', 'labels', 5, 'failed', 'policy', now())`)
+}
+
+func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
+	pool := testinfra.Postgres(t)
+	log, _ := testinfra.Logger(t)
+	seed(t, pool)
+	ctx := context.Background()
+	opts := Options{Interval: time.Hour, OnlineWindow: time.Minute}
+	ma, mb := metrics.New(), metrics.New()
+	a, b := New(pool, ma, opts, log), New(pool, mb, opts, log)
+
+	connA, err := a.refresh(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connB, err := b.refresh(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = connB.Close(ctx) }()
+	got := func(m *metrics.Metrics, name string) float64 {
+		t.Helper()
+		mfs, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1 // not exported
+	}
+	if got(ma, "configsync_fleet_lease_held") != 1 || got(mb, "configsync_fleet_lease_held") != 0 {
+		t.Fatalf("lease held by a: %v, by b: %v; want exactly a", got(ma, "configsync_fleet_lease_held"), got(mb, "configsync_fleet_lease_held"))
+	}
+	if got(mb, "configsync_fleet_hosts") != -1 {
+		t.Fatal("the replica without the lease exports fleet totals")
+	}
+	for name, want := range map[string]float64{
+		"configsync_fleet_hosts":              4, // the revoked one is not counted
+		"configsync_fleet_hosts_online":       3,
+		"configsync_fleet_hosts_drifted":      1, // host-2 reports labels v4 of v5
+		"configsync_fleet_hosts_failed_apply": 1,
+		"configsync_fleet_failed_applies":     1,
+	} {
+		if v := got(ma, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if n := testutil.CollectAndCount(a); n != 7 {
+		t.Errorf("the lease holder exports %d series, want 7", n)
+	}
+
+	// The totals move with the fleet: host-2 catches up, host-4 comes back.
+	exec(t, pool, `UPDATE hosts SET config_versions = '{"labels": 5}' WHERE hostname = 'host-2'`)
+	exec(t, pool, `UPDATE hosts SET last_heartbeat_at = now() WHERE hostname = 'host-4'`)
+	if connA, err = a.refresh(ctx, connA); err != nil {
+		t.Fatal(err)
+	}
+	if got(ma, "configsync_fleet_hosts_online") != 4 || got(ma, "configsync_fleet_hosts_drifted") != 1 {
+		// host-4 is online now and reports labels v1: drifted; host-2 is not any more.
+		t.Errorf("online %v drifted %v, want 4 and 1", got(ma, "configsync_fleet_hosts_online"), got(ma, "configsync_fleet_hosts_drifted"))
+	}
+
+	// a's connection ends (its replica stopped): the lease goes to b at its next try.
+	if err := connA.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.setLeader(false)
+	// PostgreSQL releases the lock once that backend has exited, shortly after the close: b retries
+	// at each of its periods (polled here, with a deadline only for a hung test).
+	deadline := time.Now().Add(30 * time.Second)
+	for got(mb, "configsync_fleet_lease_held") != 1 && time.Now().Before(deadline) {
+		if connB, err = b.refresh(ctx, connB); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got(mb, "configsync_fleet_lease_held") != 1 || got(mb, "configsync_fleet_hosts") != 4 {
+		t.Fatalf("after a stopped, b: lease %v hosts %v", got(mb, "configsync_fleet_lease_held"), got(mb, "configsync_fleet_hosts"))
+	}
+}
+
+// Run stops with its context and releases the lease (its connection is closed).
+func TestRunReleasesTheLeaseOnStop(t *testing.T) {
+	pool := testinfra.Postgres(t)
+	log, _ := testinfra.Logger(t)
+	m := metrics.New()
+	f := New(pool, m, Options{Interval: 20 * time.Millisecond, OnlineWindow: time.Minute}, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for testutil.CollectAndCount(f, "configsync_fleet_hosts") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("Run never computed the totals")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	conn, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var free bool
+	if err := conn.QueryRow(context.Background(), "SELECT pg_try_advisory_lock($1)", LeaseKey).Scan(&free); err != nil || !free {
+		t.Fatalf("lease still held after Run returned (%v)", err)
+	}
+	if _, err := conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", LeaseKey); err != nil {
+		t.Fatal(err)
+	}
+}

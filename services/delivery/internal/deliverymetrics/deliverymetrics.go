@@ -1,0 +1,63 @@
+// Package deliverymetrics holds delivery's own Prometheus metrics: commands published to agents by
+// result and the fetch queue depth. Fetches (by result, duration from arrival to reply, batch sizes)
+// are counted by the natsrpc observer, fan-outs (one per config-change event: duration, outcome) by the
+// jsconsumer observer of libs/platform/metrics.
+package deliverymetrics
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/services/delivery/internal/deliver"
+)
+
+// Commands returns pub counting every publish into m (pub itself when m is nil).
+func Commands(pub deliver.CommandPublisher, m *metrics.Metrics) deliver.CommandPublisher {
+	if m == nil {
+		return pub
+	}
+	c := &commands{CommandPublisher: pub, published: metrics.Register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Subsystem: "delivery", Name: "commands_published_total",
+		Help: "Commands published to agents (pushes), by result (ok, error), and flushes that failed (flush_error).",
+	}, []string{"result"}))}
+	for _, r := range []string{"ok", "error", "flush_error"} {
+		c.published.WithLabelValues(r)
+	}
+	return c
+}
+
+type commands struct {
+	deliver.CommandPublisher
+	published *prometheus.CounterVec
+}
+
+func (c *commands) Publish(agentID string, command []byte) error {
+	err := c.CommandPublisher.Publish(agentID, command)
+	if err != nil {
+		c.published.WithLabelValues("error").Inc()
+	} else {
+		c.published.WithLabelValues("ok").Inc()
+	}
+	return err
+}
+
+func (c *commands) Flush(ctx context.Context) error {
+	err := c.CommandPublisher.Flush(ctx)
+	if err != nil {
+		c.published.WithLabelValues("flush_error").Inc()
+	}
+	return err
+}
+
+// QueueDepth registers configsync_delivery_fetch_queue_depth, read from queued at each scrape.
+func QueueDepth(m *metrics.Metrics, queued func() int) {
+	if m == nil {
+		return
+	}
+	metrics.Register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Subsystem: "delivery", Name: "fetch_queue_depth",
+		Help: "Agent fetches received and waiting for a batch.",
+	}, func() float64 { return float64(queued()) }))
+}

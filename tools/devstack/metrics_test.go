@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/natsauth/tlsgen"
+	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
+	"github.com/configsync/configsync/libs/testinfra"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestStackSharesOneRegistry starts the devstack composition (five service modules in one fx app)
+// with its metrics listener: no duplicate registration, every service's build info and its families on
+// the one listener, the URL written to devstack.env, and nothing on the API port.
+func TestStackSharesOneRegistry(t *testing.T) {
+	// environment() sets what is unset; restore the test process's environment afterwards.
+	for _, k := range []string{"LOG_LEVEL", "LOG_FORMAT", "DATABASE_URL", "DATABASE_MAX_CONNS", "NATS_URL", "NATS_CREDS",
+		"NATS_INBOX_PREFIX", "NATS_TLS_CA", "HTTP_ADDR", "METRICS_ADDR", "CREDENTIAL_CIPHER", "CONFIGSYNC_KEYRING_FILE",
+		"CONFIGSYNC_KEYRING_CREATE", "NATS_AUTHORITY_FILE", "NATS_SYSTEM_CREDS"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	dataDir := t.TempDir()
+	log := zap.NewNop()
+	auth, err := loadOrCreateAuthority(filepath.Join(dataDir, "nats-authority.json"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsFiles, err := tlsgen.Ensure(filepath.Join(dataDir, "tls"), "127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := freeAddr(t)
+	ns, err := startNATS(natsAddr, dataDir, auth, tlsFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	s := &stack{
+		opts:    options{httpAddr: freeAddr(t), metrics: "127.0.0.1:0", noAgent: true, logLevel: "warn"},
+		dataDir: dataDir, natsURL: "nats://" + natsAddr, natsCA: tlsFiles.CA,
+		databaseURL: testinfra.PostgresURL(t), auth: auth, log: log,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	if s.metrics == nil {
+		t.Fatal("no metrics listener")
+	}
+	url := s.metrics.URL()
+	sc := metricstest.Get(t, url)
+	for _, svc := range []string{"config-api", "resolver", "credential", "delivery", "ack-ingest"} {
+		if sc.Value("configsync_build_info", map[string]string{"service": svc}) != 1 {
+			t.Errorf("no configsync_build_info for %s on the shared listener", svc)
+		}
+	}
+	// Seeding went through the API: its requests are there, by route template.
+	if got := sc.Value("configsync_http_requests_total", map[string]string{"route": "/api/v1/clients", "method": "POST", "code": "201"}); got < 1 {
+		t.Errorf("seeding's POST /api/v1/clients not counted (%v)", got)
+	}
+	metricstest.Eventually(t, "fleet gauges of the demo host", func() bool {
+		return metricstest.Get(t, url).Value("configsync_fleet_hosts", nil) >= 1
+	})
+	env, err := os.ReadFile(s.envFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(env), "export CONFIGSYNC_METRICS_URL="+url+"\n") {
+		t.Errorf("devstack.env does not name %s:\n%s", url, env)
+	}
+	resp, err := http.Get("http://" + s.opts.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the API port serves /metrics: HTTP %s", strconv.Itoa(resp.StatusCode))
+	}
+}
