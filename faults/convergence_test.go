@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configsync/configsync/agent/agentrun"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
@@ -64,8 +65,11 @@ func newConvergence(t *testing.T, o convergenceOptions) *convergence {
 	c.ten = c.api.newTenant("convergence")
 	c.api.putEnv(c.ten.EnvID, "intervals", `{"heartbeat":"1s"}`)
 	c.hosts = c.api.registerHosts(c.ten.EnvID, "conv", o.agents)
+	// 1 s heartbeats keep these tests short; the default policy would refuse anything under 5 s.
+	pol := agentrun.DefaultConfig().Policy
+	pol.Limits.MinInterval = time.Second
 	for _, h := range c.hosts {
-		c.agents = append(c.agents, startRealAgent(t, c.s, h))
+		c.agents = append(c.agents, startRealAgentWithPolicy(t, c.s, h, pol))
 	}
 	eventually(t, convergeDeadline, "every agent to fetch its configs", func() (bool, string) {
 		for _, a := range c.agents {

@@ -131,6 +131,9 @@ func ServicePermissions() []ServicePermission {
 					protocol.CommandSubjectPrefix + "*", agentInboxes, microAnswers,
 					protocol.ResolveSubject, protocol.ResolveAgentsSubject, protocol.ResolveBatchSubject,
 					protocol.CredentialInjectSubject,
+					// Read-only: how far ack-ingest's heartbeat consumer is behind (while it lags, delivery
+					// pushes regardless of the stored heartbeats).
+					"$JS.API.CONSUMER.INFO." + protocol.HeartbeatsStream + "." + protocol.HeartbeatsIngestDurable,
 				},
 				jsConsumer(protocol.EventsStream),
 			),

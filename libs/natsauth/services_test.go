@@ -297,7 +297,7 @@ func TestServiceUsersDenied(t *testing.T) {
 		natsauth.DeliveryService: {protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
 			protocol.ConfigChangedSubject, apiInbox, "$JS.API.STREAM.UPDATE." + protocol.EventsStream,
 			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x", protocol.AccountUpdateSubject,
-			protocol.RepairSubject},
+			protocol.RepairSubject, "$JS.API.CONSUMER.DELETE." + protocol.HeartbeatsStream + "." + protocol.HeartbeatsIngestDurable},
 		// ack-ingest may not publish to agents at all.
 		natsauth.AckIngestService: {cmd, agentInbox, protocol.FetchSubject("agent-a"), protocol.ConfigChangedSubject,
 			protocol.CredentialInjectSubject, protocol.ResolveSubject, "$JS.API.STREAM.UPDATE." + protocol.AcksStream,

@@ -29,7 +29,7 @@ WITH failed AS (
     WHERE s.status = 'failed' AND f.environment_id = @environment_id
 )
 SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
+       count(*) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -50,7 +50,7 @@ SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint 
 FROM hosts h
 LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
+  AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
 ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT @max_rows;
 
@@ -72,8 +72,8 @@ WHERE h.environment_id = @environment_id
   AND (sqlc.narg(after_hostname)::text IS NULL
        OR (h.hostname, h.id) > (sqlc.narg(after_hostname)::text, sqlc.narg(after_id)::uuid))
   AND CASE @state::text
-        WHEN 'online' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp())
-        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))
+        WHEN 'online' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp())
+        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))
         WHEN 'failed' THEN h.revoked_at IS NULL AND EXISTS (
             SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')
         WHEN 'revoked' THEN h.revoked_at IS NOT NULL
@@ -122,7 +122,7 @@ WITH failed AS (
 )
 SELECT e.id AS environment_id, e.name AS environment_name, e.client_id, c.name AS client_name, e.created_at,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -147,7 +147,7 @@ CROSS JOIN LATERAL (
     FROM hosts h
     LEFT JOIN failed ON failed.host_id = h.id
     WHERE h.environment_id = e.id AND h.revoked_at IS NULL
-      AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
+      AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= @online_since::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
     ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
     LIMIT @per_env::bigint
 ) w

@@ -9,7 +9,7 @@
 WITH live AS MATERIALIZED (
     SELECT id, environment_id, config_versions,
            COALESCE(last_heartbeat_at >= @online_since::timestamptz
-                    OR last_heartbeat_at + heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp(), false) AS online
+                    OR last_heartbeat_at + COALESCE(heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp(), false) AS online
     FROM hosts
     WHERE revoked_at IS NULL
 ),

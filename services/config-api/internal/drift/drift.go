@@ -223,7 +223,8 @@ func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.Eff
 		ExpectedVersions: versions,
 	}
 	out.Reasons = append(out.Reasons, undeliverable...)
-	// A failed apply of the version the host should hold is drift whatever its heartbeat says.
+	// A failed apply of the version the host should hold (its local policy refused it, or it did not
+	// apply) is drift whatever its heartbeat says: it runs something else.
 	for _, t := range slices.Sorted(maps.Keys(versions)) {
 		if a, ok := h.ApplyStatus[t]; ok && a.Status == protocol.AckFailed && a.Version >= versions[t] {
 			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d failed to apply: %s", t, a.Version, a.Error))
@@ -251,13 +252,6 @@ func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.Eff
 			behind = append(behind, fmt.Sprintf("%s: version %d is behind the expected version %d", t, got, versions[t]))
 		default:
 			behind = append(behind, fmt.Sprintf("%s: version %d differs from the expected version %d", t, got, versions[t]))
-		}
-	}
-	for _, t := range slices.Sorted(maps.Keys(versions)) {
-		// The agent acknowledged the expected version as failed (its local policy refused it, or it did
-		// not apply): it runs something else, whatever its hash says.
-		if st, ok := h.ApplyStatus[t]; ok && st.Status == protocol.AckFailed && st.Version == versions[t] {
-			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d failed to apply: %s", t, st.Version, st.Error))
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(h.ConfigVersions)) {

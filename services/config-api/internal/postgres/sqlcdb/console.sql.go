@@ -135,7 +135,7 @@ WITH failed AS (
     WHERE s.status = 'failed' AND f.environment_id = $2
 )
 SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
+       count(*) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -186,7 +186,7 @@ SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint 
 FROM hosts h
 LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = $1 AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $2::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
+  AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $2::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
 ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT $3
 `
@@ -237,7 +237,7 @@ WITH failed AS (
 )
 SELECT e.id AS environment_id, e.name AS environment_name, e.client_id, c.name AS client_name, e.created_at,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
        count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
@@ -312,7 +312,7 @@ CROSS JOIN LATERAL (
     FROM hosts h
     LEFT JOIN failed ON failed.host_id = h.id
     WHERE h.environment_id = e.id AND h.revoked_at IS NULL
-      AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
+      AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
     ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
     LIMIT $2::bigint
 ) w
@@ -505,8 +505,8 @@ WHERE h.environment_id = $1
   AND ($3::text IS NULL
        OR (h.hostname, h.id) > ($3::text, $4::uuid))
   AND CASE $5::text
-        WHEN 'online' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp())
-        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + h.heartbeat_interval_ms * interval '3 milliseconds' >= statement_timestamp()))
+        WHEN 'online' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp())
+        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))
         WHEN 'failed' THEN h.revoked_at IS NULL AND EXISTS (
             SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')
         WHEN 'revoked' THEN h.revoked_at IS NOT NULL
