@@ -75,6 +75,9 @@ type Change struct {
 	Change string `json:"change"` // created, modified, deleted
 	SHA256 string `json:"sha256,omitempty"`
 	Size   int64  `json:"size,omitempty"`
+	// ModTime is set, and SHA256 left empty, for a file larger than policy.limits.max_hash_size: such a
+	// file is watched by size and modification time, never read.
+	ModTime *time.Time `json:"mtime,omitempty"`
 }
 
 // Report is what a scan that found changes publishes.
@@ -163,12 +166,12 @@ func (s *Scanner) Scan(ctx context.Context) {
 				truncated = true
 				return fs.SkipAll
 			}
-			sum, size, err := s.hashFile(path)
+			c, err := s.fingerprint(path)
 			if err != nil {
 				s.log.Debug("change detection cannot hash file", "path", path, "error", err)
 				return nil
 			}
-			current[path] = Change{Path: path, SHA256: sum, Size: size}
+			current[path] = c
 			return nil
 		})
 		if err != nil && ctx.Err() != nil {
@@ -191,7 +194,7 @@ func (s *Scanner) Scan(ctx context.Context) {
 		case !ok:
 			c.Change = "created"
 			changes = append(changes, c)
-		case old.SHA256 != c.SHA256:
+		case old.SHA256 != c.SHA256 || old.Size != c.Size || !sameTime(old.ModTime, c.ModTime):
 			c.Change = "modified"
 			changes = append(changes, c)
 		}
@@ -210,16 +213,35 @@ func (s *Scanner) Scan(ctx context.Context) {
 	}
 }
 
-func (s *Scanner) hashFile(path string) (string, int64, error) {
+// fingerprint is what a scan compares of one file: its SHA-256 and size, or, for a file over the
+// policy's max_hash_size, its size and modification time (the file is not read).
+func (s *Scanner) fingerprint(path string) (Change, error) {
 	f, _, err := s.pol.OpenResolved(path)
 	if err != nil {
-		return "", 0, err
+		return Change{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	st, err := f.Stat()
 	if err != nil {
-		return "", 0, err
+		return Change{}, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	if st.Size() > s.pol.Limits().MaxHashSize {
+		mt := st.ModTime().UTC()
+		return Change{Path: path, Size: st.Size(), ModTime: &mt}, nil
+	}
+	h := sha256.New()
+	// Read at most one byte past the cap: a file growing while it is hashed cannot make the scan read
+	// without bound.
+	n, err := io.Copy(h, io.LimitReader(f, s.pol.Limits().MaxHashSize+1))
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Equal(*b)
 }

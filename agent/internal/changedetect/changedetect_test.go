@@ -84,6 +84,44 @@ func TestScanReportsChanges(t *testing.T) {
 	}
 }
 
+// A file over the policy's max_hash_size is never read: it is watched by size and modification time.
+func TestLargeFilesAreNotHashed(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	small, big := filepath.Join(dir, "small.conf"), filepath.Join(dir, "big.log")
+	os.WriteFile(small, []byte("tiny"), 0o600)
+	os.WriteFile(big, []byte("more than sixteen bytes"), 0o600)
+	pol, err := policy.New(policy.Config{ReadPaths: []string{dir}, Limits: policy.Limits{MinInterval: time.Second, MaxHashSize: 16}}, policy.Secrets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reps []Report
+	s := NewScanner(slog.New(slog.NewTextHandler(io.Discard, nil)), pol, func(r Report) { reps = append(reps, r) })
+	cfg, _, _ := Parse(json.RawMessage(`{"enabled":true,"paths":["` + dir + `"]}`))
+	if err := s.UpdateConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.Scan(context.Background()) // baseline
+	os.WriteFile(big, []byte("more than sixteen bytes, and longer now"), 0o600)
+	os.WriteFile(filepath.Join(dir, "new.log"), []byte("also more than sixteen bytes"), 0o600)
+	s.Scan(context.Background())
+	if len(reps) != 1 {
+		t.Fatalf("reports %+v", reps)
+	}
+	got := map[string]Change{}
+	for _, c := range reps[0].Changes {
+		got[filepath.Base(c.Path)] = c
+	}
+	if c := got["big.log"]; c.Change != "modified" || c.SHA256 != "" || c.ModTime == nil || c.Size != 39 {
+		t.Fatalf("big file change %+v", c)
+	}
+	if c := got["new.log"]; c.Change != "created" || c.SHA256 != "" || c.ModTime == nil {
+		t.Fatalf("new big file %+v", c)
+	}
+	if _, ok := got["small.conf"]; ok || len(got) != 2 {
+		t.Fatalf("changes %+v", got)
+	}
+}
+
 // TestPolicy: refused by default, allowed under a read root, refused again through .. or a symlink or
 // below the interval floor; denied files inside an allowed root are never hashed.
 func TestPolicy(t *testing.T) {

@@ -66,6 +66,10 @@ type Limits struct {
 	MaxFileSize int64 `yaml:"max_file_size"`
 	// MaxFiles bounds the files one watch_files or change_detection scan visits. Default 10000.
 	MaxFiles int `yaml:"max_files"`
+	// MaxHashSize is the largest file change_detection reads to hash (bytes); a larger file is watched
+	// by its size and modification time only, so a remote config cannot make the agent read a huge
+	// file on every scan. Default 64 MiB.
+	MaxHashSize int64 `yaml:"max_hash_size"`
 	// LabelTimeout bounds one run of a command label. Default 10s.
 	LabelTimeout time.Duration `yaml:"label_timeout"`
 }
@@ -94,6 +98,7 @@ const (
 	DefaultMinInterval  = 5 * time.Second
 	DefaultMaxFileSize  = 1 << 20
 	DefaultMaxFiles     = 10_000
+	DefaultMaxHashSize  = 64 << 20
 	DefaultLabelTimeout = 10 * time.Second
 )
 
@@ -239,7 +244,8 @@ func New(cfg Config, own Secrets) (*Policy, error) {
 		p.denyNet = append(p.denyNet, pfx)
 	}
 	p.limits = cfg.Limits
-	if p.limits.MinInterval < 0 || p.limits.MaxFileSize < 0 || p.limits.MaxFiles < 0 || p.limits.LabelTimeout < 0 {
+	if p.limits.MinInterval < 0 || p.limits.MaxFileSize < 0 || p.limits.MaxFiles < 0 || p.limits.LabelTimeout < 0 ||
+		p.limits.MaxHashSize < 0 {
 		errs = append(errs, errors.New("policy.limits: values must not be negative"))
 	}
 	if p.limits.MinInterval == 0 {
@@ -250,6 +256,9 @@ func New(cfg Config, own Secrets) (*Policy, error) {
 	}
 	if p.limits.MaxFiles == 0 {
 		p.limits.MaxFiles = DefaultMaxFiles
+	}
+	if p.limits.MaxHashSize == 0 {
+		p.limits.MaxHashSize = DefaultMaxHashSize
 	}
 	if p.limits.LabelTimeout == 0 {
 		p.limits.LabelTimeout = DefaultLabelTimeout
