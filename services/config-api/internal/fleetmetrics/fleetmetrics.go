@@ -101,6 +101,12 @@ func (f *Fleet) Run(ctx context.Context) {
 	defer func() {
 		if conn != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			// Unlock before closing: the server ends a closed session (and its locks) only after Close
+			// returns, and another replica should be able to take the lease at once.
+			if f.isLeader() {
+				_, _ = conn.Exec(cctx, "SELECT pg_advisory_unlock($1)", LeaseKey)
+			}
+			f.setLeader(false)
 			_ = conn.Close(cctx)
 			cancel()
 		}
@@ -162,6 +168,12 @@ func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) 
 	f.leader, f.totals, f.at = true, totals, time.Now()
 	f.mu.Unlock()
 	return conn, nil
+}
+
+func (f *Fleet) isLeader() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leader
 }
 
 func (f *Fleet) setLeader(v bool) {
