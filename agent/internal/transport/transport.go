@@ -100,6 +100,9 @@ func Connect(o Options) (*Client, error) {
 		nats.Name("configsync-agent/" + o.AgentID),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
+		// Two authentication errors in a row must not close the connection for good: a JWT renewed a
+		// moment after the old one expired is picked up at the next attempt (credsrenew).
+		nats.IgnoreAuthErrorAbort(),
 		nats.CustomReconnectDelay(ReconnectDelay),
 		nats.CustomInboxPrefix(protocol.InboxPrefix(o.AgentID)),
 		nats.PingInterval(20 * time.Second),
