@@ -20,29 +20,41 @@ var reservedCollectorFields = []string{"type", "name", "enabled", "credential_id
 // CredentialIDs returns the distinct credential_id values of a collectors config in order of first
 // appearance. A missing config has none.
 func CredentialIDs(collectors json.RawMessage) ([]string, error) {
+	var ids []string
+	err := eachCollector(collectors, "credential ids", func(d *document, pos int, c int32) error {
+		id, ok, err := credentialID(d, c, pos)
+		if ok && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// eachCollector parses a collectors config and calls fn with each entry's position and node. A missing
+// config has none; a config that is not an array is an error (what names the caller in errors).
+func eachCollector(collectors json.RawMessage, what string, fn func(d *document, pos int, c int32) error) error {
 	if IsNull(collectors) {
-		return nil, nil
+		return nil
 	}
 	d := getDocument()
 	defer putDocument(d)
 	root, err := d.parse(collectors)
 	if err != nil {
-		return nil, fmt.Errorf("agentconfig: credential ids: %w", err)
+		return fmt.Errorf("agentconfig: %s: %w", what, err)
 	}
 	if d.nodes[root].kind != kindArray {
-		return nil, fmt.Errorf("agentconfig: credential ids: collectors config is not an array")
+		return fmt.Errorf("agentconfig: %s: collectors config is not an array", what)
 	}
-	var ids []string
 	for pos, c := range d.kidsOf(root) {
-		id, ok, err := credentialID(d, c, pos)
-		if err != nil {
-			return nil, fmt.Errorf("agentconfig: credential ids: %w", err)
-		}
-		if ok && !slices.Contains(ids, id) {
-			ids = append(ids, id)
+		if err := fn(d, pos, c); err != nil {
+			return fmt.Errorf("agentconfig: %s: %w", what, err)
 		}
 	}
-	return ids, nil
+	return nil
 }
 
 // credentialID returns the credential_id of collector c at position pos, if it has one.
@@ -204,22 +216,10 @@ func injectFields(collectors json.RawMessage, lookup func(id string) ([]secretFi
 // the backend uses this to refuse delivering rows stored before it did, and to find the rows to move
 // into credentials. A missing config has none; a config that is not an array of objects is an error.
 func InlineSecrets(collectors json.RawMessage) ([]string, error) {
-	if IsNull(collectors) {
-		return nil, nil
-	}
-	d := getDocument()
-	defer putDocument(d)
-	root, err := d.parse(collectors)
-	if err != nil {
-		return nil, fmt.Errorf("agentconfig: inline secrets: %w", err)
-	}
-	if d.nodes[root].kind != kindArray {
-		return nil, fmt.Errorf("agentconfig: inline secrets: collectors config is not an array")
-	}
 	var paths []string
-	for pos, c := range d.kidsOf(root) {
+	err := eachCollector(collectors, "inline secrets", func(d *document, pos int, c int32) error {
 		if d.nodes[c].kind != kindObject {
-			continue
+			return nil
 		}
 		kids := d.kidsOf(c)
 		for j := 0; j < len(kids); j += 2 {
@@ -227,6 +227,10 @@ func InlineSecrets(collectors json.RawMessage) ([]string, error) {
 				paths = append(paths, Collectors+"["+strconv.Itoa(pos)+"]."+name)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return paths, nil
 }
