@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -146,27 +147,32 @@ func TestRPCObserverCountsRequestsErrorsAndBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after := metricstest.Get(t, url)
-	delta := func(name string, l map[string]string) float64 { return after.Value(name, l) - before.Value(name, l) }
-	for _, tc := range []struct {
-		name string
-		l    map[string]string
-		want float64
-	}{
-		{"configsync_rpc_requests_total", map[string]string{"service": "test", "endpoint": "get", "code": "ok"}, 3},
-		{"configsync_rpc_requests_total", map[string]string{"service": "test", "endpoint": "get", "code": protocol.CodeNotFound}, 1},
-		{"configsync_rpc_requests_total", map[string]string{"service": "test", "endpoint": "fetch", "code": "ok"}, 2},
-		{"configsync_rpc_request_duration_seconds", map[string]string{"service": "test", "endpoint": "get"}, 4},
-		{"configsync_rpc_request_duration_seconds", map[string]string{"service": "test", "endpoint": "fetch"}, 2},
-	} {
-		if got := delta(tc.name, tc.l); got != tc.want {
-			t.Errorf("%s%v moved by %v, want %v", tc.name, tc.l, got, tc.want)
+	// The server records a request once its reply is published, so the client may see the reply a
+	// moment before the metric moves: wait for the counts, then they must be exact.
+	testinfra.EventuallyNoError(t, wait, func() error {
+		after := metricstest.Get(t, url)
+		delta := func(name string, l map[string]string) float64 { return after.Value(name, l) - before.Value(name, l) }
+		for _, tc := range []struct {
+			name string
+			l    map[string]string
+			want float64
+		}{
+			{"configsync_rpc_requests_total", map[string]string{"service": "test", "endpoint": "get", "code": "ok"}, 3},
+			{"configsync_rpc_requests_total", map[string]string{"service": "test", "endpoint": "get", "code": protocol.CodeNotFound}, 1},
+			{"configsync_rpc_requests_total", map[string]string{"service": "test", "endpoint": "fetch", "code": "ok"}, 2},
+			{"configsync_rpc_request_duration_seconds", map[string]string{"service": "test", "endpoint": "get"}, 4},
+			{"configsync_rpc_request_duration_seconds", map[string]string{"service": "test", "endpoint": "fetch"}, 2},
+		} {
+			if got := delta(tc.name, tc.l); got != tc.want {
+				return fmt.Errorf("%s%v moved by %v, want %v", tc.name, tc.l, got, tc.want)
+			}
 		}
-	}
-	if got := after.Sum("configsync_rpc_batch_size", map[string]string{"service": "test", "endpoint": "fetch"}) -
-		before.Sum("configsync_rpc_batch_size", map[string]string{"service": "test", "endpoint": "fetch"}); got != 2 {
-		t.Errorf("batch sizes sum moved by %v, want 2 (two requests batched)", got)
-	}
+		if got := after.Sum("configsync_rpc_batch_size", map[string]string{"service": "test", "endpoint": "fetch"}) -
+			before.Sum("configsync_rpc_batch_size", map[string]string{"service": "test", "endpoint": "fetch"}); got != 2 {
+			return fmt.Errorf("batch sizes sum moved by %v, want 2 (two requests batched)", got)
+		}
+		return nil
+	}, "the RPC metrics of 6 answered requests")
 }
 
 // A request whose reply subject the server refuses is counted as dropped.
