@@ -24,6 +24,9 @@ type EffectiveConfig struct {
 	EnvironmentVersion int64           `json:"environment_version,omitempty"`
 	HostVersion        int64           `json:"host_version,omitempty"`
 	Provenance         json.RawMessage `json:"provenance,omitempty"`
+	// Statement is the signed statement of this config for its scope (the environment when the host has
+	// no row of its own for the type, else the agent); set by a resolver that signs.
+	Statement *Signed `json:"statement,omitempty"`
 }
 
 // ResolveRequest asks the resolver for one host's effective configs. Exactly one of HostID and AgentID
@@ -40,6 +43,8 @@ type ResolveRequest struct {
 type ResolveReply struct {
 	Host    HostRef                    `json:"host"`
 	Configs map[string]EffectiveConfig `json:"configs"`
+	// Identity is the host's signed identity statement (agent id -> environment id), when signing is on.
+	Identity *Signed `json:"identity,omitempty"`
 }
 
 // MaxResolveAgents is the most agent ids one ResolveAgentsRequest may carry.
@@ -78,6 +83,8 @@ type AgentError struct {
 type AgentConfigs struct {
 	Host    HostRef        `json:"host"`
 	Configs map[string]int `json:"configs"`
+	// Identity is the host's signed identity statement, when signing is on.
+	Identity *Signed `json:"identity,omitempty"`
 }
 
 // Resolved returns host i of the reply as a ResolveReply (its configs share the reply's data).
@@ -86,7 +93,7 @@ func (r ResolveAgentsReply) Resolved(i int) (ResolveReply, error) {
 		return ResolveReply{}, fmt.Errorf("host %d of %d", i, len(r.Hosts))
 	}
 	h := r.Hosts[i]
-	out := ResolveReply{Host: h.Host, Configs: make(map[string]EffectiveConfig, len(h.Configs))}
+	out := ResolveReply{Host: h.Host, Configs: make(map[string]EffectiveConfig, len(h.Configs)), Identity: h.Identity}
 	for typ, n := range h.Configs {
 		if n < 0 || n >= len(r.Configs) {
 			return ResolveReply{}, fmt.Errorf("host %s: config %s refers to entry %d of %d", h.Host.AgentID, typ, n, len(r.Configs))
