@@ -33,7 +33,9 @@ func (f *Fetcher) Fetch(ctx context.Context, agentID string) (protocol.FetchRepl
 	if res.Err != nil {
 		return protocol.FetchReply{}, res.Err
 	}
-	return *res.Reply, nil
+	reply := *res.Reply
+	reply.Identity = res.Identity
+	return reply, nil
 }
 
 // fetchReply turns a host's effective configs into its fetch reply. Collectors that reference
@@ -45,6 +47,13 @@ func fetchReply(res protocol.ResolveReply) (protocol.FetchReply, *protocol.Effec
 	}
 	var collectors *protocol.EffectiveConfig
 	for typ, ec := range res.Configs {
+		if ec.Statement != nil {
+			// Statements pass through untouched: delivery carries them, it never makes one.
+			if reply.Statements == nil {
+				reply.Statements = make(map[string]protocol.Signed, len(res.Configs))
+			}
+			reply.Statements[typ] = *ec.Statement
+		}
 		if isNull(ec.ConfigData) {
 			reply.Versions[typ] = ec.Version
 			continue
@@ -71,4 +80,5 @@ func addCollectors(reply *protocol.FetchReply, version int64, in injected) {
 // withholdCollectors names collectors in a fetch reply's TypeErrors: they could not be delivered whole.
 func withholdCollectors(reply *protocol.FetchReply, e *protocol.Error) {
 	reply.TypeErrors = map[string]protocol.Error{agentconfig.Collectors: *e}
+	delete(reply.Statements, agentconfig.Collectors)
 }

@@ -18,7 +18,9 @@ import (
 // Reply: it must not be modified.
 type FetchResult struct {
 	Reply *protocol.FetchReply
-	Err   error
+	// Identity is the agent's own signed identity statement (Reply, possibly shared, has none).
+	Identity *protocol.Signed
+	Err      error
 }
 
 // FetchBatch answers the fetches of many agents together, each exactly as Fetch would: one resolver
@@ -40,10 +42,12 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 	// Hosts with the same configs get one reply; hosts sharing a collector list in one scope share
 	// one inject item, so the list's credentials are decrypted once for all of them.
 	replies := make(map[string]*protocol.FetchReply, len(hosts))
+	identities := make(map[string]*protocol.Signed, len(hosts))
 	groups := map[string]*protocol.FetchReply{}
 	lists := map[string]*injectList{}
 	var items []protocol.InjectItem
 	for _, h := range hosts {
+		identities[h.res.Host.AgentID] = h.res.Identity
 		if r, ok := groups[h.group]; ok && h.group != "" {
 			replies[h.res.Host.AgentID] = r
 			continue
@@ -74,7 +78,7 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 	out := make([]FetchResult, len(agentIDs))
 	for i, id := range agentIDs {
 		if r, ok := replies[id]; ok {
-			out[i] = FetchResult{Reply: r}
+			out[i] = FetchResult{Reply: r, Identity: identities[id]}
 			continue
 		}
 		err := errs[id]

@@ -41,12 +41,20 @@ const maxTypes = 256
 type Options struct {
 	// MaxPage caps the hosts of one batch page; 0 means DefaultMaxPage.
 	MaxPage int
+	// Signer, when set, turns signing on: every effective config of a batch or agents reply carries
+	// its signed statement and every host of an agents reply its identity statement. Statements needs
+	// to be set with it.
+	Signer     Signer
+	Statements StatementStore
+	// SignObserver, if set, counts the signatures made.
+	SignObserver SignObserver
 }
 
 // Resolver answers resolve requests from the rows its Store reads.
 type Resolver struct {
 	store   Store
 	maxPage int
+	notary  *notary // nil: signing off
 }
 
 // New returns a Resolver reading through store.
@@ -54,7 +62,11 @@ func New(store Store, opts Options) *Resolver {
 	if opts.MaxPage <= 0 {
 		opts.MaxPage = DefaultMaxPage
 	}
-	return &Resolver{store: store, maxPage: opts.MaxPage}
+	r := &Resolver{store: store, maxPage: opts.MaxPage}
+	if opts.Signer != nil {
+		r.notary = &notary{signer: opts.Signer, store: opts.Statements, observer: opts.SignObserver}
+	}
+	return r
 }
 
 // Resolve returns the effective configs of one host, for the requested types or every registered type.
@@ -110,6 +122,9 @@ func (r *Resolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgents
 	// A host without a row of its own for a type takes its environment's config: merged once per
 	// request and environment, and sent once.
 	shared := map[[2]string]int{}
+	var keys []StatementKey // of reply.Configs, by index
+	var clients []string
+	var found []Host
 	for _, id := range ids {
 		hl, ok := byAgent[id]
 		if !ok {
@@ -117,6 +132,7 @@ func (r *Resolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgents
 			continue
 		}
 		host := protocol.AgentConfigs{Host: hostRef(hl.Host), Configs: make(map[string]int, len(types))}
+		found = append(found, hl.Host)
 		for _, t := range types {
 			env, hasEnv := hl.Layers.Environment[t]
 			over, hasHost := hl.Layers.Host[t]
@@ -134,12 +150,30 @@ func (r *Resolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgents
 			}
 			n := len(reply.Configs)
 			reply.Configs = append(reply.Configs, ec)
+			keys = append(keys, StatementKey{Scope: scopeOf(hl.Host, hasHost), ConfigType: t, Version: ec.Version})
+			clients = append(clients, hl.Host.ClientID)
 			if !hasHost {
 				shared[key] = n
 			}
 			host.Configs[t] = n
 		}
 		reply.Hosts = append(reply.Hosts, host)
+	}
+	if r.notary != nil {
+		pending := make([]pendingStatement, len(keys))
+		for i, k := range keys {
+			pending[i] = pendingStatement{key: k, clientID: clients[i], ec: &reply.Configs[i]}
+		}
+		if err := r.notary.attach(ctx, pending); err != nil {
+			return protocol.ResolveAgentsReply{}, fmt.Errorf("resolve agents: %w", err)
+		}
+		ids, err := r.notary.identities(ctx, found)
+		if err != nil {
+			return protocol.ResolveAgentsReply{}, fmt.Errorf("resolve agents: %w", err)
+		}
+		for i := range reply.Hosts {
+			reply.Hosts[i].Identity = ids[found[i].ID]
+		}
 	}
 	return reply, nil
 }

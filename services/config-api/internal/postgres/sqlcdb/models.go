@@ -61,6 +61,16 @@ type ConfigRevision struct {
 	CreatedAt     time.Time
 }
 
+type ConfigStatement struct {
+	Scope      string
+	ConfigType string
+	Version    int64
+	Statement  []byte
+	KeyID      string
+	Signature  []byte
+	CreatedAt  time.Time
+}
+
 type ConsoleSession struct {
 	IDHash    []byte
 	TokenID   uuid.UUID
@@ -141,6 +151,14 @@ type HostConfigApplyStatus struct {
 	AppliedAt  time.Time
 	UpdatedAt  time.Time
 	AckSeq     int64
+}
+
+type HostIdentityStatement struct {
+	HostID    uuid.UUID
+	Statement []byte
+	KeyID     string
+	Signature []byte
+	CreatedAt time.Time
 }
 
 type NatsRevocation struct {
