@@ -176,7 +176,7 @@ func (s *stack) environment() error {
 			return err
 		}
 	}
-	if os.Getenv("RESOLVER_VAULT_ADDR") == "" {
+	if os.Getenv("RESOLVER_VAULT_ADDR") == "" && os.Getenv("RESOLVER_SIGNING_KEY_FILE") != "" {
 		// The signing key is generated on the first start; agents trust its public half.
 		keys, err := resolver.EnsureSigningKeyFile(os.Getenv("RESOLVER_SIGNING_KEY_FILE"))
 		if err != nil {
