@@ -266,3 +266,43 @@ func TestTrustRequired(t *testing.T) {
 		t.Fatalf("skip_verify not logged:\n%s", r.logs.String())
 	}
 }
+
+// TestKeyRotationByFetch: the fetch reply carries a trusted-key list {k1, k2} signed by k1, which the
+// agent (trusting k1 only) adopts and persists; configs signed by k2 then apply, configs by k1 still do,
+// and after a restart without a backend the rotated set still verifies the cache. A key in no list
+// (k3) is refused with signature_invalid.
+func TestKeyRotationByFetch(t *testing.T) {
+	ns := startNATS(t, agentID, 0)
+	k1, k2, k3 := newAuthority(t, "k1"), newAuthority(t, "k2"), newAuthority(t, "k3")
+	list := signing.TrustedKeysStatement{Kind: signing.KindTrustedKeys, Version: 2,
+		Keys: []signing.PublicKey{{ID: "k1", PublicKey: k1.pub}, {ID: "k2", PublicKey: k2.pub}}}
+	labels := `{"static":{"env":"k2"}}`
+	be := newBackend(t, ns.ClientURL(), agentID, protocol.FetchReply{
+		Configs:     map[string]json.RawMessage{"labels": json.RawMessage(labels)},
+		Versions:    map[string]int64{"labels": 3},
+		Statements:  map[string]protocol.Signed{"labels": *k2.config("labels", 3, labels, signing.EnvironmentScope(envA))},
+		Identity:    k1.identity(agentID, envA),
+		TrustedKeys: k1.sign(list),
+	})
+	dir := t.TempDir()
+	r := start(t, signedConfig(t, ns.ClientURL(), dir, k1))
+	be.waitFor("k2's config applied", func() bool { a, ok := be.ackFor("labels", 3); return ok && a.Status == protocol.AckApplied })
+	be.pushSigned("labels", 4, `{"static":{"env":"k1"}}`, k1.config("labels", 4, `{"static":{"env":"k1"}}`, signing.AgentScope(agentID)))
+	be.waitFor("k1's push applied", func() bool { a, ok := be.ackFor("labels", 4); return ok && a.Status == protocol.AckApplied })
+	be.pushSigned("labels", 5, `{"static":{"env":"k3"}}`, k3.config("labels", 5, `{"static":{"env":"k3"}}`, signing.AgentScope(agentID)))
+	be.waitFor("k3's push refused", func() bool { _, ok := be.failedAck("labels", 5); return ok })
+	if a, _ := be.ackFor("labels", 5); !strings.HasPrefix(a.Error, protocol.CodeSignatureInvalid) {
+		t.Fatalf("k3's push acked %q", a.Error)
+	}
+	be.pushSigned("labels", 6, `{"static":{"env":"k2"}}`, k2.config("labels", 6, `{"static":{"env":"k2"}}`, signing.AgentScope(agentID)))
+	be.waitFor("k2's push applied", func() bool { a, ok := be.ackFor("labels", 6); return ok && a.Status == protocol.AckApplied })
+	r.stop(t)
+
+	// Restart with no backend: the rotated set (from trust.json) verifies k2's cached entry.
+	cfg := signedConfig(t, "nats://127.0.0.1:"+itoa(freePort(t)), dir, k1)
+	cfg.FetchTimeout = 200 * 1e6
+	r2 := start(t, cfg)
+	if src := r2.source("labels"); src != configsync.SourceCache || r2.a.labels.Labels()["env"] != "k2" {
+		t.Fatalf("after restart labels from %s: %v", src, r2.a.labels.Labels())
+	}
+}

@@ -25,6 +25,9 @@ type FetchReply struct {
 	// Identity binds the agent to its environment, so environment-scoped statements can be checked.
 	Statements map[string]Signed `json:"statements,omitempty"`
 	Identity   *Signed           `json:"identity,omitempty"`
+	// TrustedKeys is a signed list of trusted keys (rotation): the agent adopts it when a key it trusts
+	// signed it and it is newer than the last one it accepted.
+	TrustedKeys *Signed `json:"trusted_keys,omitempty"`
 }
 
 // Command types sent on CommandSubject.

@@ -70,6 +70,8 @@ type ResolveAgentsReply struct {
 	Missing   []string          `json:"missing,omitempty"`
 	Remaining []string          `json:"remaining,omitempty"`
 	Failed    []AgentError      `json:"failed,omitempty"`
+	// TrustedKeys is the current signed trusted-key list (key rotation), when the resolver has one.
+	TrustedKeys *Signed `json:"trusted_keys,omitempty"`
 }
 
 // AgentError is an agent a request could not answer, and why.

@@ -46,6 +46,9 @@ type Config struct {
 	VaultToken      string `env:"RESOLVER_VAULT_TOKEN"`
 	VaultMount      string `env:"RESOLVER_VAULT_TRANSIT_MOUNT" default:"transit"`
 	VaultSigningKey string `env:"RESOLVER_VAULT_SIGNING_KEY" default:"configsync-signing"`
+	// TrustedKeysFile holds a signed trusted-key list (`resolver sign-trusted-keys` writes one) that
+	// every fetch reply carries, so agents adopt a rotated key set without touching their YAML.
+	TrustedKeysFile string `env:"RESOLVER_TRUSTED_KEYS_FILE"`
 }
 
 // Module registers the resolver micro service on the app's NATS connection for the app's lifetime.
@@ -87,6 +90,11 @@ func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metr
 	opts := resolve.Options{MaxPage: cfg.BatchMaxPage}
 	if signer != nil {
 		opts.Signer, opts.Statements, opts.SignObserver = signer, store, m.Signatures()
+	}
+	if cfg.TrustedKeysFile != "" {
+		if opts.TrustedKeys, err = readTrustedKeys(cfg.TrustedKeysFile); err != nil {
+			return nil, err
+		}
 	}
 	r := resolve.New(store, opts)
 	return &Service{api: natsapi.New(r, natsapi.Options{

@@ -38,6 +38,7 @@ var StartupOrder = func() []string {
 
 // Verifier checks signed statements (trust.Verifier).
 type Verifier interface {
+	Rotate(s *protocol.Signed) error
 	SetIdentity(s *protocol.Signed) error
 	Config(configType string, version int64, data json.RawMessage, secretFields []string, s *protocol.Signed) error
 }
@@ -166,6 +167,10 @@ func (s *Syncer) populate(reply *protocol.FetchReply) (map[string]int64, map[str
 	var cleanup []configcache.Change
 	before := s.Cache.ConfigVersions()
 	if s.Trust != nil {
+		// A new trusted-key list first: the statements of this reply may already use a new key.
+		if err := s.Trust.Rotate(reply.TrustedKeys); err != nil {
+			s.Log.Warn("fetched trusted-key list refused", "error", err)
+		}
 		if err := s.Trust.SetIdentity(reply.Identity); err != nil {
 			// Environment-wide configs cannot be checked without it; each is refused below.
 			s.Log.Warn("fetched identity statement refused", "error", err)

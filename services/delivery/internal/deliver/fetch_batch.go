@@ -53,6 +53,7 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 			continue
 		}
 		reply, collectors := fetchReply(h.res)
+		reply.TrustedKeys = h.trustedKeys
 		replies[h.res.Host.AgentID] = &reply
 		if h.group != "" {
 			groups[h.group] = &reply
@@ -95,6 +96,8 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 type resolvedHost struct {
 	res   protocol.ResolveReply
 	group string
+	// trustedKeys is the resolver's signed trusted-key list, passed on to the agent untouched.
+	trustedKeys *protocol.Signed
 }
 
 // injectList is one distinct collector list of a batch and the replies (of distinct configs) that
@@ -202,7 +205,7 @@ func expand(reply protocol.ResolveAgentsReply, request int) ([]resolvedHost, err
 		}
 		slices.Sort(key)
 		group := strconv.Itoa(request) + "\x00" + h.Host.ClientID + "\x00" + h.Host.EnvironmentID + "\x00" + strings.Join(key, ",")
-		hosts[i] = resolvedHost{res: res, group: group}
+		hosts[i] = resolvedHost{res: res, group: group, trustedKeys: reply.TrustedKeys}
 	}
 	return hosts, nil
 }

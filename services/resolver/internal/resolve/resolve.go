@@ -48,6 +48,8 @@ type Options struct {
 	Statements StatementStore
 	// SignObserver, if set, counts the signatures made.
 	SignObserver SignObserver
+	// TrustedKeys, if set, is the signed trusted-key list every agents reply carries (key rotation).
+	TrustedKeys *protocol.Signed
 }
 
 // Resolver answers resolve requests from the rows its Store reads.
@@ -55,6 +57,7 @@ type Resolver struct {
 	store   Store
 	maxPage int
 	notary  *notary // nil: signing off
+	trusted *protocol.Signed
 }
 
 // New returns a Resolver reading through store.
@@ -62,7 +65,7 @@ func New(store Store, opts Options) *Resolver {
 	if opts.MaxPage <= 0 {
 		opts.MaxPage = DefaultMaxPage
 	}
-	r := &Resolver{store: store, maxPage: opts.MaxPage}
+	r := &Resolver{store: store, maxPage: opts.MaxPage, trusted: opts.TrustedKeys}
 	if opts.Signer != nil {
 		r.notary = &notary{signer: opts.Signer, store: opts.Statements, observer: opts.SignObserver}
 	}
@@ -118,7 +121,7 @@ func (r *Resolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgents
 	for _, hl := range hosts {
 		byAgent[hl.Host.AgentID] = hl
 	}
-	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{}, Hosts: make([]protocol.AgentConfigs, 0, len(hosts))}
+	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{}, Hosts: make([]protocol.AgentConfigs, 0, len(hosts)), TrustedKeys: r.trusted}
 	// A host without a row of its own for a type takes its environment's config: merged once per
 	// request and environment, and sent once.
 	shared := map[[2]string]int{}
