@@ -23,9 +23,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/configsync/configsync/libs/natsauth"
-	"github.com/configsync/configsync/services/resolver"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
 	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/resolver"
 )
 
 // onlineWindow is CONFIGSYNC_ONLINE_WINDOW for config-api and delivery: ten agent heartbeats.
