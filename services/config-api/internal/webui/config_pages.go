@@ -15,9 +15,9 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
-	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 )
 
 // scope is the level a config page addresses: an environment default or a host override.
