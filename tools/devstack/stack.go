@@ -23,6 +23,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
@@ -69,6 +70,7 @@ func (s *stack) start(ctx context.Context) error {
 		logging.Module,
 		// One registry and one /metrics listener for the five services of this process.
 		metrics.Module,
+		tracing.Module("configsync-devstack"),
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

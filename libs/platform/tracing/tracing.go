@@ -66,7 +66,7 @@ func SampleRatio() (float64, error) {
 // batched) and returns its shutdown, which flushes what is buffered. Without the variable it installs
 // nothing and returns a no-op shutdown.
 func Setup(ctx context.Context, service, version string) (func(context.Context) error, error) {
-	if os.Getenv(EnvEndpoint) == "" {
+	if !Enabled() {
 		return func(context.Context) error { return nil }, nil
 	}
 	ratio, err := SampleRatio()
@@ -87,6 +87,9 @@ func NewProvider(service, version string, ratio float64, opts ...sdktrace.Tracer
 	res := resource.NewSchemaless(attribute.String("service.name", service), attribute.String("service.version", version))
 	return sdktrace.NewTracerProvider(append([]sdktrace.TracerProviderOption{sdktrace.WithSampler(Sampler(ratio)), sdktrace.WithResource(res)}, opts...)...)
 }
+
+// Enabled reports whether OTEL_EXPORTER_OTLP_ENDPOINT turns export on.
+func Enabled() bool { return os.Getenv(EnvEndpoint) != "" }
 
 // Tracer is the named tracer of the global provider (a no-op until Setup or a test installs one).
 func Tracer(name string) trace.Tracer { return otel.Tracer(name) }

@@ -18,6 +18,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
@@ -42,6 +43,7 @@ func main() {
 	fx.New(
 		logging.Module,
 		metrics.Module,
+		tracing.Module("config-api"),
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

@@ -33,8 +33,8 @@ type commands struct {
 	published *prometheus.CounterVec
 }
 
-func (c *commands) Publish(agentID string, command []byte) error {
-	err := c.CommandPublisher.Publish(agentID, command)
+func (c *commands) Publish(ctx context.Context, agentID string, command []byte) error {
+	err := c.CommandPublisher.Publish(ctx, agentID, command)
 	if err != nil {
 		c.published.WithLabelValues("error").Inc()
 	} else {
