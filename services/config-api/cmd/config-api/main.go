@@ -18,10 +18,10 @@ import (
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
 	"github.com/configsync/configsync/libs/platform/metrics"
-	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	configapi "github.com/configsync/configsync/services/config-api"
 )
 

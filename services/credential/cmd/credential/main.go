@@ -9,9 +9,9 @@ import (
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
 	"github.com/configsync/configsync/libs/platform/metrics"
-	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/credential"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
 	"github.com/configsync/configsync/libs/platform/metrics"
-	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/delivery"
 )
 
