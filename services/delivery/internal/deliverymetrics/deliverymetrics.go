@@ -68,7 +68,10 @@ func QueueDepth(m *metrics.Metrics, queued func() int) {
 func Repairs(m *metrics.Metrics, stats func() deliver.RepairStats) {
 	metrics.RegisterCounterSnapshot(m, "delivery_repair_received_total",
 		"Repair requests from anti-entropy and the hosts they named.", "unit",
-		func() map[string]int64 { s := stats(); return map[string]int64{"requests": s.Requests, "hosts": s.Hosts} })
+		func() map[string]int64 {
+			s := stats()
+			return map[string]int64{"requests": s.Requests, "hosts": s.Hosts}
+		})
 	metrics.RegisterCounterSnapshot(m, "delivery_repair_commands_total",
 		"Repairs by result: published (a config_update sent), withheld (the type cannot be delivered whole), failed (host not resolved or publish refused).", "result",
 		func() map[string]int64 {
