@@ -5,26 +5,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/configsync/configsync/libs/protocol"
 )
 
-type applyStatus struct {
-	ConfigType string `json:"config_type"`
-	Version    int64  `json:"version"`
-	Deleted    bool   `json:"deleted"`
-	Targets    int    `json:"targets"`
-	Applied    int    `json:"applied"`
-	Failed     int    `json:"failed"`
-	Pending    int    `json:"pending"`
-	Offline    int    `json:"offline"`
-	OtherHosts int    `json:"other_hosts"`
-	TopErrors  []struct {
-		Error string `json:"error"`
-		Hosts int    `json:"hosts"`
-	} `json:"top_errors"`
-	SlowestApplyMS *int64     `json:"slowest_apply_ms"`
-	SlowestHostID  *uuid.UUID `json:"slowest_host_id"`
-	Done           bool       `json:"done"`
-}
+type applyStatus = protocol.ApplyStatus
 
 // TestApplyStatus: the status of an environment's current version counts its targets by their acks,
 // pending while online (by the host's own heartbeat interval too) and offline apart; hosts a newer
@@ -81,7 +66,7 @@ func TestApplyStatus(t *testing.T) {
 		st.TopErrors[1].Error != "disk full" || st.TopErrors[1].Hosts != 1 {
 		t.Fatalf("top errors = %+v", st.TopErrors)
 	}
-	if st.SlowestApplyMS == nil || *st.SlowestApplyMS != 2500 || st.SlowestHostID == nil || *st.SlowestHostID != applied {
+	if st.SlowestApplyMS == nil || *st.SlowestApplyMS != 2500 || st.SlowestHostID == nil || *st.SlowestHostID != applied.String() {
 		t.Fatalf("slowest = %v ms on %v, want 2500 ms on %s", st.SlowestApplyMS, st.SlowestHostID, applied)
 	}
 

@@ -10,26 +10,12 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/configsync/configsync/libs/protocol"
 )
 
 // applyStatus is the API's answer to GET .../agent-configs/{type}/status.
-type applyStatus struct {
-	ConfigType string `json:"config_type"`
-	Version    int64  `json:"version"`
-	Deleted    bool   `json:"deleted"`
-	Targets    int    `json:"targets"`
-	Applied    int    `json:"applied"`
-	Failed     int    `json:"failed"`
-	Pending    int    `json:"pending"`
-	Offline    int    `json:"offline"`
-	OtherHosts int    `json:"other_hosts"`
-	TopErrors  []struct {
-		Error string `json:"error"`
-		Hosts int    `json:"hosts"`
-	} `json:"top_errors"`
-	SlowestApplyMS *int64 `json:"slowest_apply_ms"`
-	Done           bool   `json:"done"`
-}
+type applyStatus protocol.ApplyStatus
 
 // line is the one-line progress summary -watch repeats.
 func (s applyStatus) line() string {

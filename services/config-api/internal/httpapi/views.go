@@ -273,40 +273,17 @@ func nullIfEmpty(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// applyStatusView is how far a version has been applied (applystatus.Status).
-type applyStatusView struct {
-	ConfigType     string           `json:"config_type"`
-	Version        int64            `json:"version"`
-	Deleted        bool             `json:"deleted"`
-	WrittenAt      time.Time        `json:"written_at"`
-	Targets        int              `json:"targets"`
-	Applied        int              `json:"applied"`
-	Failed         int              `json:"failed"`
-	Pending        int              `json:"pending"`
-	Offline        int              `json:"offline"`
-	OtherHosts     int              `json:"other_hosts"`
-	TopErrors      []errorCountView `json:"top_errors"`
-	SlowestApplyMS *int64           `json:"slowest_apply_ms"`
-	SlowestHostID  *uuid.UUID       `json:"slowest_host_id"`
-	Done           bool             `json:"done"`
-}
-
-type errorCountView struct {
-	Error string `json:"error"`
-	Hosts int    `json:"hosts"`
-}
-
-func viewApplyStatus(s applystatus.Status) applyStatusView {
-	v := applyStatusView{
+func viewApplyStatus(s applystatus.Status) protocol.ApplyStatus {
+	v := protocol.ApplyStatus{
 		ConfigType: s.ConfigType, Version: s.Version, Deleted: !s.Present, WrittenAt: s.WrittenAt,
 		Targets: s.Targets, Applied: s.Applied, Failed: s.Failed, Pending: s.Pending, Offline: s.Offline,
-		OtherHosts: s.Others, TopErrors: make([]errorCountView, len(s.TopErrors)), Done: s.Done(),
+		OtherHosts: s.Others, TopErrors: make([]protocol.ApplyErrorCount, len(s.TopErrors)), Done: s.Done(),
 	}
 	for i, e := range s.TopErrors {
-		v.TopErrors[i] = errorCountView{Error: e.Error, Hosts: e.Hosts}
+		v.TopErrors[i] = protocol.ApplyErrorCount{Error: e.Error, Hosts: e.Hosts}
 	}
 	if s.SlowestHost.Valid {
-		ms, id := s.SlowestApply.Milliseconds(), s.SlowestHost.UUID
+		ms, id := s.SlowestApply.Milliseconds(), s.SlowestHost.UUID.String()
 		v.SlowestApplyMS, v.SlowestHostID = &ms, &id
 	}
 	return v
