@@ -108,15 +108,12 @@ func loadOf(r *scenario.Result) string {
 	return fmt.Sprintf("%.1f → %.1f", r.LoadAverage[0], r.LoadAverage[1])
 }
 
+// dur shows a duration to 0.1 ms (µs below a millisecond).
 func dur(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
 	}
+	return d.Round(100 * time.Microsecond).String()
 }
 
 // Rows evaluates every target against the runs (nil: not run).
