@@ -69,6 +69,40 @@ SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-00
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
 
+-- name: FetchHostsByAgentIDs :many
+-- The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows of the
+-- given types, in one round trip, tagged by level as in LayersByHostID; but an 'environment' row
+-- carries only the version of its environment's row, never its data (config_data is always NULL): the
+-- resolver keeps environments' effective configs in memory, keyed by that version, and reads an
+-- environment's data only when its cached version is not the current one. This version check is how
+-- every resolver replica sees every write without listening to events. Every access is an index
+-- lookup by key (hosts by agent_id, host_configs and environment_configs by primary key).
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.agent_id = ANY (@agent_ids::text[]) AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY (@config_types::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, NULL::jsonb, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
+
+-- name: EnvironmentRows :many
+-- The rows of the given types of the given environments (config_data NULL = tombstone): what
+-- FetchHostsByAgentIDs found newer than the resolver's cache.
+SELECT ec.environment_id, ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (@environment_ids::uuid[]) AND ec.config_type = ANY (@config_types::text[]);
+
 -- name: BatchEnvironment :one
 -- The environment (for its client) and its row of one type, if any (version NULL = no row).
 SELECT e.client_id, ec.config_data, ec.version

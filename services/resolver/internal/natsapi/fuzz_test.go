@@ -40,6 +40,22 @@ func (s fuzzStore) LayersByAgentIDs(_ context.Context, agentIDs, _ []string) ([]
 	return []resolve.HostLayers{s.layers()}, nil
 }
 
+func (s fuzzStore) FetchRows(_ context.Context, agentIDs, _ []string) (resolve.FetchRows, error) {
+	if !slices.Contains(agentIDs, fuzzHost.AgentID) {
+		return resolve.FetchRows{}, nil
+	}
+	l := s.layers()
+	return resolve.FetchRows{Hosts: []resolve.FetchHost{{Host: fuzzHost, Overrides: l.Layers.Host}},
+		EnvironmentVersions: map[string]map[string]int64{fuzzHost.EnvironmentID: {"healthcheck": 1}}}, nil
+}
+
+func (s fuzzStore) EnvironmentRows(_ context.Context, envIDs, _ []string) (map[string]map[string]agentconfig.Layer, error) {
+	if !slices.Contains(envIDs, fuzzHost.EnvironmentID) {
+		return nil, nil
+	}
+	return map[string]map[string]agentconfig.Layer{fuzzHost.EnvironmentID: s.layers().Layers.Environment}, nil
+}
+
 func (fuzzStore) EnvironmentLayer(_ context.Context, envID, _ string) (resolve.EnvironmentLayer, error) {
 	if envID != fuzzHost.EnvironmentID {
 		return resolve.EnvironmentLayer{}, resolve.ErrNotFound

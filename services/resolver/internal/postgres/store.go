@@ -108,6 +108,68 @@ func (s *Store) LayersByAgentIDs(ctx context.Context, agentIDs, types []string) 
 	return hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDsRow) layerRow { return layerRow(r) })), nil
 }
 
+// FetchRows returns the non-revoked hosts of agentIDs with their own rows of types and the versions of
+// their environments' rows (not their data), in one query (FetchHostsByAgentIDs).
+func (s *Store) FetchRows(ctx context.Context, agentIDs, types []string) (resolve.FetchRows, error) {
+	rows, err := s.q.FetchHostsByAgentIDs(ctx, sqlcdb.FetchHostsByAgentIDsParams{AgentIds: agentIDs, ConfigTypes: types})
+	if err != nil {
+		return resolve.FetchRows{}, fmt.Errorf("postgres: read hosts and their rows: %w", err)
+	}
+	out := resolve.FetchRows{EnvironmentVersions: map[string]map[string]int64{}}
+	index := map[uuid.UUID]int{}
+	overrides := map[uuid.UUID]map[string]agentconfig.Layer{}
+	for _, r := range rows {
+		switch r.Level {
+		case "host":
+			index[r.HostID] = len(out.Hosts)
+			out.Hosts = append(out.Hosts, resolve.FetchHost{Host: resolve.Host{
+				ID: r.HostID.String(), AgentID: r.AgentID, ClientID: r.ClientID.String(), EnvironmentID: r.EnvironmentID.String(),
+			}})
+		case "override":
+			if overrides[r.HostID] == nil {
+				overrides[r.HostID] = map[string]agentconfig.Layer{}
+			}
+			overrides[r.HostID][r.ConfigType] = agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
+		case "environment":
+			env := r.EnvironmentID.String()
+			if out.EnvironmentVersions[env] == nil {
+				out.EnvironmentVersions[env] = map[string]int64{}
+			}
+			out.EnvironmentVersions[env][r.ConfigType] = r.Version
+		}
+	}
+	for id, rows := range overrides {
+		if i, ok := index[id]; ok {
+			out.Hosts[i].Overrides = rows
+		}
+	}
+	return out, nil
+}
+
+// EnvironmentRows returns the rows of types of the given environments, in one query.
+func (s *Store) EnvironmentRows(ctx context.Context, environmentIDs, types []string) (map[string]map[string]agentconfig.Layer, error) {
+	ids := make([]uuid.UUID, len(environmentIDs))
+	for i, id := range environmentIDs {
+		var err error
+		if ids[i], err = uuid.Parse(id); err != nil {
+			return nil, fmt.Errorf("postgres: environment id: %w", err)
+		}
+	}
+	rows, err := s.q.EnvironmentRows(ctx, sqlcdb.EnvironmentRowsParams{EnvironmentIds: ids, ConfigTypes: types})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read environment rows: %w", err)
+	}
+	out := make(map[string]map[string]agentconfig.Layer, len(environmentIDs))
+	for _, r := range rows {
+		env := r.EnvironmentID.String()
+		if out[env] == nil {
+			out[env] = map[string]agentconfig.Layer{}
+		}
+		out[env][r.ConfigType] = agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
+	}
+	return out, nil
+}
+
 // hostLayers assembles the level-tagged rows of a layers query into hosts. The hosts of one
 // environment share its Environment map (read only).
 func hostLayers(rows []layerRow) []resolve.HostLayers {
