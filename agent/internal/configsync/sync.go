@@ -54,6 +54,11 @@ type Syncer struct {
 	OnApplied func(Resolved, error)
 	// RetryDelay overrides the background fetch backoff (tests).
 	RetryDelay func(attempt int) time.Duration
+
+	// serverDelay is how long the backend asked to be left alone after the last failed fetch (its
+	// retry_after_ms), to be waited before the next one; 0: none. Only the goroutine fetching touches it
+	// (Startup, then Background).
+	serverDelay time.Duration
 }
 
 func (s *Syncer) tracer() trace.Tracer {
@@ -119,7 +124,27 @@ func (s *Syncer) fetch(ctx context.Context) (*protocol.FetchReply, error) {
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return s.Fetcher.Fetch(ctx)
+	reply, err := s.Fetcher.Fetch(ctx)
+	s.serverDelay, _ = ServerRetryAfter(err)
+	return reply, err
+}
+
+// Bounds on a backend's retry_after_ms: the value arrives over NATS, so it is untrusted input; a
+// hostile or broken value can neither make the agent hammer the backend nor give up on it.
+const (
+	minServerRetry = 100 * time.Millisecond
+	maxServerRetry = 5 * time.Minute
+)
+
+// ServerRetryAfter is the delay a failed fetch's error reply asked for (an "unavailable" refusal with
+// retry_after_ms, sent by a delivery whose queue is full), clamped to sane bounds.
+func ServerRetryAfter(err error) (time.Duration, bool) {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnavailable || pe.RetryAfterMS <= 0 {
+		return 0, false
+	}
+	d := time.Duration(min(pe.RetryAfterMS, maxServerRetry.Milliseconds())) * time.Millisecond
+	return max(d, minServerRetry), true
 }
 
 // apply invokes the type's callback; configs that came fresh from NATS are acknowledged at their
@@ -257,11 +282,21 @@ func (s *Syncer) Resync(ctx context.Context, reply *protocol.FetchReply) {
 }
 
 // Background re-fetches until a fetch succeeds (when the startup fetch failed) and again each time
-// trigger fires (a reconnect), retrying with backoff. It returns when ctx is done.
+// trigger fires (a reconnect), retrying with backoff. A backend that refused a fetch because it is
+// busy says when to come back (retry_after_ms): that delay is waited before the next attempt, in place
+// of the agent's own backoff, and a reconnect does not cut it short. It returns when ctx is done.
 func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan struct{}) {
 	for {
 		if needFetch {
 			for attempt := 0; ; attempt++ {
+				if d := s.serverDelay; d > 0 {
+					s.serverDelay = 0
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(d):
+					}
+				}
 				reply, err := s.fetch(ctx)
 				if err == nil {
 					s.Log.Info("config fetch succeeded", "attempt", attempt+1)
@@ -270,6 +305,10 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 				}
 				if ctx.Err() != nil {
 					return
+				}
+				if d := s.serverDelay; d > 0 {
+					s.Log.Info("config fetch refused by a busy backend; retrying when it asks", "error", err, "retry_in", d)
+					continue
 				}
 				d := retryDelay(attempt)
 				if s.RetryDelay != nil {
