@@ -144,16 +144,16 @@ type Batcher struct {
 	handle BatchHandler
 	opts   BatchOptions
 
-	srv      *Server
-	queue    chan *Request
-	slots    chan struct{}
+	srv   *Server
+	queue chan *Request
+	slots chan struct{}
 	// served and refused measure the answering rate and the refusals, for the retry delay a refused
 	// request is given.
 	served, refused rateMeter
-	mu       sync.Mutex
-	closed   bool
-	stopping chan struct{}
-	done     chan struct{}
+	mu              sync.Mutex
+	closed          bool
+	stopping        chan struct{}
+	done            chan struct{}
 }
 
 // NewBatcher returns a batcher answering with handle.
