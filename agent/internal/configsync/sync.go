@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -125,26 +124,8 @@ func (s *Syncer) fetch(ctx context.Context) (*protocol.FetchReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	reply, err := s.Fetcher.Fetch(ctx)
-	s.serverDelay, _ = ServerRetryAfter(err)
+	s.serverDelay, _ = protocol.ServerRetryAfter(err)
 	return reply, err
-}
-
-// Bounds on a backend's retry_after_ms: the value arrives over NATS, so it is untrusted input; a
-// hostile or broken value can neither make the agent hammer the backend nor give up on it.
-const (
-	minServerRetry = 100 * time.Millisecond
-	maxServerRetry = 5 * time.Minute
-)
-
-// ServerRetryAfter is the delay a failed fetch's error reply asked for (an "unavailable" refusal with
-// retry_after_ms, sent by a delivery whose queue is full), clamped to sane bounds.
-func ServerRetryAfter(err error) (time.Duration, bool) {
-	var pe *protocol.Error
-	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnavailable || pe.RetryAfterMS <= 0 {
-		return 0, false
-	}
-	d := time.Duration(min(pe.RetryAfterMS, maxServerRetry.Milliseconds())) * time.Millisecond
-	return max(d, minServerRetry), true
 }
 
 // apply invokes the type's callback; configs that came fresh from NATS are acknowledged at their
@@ -310,7 +291,7 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 					s.Log.Info("config fetch refused by a busy backend; retrying when it asks", "error", err, "retry_in", d)
 					continue
 				}
-				d := retryDelay(attempt)
+				d := protocol.FetchBackoff(attempt)
 				if s.RetryDelay != nil {
 					d = s.RetryDelay(attempt)
 				}
@@ -333,11 +314,3 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 	}
 }
 
-// retryDelay grows from 1 s to 60 s with jitter.
-func retryDelay(attempt int) time.Duration {
-	d := time.Minute
-	if attempt < 6 {
-		d = time.Second << attempt
-	}
-	return d/2 + rand.N(d/2+1)
-}

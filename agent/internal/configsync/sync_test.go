@@ -347,29 +347,3 @@ func TestBackgroundHonoursServerRetryAfter(t *testing.T) {
 		}
 	}
 }
-
-// retry_after_ms is untrusted input: honoured only on an unavailable refusal, and clamped.
-func TestServerRetryAfter(t *testing.T) {
-	busy := func(code string, ms int64) error {
-		return fmt.Errorf("config fetch: backend error: %w", &protocol.Error{Code: code, Message: "m", RetryAfterMS: ms})
-	}
-	cases := []struct {
-		err  error
-		want time.Duration
-		ok   bool
-	}{
-		{busy(protocol.CodeUnavailable, 1500), 1500 * time.Millisecond, true},
-		{busy(protocol.CodeUnavailable, 1), minServerRetry, true},
-		{busy(protocol.CodeUnavailable, 1<<50), maxServerRetry, true},
-		{busy(protocol.CodeUnavailable, -5), 0, false},
-		{busy(protocol.CodeUnavailable, 0), 0, false},
-		{busy(protocol.CodeNotFound, 1500), 0, false},
-		{errors.New("nats: timeout"), 0, false},
-		{nil, 0, false},
-	}
-	for _, c := range cases {
-		if got, ok := ServerRetryAfter(c.err); got != c.want || ok != c.ok {
-			t.Errorf("%v: %v %v, want %v %v", c.err, got, ok, c.want, c.ok)
-		}
-	}
-}
