@@ -313,4 +313,3 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 		}
 	}
 }
-
