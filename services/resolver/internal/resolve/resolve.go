@@ -1,7 +1,10 @@
 // Package resolve computes hosts' effective configs: it merges the environment default of each config
 // type with the host's override (libs/agentconfig does the type-specific merge) and answers the
-// resolver's two use cases, one host with all or some types and one type across a page of an
-// environment's hosts. It reads rows through the Store port and knows nothing of SQL or NATS.
+// resolver's use cases: one host with all or some types (Resolve); a batch of agents' fetches as the
+// distinct configs and the distinct sets they form, each with its hosts (ResolveSets, the contract
+// delivery builds its replies from, with environment-level configs cached by row version); and one type
+// across a page of an environment's hosts (ResolveBatch). It reads rows through the Store port and knows
+// nothing of SQL or NATS.
 package resolve
 
 import (
