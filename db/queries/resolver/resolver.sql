@@ -25,8 +25,8 @@ FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
 
 -- name: LayersByAgentID :many
--- LayersByAgentIDs for one agent. Its parameters are scalars, so PostgreSQL soon settles on one generic
--- plan for it instead of planning each fetch anew (an array parameter keeps it re-planning).
+-- LayersByHostID by agent id (a single resolve by agent). Its parameters are scalars, so PostgreSQL soon
+-- settles on one generic plan for it instead of planning each request anew.
 WITH h AS MATERIALIZED (
     SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
     FROM hosts hs
@@ -45,29 +45,6 @@ SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-00
        ec.config_type, ec.config_data, ec.version
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
-
--- name: LayersByAgentIDs :many
--- The non-revoked hosts of the given agent ids (unknown ones are left out) with their config rows of
--- the given types at both levels, in one round trip, tagged as in LayersByHostID. The rows of an
--- environment are sent once, however many of its hosts are asked for.
-WITH h AS MATERIALIZED (
-    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
-    FROM hosts hs
-    WHERE hs.agent_id = ANY (@agent_ids::text[]) AND hs.revoked_at IS NULL
-)
-SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
-       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
-FROM h
-UNION ALL
-SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
-       hc.config_type, hc.config_data, hc.version
-FROM host_configs hc
-WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY (@config_types::text[])
-UNION ALL
-SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
-       ec.config_type, ec.config_data, ec.version
-FROM environment_configs ec
-WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
 
 -- name: FetchHostsByAgentIDs :many
 -- The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows of the

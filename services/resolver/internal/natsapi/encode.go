@@ -76,14 +76,27 @@ func encodeBatchReply(reply protocol.ResolveBatchReply, maxBytes int) (json.RawM
 // appendBatchHost appends h's JSON encoding. Hosts without an override are the bulk of a page, so
 // they are written directly when no character needs escaping.
 func appendBatchHost(buf []byte, h protocol.BatchHost) ([]byte, error) {
-	if h.Override == nil && plainJSON(h.HostID) && plainJSON(h.AgentID) {
-		buf = append(buf, `{"host_id":"`...)
-		buf = append(buf, h.HostID...)
-		buf = append(buf, `","agent_id":"`...)
-		buf = append(buf, h.AgentID...)
-		return append(buf, `"}`...), nil
+	if h.Override == nil {
+		return appendHostIDs(buf, h.HostID, h.AgentID, h)
 	}
-	b, err := json.Marshal(h)
+	return appendJSON(buf, h)
+}
+
+// appendHostIDs appends {"host_id":…,"agent_id":…}, directly when no character needs escaping, else
+// the JSON encoding of v (which must encode to the same object).
+func appendHostIDs(buf []byte, hostID, agentID string, v any) ([]byte, error) {
+	if !plainJSON(hostID) || !plainJSON(agentID) {
+		return appendJSON(buf, v)
+	}
+	buf = append(buf, `{"host_id":"`...)
+	buf = append(buf, hostID...)
+	buf = append(buf, `","agent_id":"`...)
+	buf = append(buf, agentID...)
+	return append(buf, `"}`...), nil
+}
+
+func appendJSON(buf []byte, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return buf, err
 	}
@@ -236,18 +249,7 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 // appendSetHost appends h's JSON encoding, directly when no character needs escaping (the bulk of a
 // reply is hosts).
 func appendSetHost(buf []byte, h protocol.SetHost) ([]byte, error) {
-	if plainJSON(h.HostID) && plainJSON(h.AgentID) {
-		buf = append(buf, `{"host_id":"`...)
-		buf = append(buf, h.HostID...)
-		buf = append(buf, `","agent_id":"`...)
-		buf = append(buf, h.AgentID...)
-		return append(buf, `"}`...), nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return buf, err
-	}
-	return append(buf, b...), nil
+	return appendHostIDs(buf, h.HostID, h.AgentID, h)
 }
 
 // appendList appends the encoded items as a JSON array.

@@ -33,11 +33,11 @@ func (s fuzzStore) LayersByHostID(_ context.Context, id string, _ []string) (res
 	return s.layers(), nil
 }
 
-func (s fuzzStore) LayersByAgentIDs(_ context.Context, agentIDs, _ []string) ([]resolve.HostLayers, error) {
-	if !slices.Contains(agentIDs, fuzzHost.AgentID) {
-		return nil, nil
+func (s fuzzStore) LayersByAgentID(_ context.Context, agentID string, _ []string) (resolve.HostLayers, error) {
+	if agentID != fuzzHost.AgentID {
+		return resolve.HostLayers{}, resolve.ErrNotFound
 	}
-	return []resolve.HostLayers{s.layers()}, nil
+	return s.layers(), nil
 }
 
 func (s fuzzStore) FetchRows(_ context.Context, agentIDs, _ []string) (resolve.FetchRows, error) {

@@ -42,7 +42,7 @@ func NewStore(db DB) *Store {
 	return &Store{db: o, q: sqlcdb.New(o)}
 }
 
-// layerRow is a row of LayersByHostID and LayersByAgentIDs (sqlc generates one identical type for each).
+// layerRow is a row of LayersByHostID and LayersByAgentID (sqlc generates one identical type for each).
 type layerRow = struct {
 	Level         string
 	HostID        uuid.UUID
@@ -90,22 +90,18 @@ func (s *Store) LayersByHostID(ctx context.Context, hostID string, types []strin
 	return hosts[0], nil
 }
 
-// LayersByAgentIDs returns the non-revoked hosts of agentIDs (unknown ones are left out) with their
-// rows of types at both levels, in one query that reads each environment's rows once (one agent: a
-// variant of it with scalar parameters, which PostgreSQL plans once).
-func (s *Store) LayersByAgentIDs(ctx context.Context, agentIDs, types []string) ([]resolve.HostLayers, error) {
-	if len(agentIDs) == 1 {
-		rows, err := s.q.LayersByAgentID(ctx, sqlcdb.LayersByAgentIDParams{AgentID: agentIDs[0], ConfigTypes: types})
-		if err != nil {
-			return nil, fmt.Errorf("postgres: read host and config rows: %w", err)
-		}
-		return hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDRow) layerRow { return layerRow(r) })), nil
-	}
-	rows, err := s.q.LayersByAgentIDs(ctx, sqlcdb.LayersByAgentIDsParams{AgentIds: agentIDs, ConfigTypes: types})
+// LayersByAgentID returns the non-revoked host of agentID and its rows of types at both levels, in one
+// query with scalar parameters (which PostgreSQL plans once).
+func (s *Store) LayersByAgentID(ctx context.Context, agentID string, types []string) (resolve.HostLayers, error) {
+	rows, err := s.q.LayersByAgentID(ctx, sqlcdb.LayersByAgentIDParams{AgentID: agentID, ConfigTypes: types})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: read hosts and config rows: %w", err)
+		return resolve.HostLayers{}, fmt.Errorf("postgres: read host and config rows: %w", err)
 	}
-	return hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDsRow) layerRow { return layerRow(r) })), nil
+	hosts := hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDRow) layerRow { return layerRow(r) }))
+	if len(hosts) == 0 {
+		return resolve.HostLayers{}, fmt.Errorf("postgres: agent: %w", resolve.ErrNotFound)
+	}
+	return hosts[0], nil
 }
 
 // FetchRows returns the non-revoked hosts of agentIDs with their own rows of types and the versions of

@@ -76,15 +76,14 @@ func (s *fakeStore) LayersByHostID(_ context.Context, id string, types []string)
 	return s.layers(h.Host, types), nil
 }
 
-func (s *fakeStore) LayersByAgentIDs(_ context.Context, agentIDs, types []string) ([]resolve.HostLayers, error) {
+func (s *fakeStore) LayersByAgentID(_ context.Context, agentID string, types []string) (resolve.HostLayers, error) {
 	s.agentCalls++
-	var out []resolve.HostLayers
 	for _, h := range s.hosts {
-		if slices.Contains(agentIDs, h.AgentID) && !h.revoked {
-			out = append(out, s.layers(h.Host, types))
+		if h.AgentID == agentID && !h.revoked {
+			return s.layers(h.Host, types), nil
 		}
 	}
-	return out, nil
+	return resolve.HostLayers{}, fmt.Errorf("fake: %w", resolve.ErrNotFound)
 }
 
 func (s *fakeStore) FetchRows(_ context.Context, agentIDs, types []string) (resolve.FetchRows, error) {

@@ -142,16 +142,14 @@ func (r *Resolver) lookupHost(ctx context.Context, req protocol.ResolveRequest, 
 		if !protocol.ValidAgentID(req.AgentID) {
 			return HostLayers{}, fmt.Errorf("%w: agent_id must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
 		}
-		hosts, err := r.store.LayersByAgentIDs(ctx, []string{req.AgentID}, types)
+		hl, err := r.store.LayersByAgentID(ctx, req.AgentID, types)
+		if errors.Is(err, ErrNotFound) {
+			return HostLayers{}, fmt.Errorf("%w: agent %s", ErrNotFound, req.AgentID)
+		}
 		if err != nil {
 			return HostLayers{}, fmt.Errorf("resolve: agent %s: %w", req.AgentID, err)
 		}
-		for _, hl := range hosts {
-			if hl.Host.AgentID == req.AgentID {
-				return hl, nil
-			}
-		}
-		return HostLayers{}, fmt.Errorf("%w: agent %s", ErrNotFound, req.AgentID)
+		return hl, nil
 	default:
 		return HostLayers{}, fmt.Errorf("%w: host_id or agent_id is required", ErrInvalidRequest)
 	}

@@ -80,10 +80,9 @@ type FetchRows struct {
 type Store interface {
 	// LayersByHostID returns the host with its rows of the given types at both levels, in one query.
 	LayersByHostID(ctx context.Context, hostID string, types []string) (HostLayers, error)
-	// LayersByAgentIDs returns the hosts of the given agent ids, each with its rows of the given types
-	// at both levels, in one query. Unknown and revoked agents are left out (no error). Hosts of one
-	// environment may share its Environment map: callers must not modify Layers.
-	LayersByAgentIDs(ctx context.Context, agentIDs, types []string) ([]HostLayers, error)
+	// LayersByAgentID returns the host of the agent id with its rows of the given types at both levels,
+	// in one query.
+	LayersByAgentID(ctx context.Context, agentID string, types []string) (HostLayers, error)
 	// FetchRows returns the hosts of the given agent ids (unknown and revoked ones left out) with their
 	// own rows of the given types and their environments' row versions, in one query.
 	FetchRows(ctx context.Context, agentIDs, types []string) (FetchRows, error)
