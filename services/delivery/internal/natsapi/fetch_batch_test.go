@@ -18,7 +18,7 @@ import (
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
 
-// gatedResolver resolves every agent to the same labels config. While gate is set, ResolveAgents
+// gatedResolver resolves every agent to the same labels config. While gate is set, ResolveSets
 // waits for it to be closed (or, unless holdPastDeadline, for its context); it records the agents of
 // each request.
 type gatedResolver struct {
