@@ -61,6 +61,11 @@ Fleet:
   hosts reissue-creds  <hostID> -creds-out PATH [-force]
                                              new NATS credentials for a host (re-enrolment; old ones revoked)
   drift       <envID>                        hosts whose hash or versions differ (exit 7 when any)
+  status      env|host <id> <type> [-watch [-timeout 10m] [-interval 2s]]
+                                             how far the current version is applied: targets applied,
+                                             failed (top errors), pending, offline, slowest apply; -watch
+                                             repeats the line until every online target answered (exit 1
+                                             on timeout)
 History:
   history     env|host <id> <type>
   rollback    env|host <id> <type> <revision>

@@ -105,7 +105,7 @@ type recorder struct {
 	acks    []protocol.Ack
 }
 
-func (r *recorder) PublishAck(a protocol.Ack) error {
+func (r *recorder) PublishAck(_ context.Context, a protocol.Ack) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.acks = append(r.acks, a)

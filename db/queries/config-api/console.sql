@@ -82,25 +82,6 @@ WHERE h.environment_id = @environment_id
 ORDER BY h.hostname, h.id
 LIMIT @max_rows;
 
--- name: ApplyProgress :one
--- How the active hosts of an environment stand with one config type at a version: acknowledged as
--- applied or failed at that version or later, or still pending.
-SELECT count(*)::bigint AS active,
-       count(s.id) FILTER (WHERE s.status = 'applied' AND s.version >= @version)::bigint AS applied,
-       count(s.id) FILTER (WHERE s.status = 'failed' AND s.version >= @version)::bigint AS failed
-FROM hosts h
-LEFT JOIN host_config_apply_status s ON s.host_id = h.id AND s.config_type = @config_type
-WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL;
-
--- name: ApplyTopErrors :many
-SELECT COALESCE(s.error, '')::text AS error, count(*)::bigint AS hosts
-FROM hosts h
-JOIN host_config_apply_status s ON s.host_id = h.id AND s.config_type = @config_type
-WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL AND s.status = 'failed' AND s.version >= @version
-GROUP BY s.error
-ORDER BY hosts DESC, error
-LIMIT @max_rows;
-
 -- name: ListAuditEvents :many
 -- A page of the audit log, newest first, restricted to one client unless client_filter is NULL (admin).
 SELECT id, actor, client_id, action, object, detail, created_at

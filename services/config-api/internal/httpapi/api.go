@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
@@ -40,6 +41,7 @@ type Services struct {
 	Credentials *credentials.Service
 	Drift       *drift.Detector
 	Audit       *audit.Service
+	ApplyStatus *applystatus.Service
 }
 
 // Options tune the API.
@@ -113,6 +115,7 @@ func (a *API) routes() []route {
 		{method: http.MethodDelete, path: envConfig, h: a.deleteConfig(scopeEnvironment)},
 		{method: http.MethodGet, path: envConfig + "/revisions", h: a.revisions(scopeEnvironment)},
 		{method: http.MethodPost, path: envConfig + "/rollback", h: a.rollback(scopeEnvironment)},
+		{method: http.MethodGet, path: envConfig + "/status", h: a.applyStatus(scopeEnvironment)},
 
 		{method: http.MethodGet, path: host, h: a.getHost},
 		{method: http.MethodDelete, path: host, h: a.revokeHost},
@@ -123,6 +126,7 @@ func (a *API) routes() []route {
 		{method: http.MethodDelete, path: hostCfg, h: a.deleteConfig(scopeHost)},
 		{method: http.MethodGet, path: hostCfg + "/revisions", h: a.revisions(scopeHost)},
 		{method: http.MethodPost, path: hostCfg + "/rollback", h: a.rollback(scopeHost)},
+		{method: http.MethodGet, path: hostCfg + "/status", h: a.applyStatus(scopeHost)},
 	}
 }
 

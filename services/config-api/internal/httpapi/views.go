@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
@@ -270,4 +271,20 @@ func nullIfEmpty(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return raw
+}
+
+func viewApplyStatus(s applystatus.Status) protocol.ApplyStatus {
+	v := protocol.ApplyStatus{
+		ConfigType: s.ConfigType, Version: s.Version, Deleted: !s.Present, WrittenAt: s.WrittenAt,
+		Targets: s.Targets, Applied: s.Applied, Failed: s.Failed, Pending: s.Pending, Offline: s.Offline,
+		OtherHosts: s.Others, TopErrors: make([]protocol.ApplyErrorCount, len(s.TopErrors)), Done: s.Done(),
+	}
+	for i, e := range s.TopErrors {
+		v.TopErrors[i] = protocol.ApplyErrorCount{Error: e.Error, Hosts: e.Hosts}
+	}
+	if s.SlowestHost.Valid {
+		ms, id := s.SlowestApply.Milliseconds(), s.SlowestHost.UUID.String()
+		v.SlowestApplyMS, v.SlowestHostID = &ms, &id
+	}
+	return v
 }

@@ -169,7 +169,7 @@ type fakePublisher struct {
 	refuse  map[string]bool
 }
 
-func (p *fakePublisher) Publish(agentID string, command []byte) error {
+func (p *fakePublisher) Publish(_ context.Context, agentID string, command []byte) error {
 	if p.refuse[agentID] {
 		return fmt.Errorf("connection closed")
 	}

@@ -31,8 +31,9 @@ type Injector interface {
 
 // CommandPublisher sends encoded commands to agents, best effort.
 type CommandPublisher interface {
-	// Publish queues command for agentID; it may return before the command is on the wire.
-	Publish(agentID string, command []byte) error
+	// Publish queues command for agentID; it may return before the command is on the wire. The
+	// message carries ctx's trace context, if any, to the agent.
+	Publish(ctx context.Context, agentID string, command []byte) error
 	// Flush waits until everything published so far has reached the message server.
 	Flush(ctx context.Context) error
 }

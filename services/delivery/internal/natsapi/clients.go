@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/configsync/configsync/libs/platform/natsrpc"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -72,9 +74,15 @@ var _ deliver.CommandPublisher = (*CommandPublisher)(nil)
 // NewCommandPublisher returns a publisher on nc.
 func NewCommandPublisher(nc *nats.Conn) *CommandPublisher { return &CommandPublisher{nc: nc} }
 
-// Publish implements deliver.CommandPublisher; nc copies command before returning.
-func (p *CommandPublisher) Publish(agentID string, command []byte) error {
-	return p.nc.Publish(protocol.CommandSubject(agentID), command)
+// Publish implements deliver.CommandPublisher; nc copies command before returning. Untraced (always
+// while tracing is off) it is a plain publish without headers.
+func (p *CommandPublisher) Publish(ctx context.Context, agentID string, command []byte) error {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return p.nc.Publish(protocol.CommandSubject(agentID), command)
+	}
+	msg := &nats.Msg{Subject: protocol.CommandSubject(agentID), Data: command}
+	tracing.Inject(ctx, msg)
+	return p.nc.PublishMsg(msg)
 }
 
 // Flush implements deliver.CommandPublisher.

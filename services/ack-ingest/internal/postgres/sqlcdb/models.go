@@ -170,4 +170,5 @@ type Outbox struct {
 	PublishedAt *time.Time
 	Attempts    int32
 	LastError   *string
+	Traceparent *string
 }

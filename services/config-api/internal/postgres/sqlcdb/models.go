@@ -160,4 +160,5 @@ type Outbox struct {
 	PublishedAt *time.Time
 	Attempts    int32
 	LastError   *string
+	Traceparent *string
 }
