@@ -199,8 +199,8 @@ func NewService(store Store, environments Environments, guard *tenancy.Guard, id
 	return &Service{store: store, environments: environments, guard: guard, identity: identity, now: time.Now}
 }
 
-// Register adds a host to an environment and audits it (host_registered). An empty agentID is generated
-// (a UUID); a given one (admin only) must be usable as a NATS subject token.
+// Register adds a host to an environment with its inventory labels and audits it (host_registered). An
+// empty AgentID is generated (a UUID); a given one (admin only) must be usable as a NATS subject token.
 func (s *Service) Register(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, reg Registration) (Host, error) {
 	reg, field, rule := reg.normalize(p)
 	if field != "" {
