@@ -126,13 +126,13 @@ func TestHostInventoryLabels(t *testing.T) {
 		status             int
 		message            string
 	}{
-		{"PATCH", "/api/v1/hosts/" + canary.ID.String(), `{"labels": {"bad key": "x"}}`, 400, `label key "bad key"`},
-		{"PATCH", "/api/v1/hosts/" + canary.ID.String(), `{"labels": {"k": "-x"}}`, 400, `label "k": value "-x"`},
+		{"PATCH", "/api/v1/hosts/" + canary.ID.String(), `{"labels": {"bad key": "x"}}`, 400, `labels: key "bad key" must be`},
+		{"PATCH", "/api/v1/hosts/" + canary.ID.String(), `{"labels": {"k": "-x"}}`, 400, `labels: "k": value "-x" must be`},
 		{"PATCH", "/api/v1/hosts/" + canary.ID.String(), `{"labels": {}}`, 400, "at least one label"},
 		{"PATCH", "/api/v1/hosts/" + canary.ID.String(), `{"lables": {"k": "v"}}`, 400, "lables"},
 		{"PATCH", "/api/v1/hosts/" + b.host.String(), `{"labels": {"k": "v"}}`, 404, "not found"},
-		{"POST", envPath + "/hosts", `{"hostname": "x", "labels": {"k": "a b"}}`, 400, "labels"},
-		{"POST", envPath + "/hosts/batch", `{"hosts": [{"hostname": "y"}, {"hostname": "x", "labels": {"": "v"}}]}`, 400, "hosts[1].labels"},
+		{"POST", envPath + "/hosts", `{"hostname": "x", "labels": {"k": "a b"}}`, 400, `labels "k": value "a b" must be`},
+		{"POST", envPath + "/hosts/batch", `{"hosts": [{"hostname": "y"}, {"hostname": "x", "labels": {"": "v"}}]}`, 400, `hosts[1].labels: key "" must be`},
 		{"POST", envPath + "/hosts/labels", fmt.Sprintf(`{"host_ids": [%q, %q], "labels": {"k": "v"}}`, canary.ID, b.host), 404, "host_ids[1]"},
 		{"POST", envPath + "/hosts/labels", `{"host_ids": [], "labels": {"k": "v"}}`, 400, "host_ids"},
 	}

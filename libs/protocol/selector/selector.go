@@ -80,10 +80,10 @@ func (l Labels) Validate() error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(l)) {
 		if !ValidKey(k) {
-			return fmt.Errorf("label key %q %s", truncate(k), RuleKey)
+			return fmt.Errorf("key %q %s", truncate(k), RuleKey)
 		}
 		if !ValidValue(l[k]) {
-			return fmt.Errorf("label %q: value %q %s", k, truncate(l[k]), RuleValue)
+			return fmt.Errorf("%q: value %q %s", k, truncate(l[k]), RuleValue)
 		}
 	}
 	return nil

@@ -35,7 +35,7 @@ func (lp LabelPatch) validate(field string) error {
 	}
 	for _, k := range lp.Remove {
 		if !selector.ValidKey(k) {
-			return fault.Invalidf("%s: label key %q %s", field, k, selector.RuleKey)
+			return fault.Invalidf("%s: key %q %s", field, k, selector.RuleKey)
 		}
 	}
 	return nil
