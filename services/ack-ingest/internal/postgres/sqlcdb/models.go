@@ -100,6 +100,16 @@ type EnvironmentConfig struct {
 	UpdatedAt     time.Time
 }
 
+type HeartbeatBatch struct {
+	HostID              uuid.UUID
+	AgentVersion        string
+	ConfigHash          string
+	ConfigVersion       int64
+	ConfigVersions      []byte
+	ReceivedAt          time.Time
+	HeartbeatIntervalMs int64
+}
+
 type Host struct {
 	ID                  uuid.UUID
 	ClientID            uuid.UUID
