@@ -65,7 +65,8 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.environment_id = @environment_id
   AND (@hostname_like::text = '' OR h.hostname ILIKE '%' || @hostname_like::text || '%')

@@ -117,6 +117,7 @@ type Host struct {
 	HeartbeatIntervalMs *int64
 	NatsExpiresAt       *time.Time
 	NatsUnexpiring      bool
+	InventoryLabels     []byte
 }
 
 type HostConfig struct {

@@ -107,6 +107,7 @@ func (a *API) routes() []route {
 		{method: http.MethodPost, path: env + "/hosts", h: a.registerHost},
 		{method: http.MethodPost, path: env + "/hosts/batch", h: a.registerHosts},
 		{method: http.MethodPost, path: env + "/hosts/revoke", h: a.revokeHosts},
+		{method: http.MethodPost, path: env + "/hosts/labels", h: a.labelHosts},
 		{method: http.MethodGet, path: env + "/hosts", h: a.listHosts},
 		{method: http.MethodGet, path: env + "/drift", h: a.drift},
 		{method: http.MethodGet, path: env + "/agent-configs", h: a.listEnvironmentConfigs},
@@ -119,6 +120,7 @@ func (a *API) routes() []route {
 
 		{method: http.MethodGet, path: host, h: a.getHost},
 		{method: http.MethodDelete, path: host, h: a.revokeHost},
+		{method: http.MethodPatch, path: host, h: a.patchHost},
 		{method: http.MethodPost, path: host + "/credentials", h: a.reissueCredentials},
 		{method: http.MethodGet, path: host + "/agent-configs", h: a.listHostConfigs},
 		{method: http.MethodGet, path: hostCfg, h: a.getHostConfig},

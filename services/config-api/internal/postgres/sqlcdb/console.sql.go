@@ -421,7 +421,8 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.environment_id = $1
   AND ($2::text = '' OR h.hostname ILIKE '%' || $2::text || '%')
@@ -466,6 +467,7 @@ type SearchHostsRow struct {
 	ApplyStatus         []byte
 	HeartbeatIntervalMs *int64
 	Repairs             []byte
+	InventoryLabels     []byte
 }
 
 // A page of an environment's hosts by hostname (then id), filtered by a hostname substring and a state:
@@ -504,6 +506,7 @@ func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]Sea
 			&i.ApplyStatus,
 			&i.HeartbeatIntervalMs,
 			&i.Repairs,
+			&i.InventoryLabels,
 		); err != nil {
 			return nil, err
 		}
