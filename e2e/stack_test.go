@@ -39,6 +39,8 @@ type stackOptions struct {
 	agents []string
 	// configAPIEnv is added to config-api's environment (NAME=value).
 	configAPIEnv []string
+	// serviceEnv is added to every service's environment (NAME=value).
+	serviceEnv []string
 }
 
 // service is one replica of a backend service.
@@ -269,6 +271,7 @@ func (s *stack) serviceEnv(kind, name, httpAddr, metricsAddr string) []string {
 		"HTTP_SHUTDOWN_TIMEOUT=3s",
 		"CONFIGSYNC_ONLINE_WINDOW="+onlineWindow.String(),
 	)
+	env = append(env, s.opts.serviceEnv...)
 	switch kind {
 	case "config-api":
 		env = append(env,

@@ -253,7 +253,9 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.client.Store(client)
 	a.shipper.SetPublisher(client.Publish)
-	if _, err := client.SubscribeCommands(func(data []byte) { a.handler.HandleMessage(ctx, data) }); err != nil {
+	if _, err := client.SubscribeCommands(func(data []byte, h nats.Header) {
+		a.handler.HandleMessage(transport.TraceContext(ctx, h), data)
+	}); err != nil {
 		client.Close(context.Background())
 		return fmt.Errorf("agentrun: %w", err)
 	}
@@ -447,12 +449,12 @@ func (a *agent) healthChecks() []healthcheck.Check {
 // ackPublisher and fetcher bind the transport lazily: the handler exists before the connection.
 type ackPublisher struct{ a *agent }
 
-func (p ackPublisher) PublishAck(ack protocol.Ack) error {
+func (p ackPublisher) PublishAck(ctx context.Context, ack protocol.Ack) error {
 	c := p.a.client.Load()
 	if c == nil {
 		return errors.New("not connected")
 	}
-	return c.PublishAck(ack)
+	return c.PublishAck(ctx, ack)
 }
 
 type fetcher struct{ a *agent }

@@ -95,6 +95,7 @@ func newService(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap
 	entropy := ingest.NewAntiEntropy(store, natsapi.NewRepairPublisher(js.Conn()), ingest.RepairOptions{
 		Backoff: cfg.RepairBackoff, MaxBackoff: cfg.RepairMaxBackoff, Grace: cfg.RepairGrace,
 	}, log)
+	ingestmetrics.Repairs(m, entropy.Stats)
 	ingester := ingest.NewIngester(ingestmetrics.Store(store, m), ingest.NewHostDirectory(store, cfg.HostCacheSize), entropy, log)
 	return &Service{ingester: ingester, entropy: entropy, consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
 		BatchSize:     cfg.BatchSize,

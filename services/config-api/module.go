@@ -23,6 +23,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/config-api/bootstrap"
 	"github.com/configsync/configsync/services/config-api/internal/agentidentity"
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
@@ -164,6 +165,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 	configSvc := configs.NewService(store, tenantSvc, hostSvc, resolver, guard)
 	tokenSvc := tokens.NewService(store, guard)
 	auditSvc := audit.NewService(store)
+	statusSvc := applystatus.NewService(store, tenantSvc, hostSvc, onlineWindow(cfg.OnlineWindow))
 	svc := httpapi.Services{
 		Tokens:      tokenSvc,
 		Tenants:     tenantSvc,
@@ -172,6 +174,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 		Credentials: credentials.NewService(creds, configSvc, tenantSvc, guard),
 		Drift:       drift.NewDetector(tenantSvc, store, resolver, creds, cfg.OnlineWindow),
 		Audit:       auditSvc,
+		ApplyStatus: statusSvc,
 	}
 	console, err := webui.New(webui.Services{
 		Sessions:    sessions.NewService(store, tokenSvc, guard, cfg.ConsoleSessionTTL),
@@ -182,6 +185,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 		Drift:       svc.Drift,
 		Fleet:       fleet.NewService(store, tenantSvc, onlineWindow(cfg.OnlineWindow)),
 		Audit:       auditSvc,
+		ApplyStatus: statusSvc,
 	}, log.Named("console"), webui.Options{PublicURL: cfg.PublicURL})
 	if err != nil {
 		return nil, err

@@ -122,6 +122,7 @@ func newService(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logg
 		Observer:  m.RPC(),
 	}, log)
 	deliverymetrics.QueueDepth(m, fetch.Queued)
+	deliverymetrics.Repairs(m, repairer.Stats)
 	return &Service{
 		nc:       nc,
 		repairer: repairer,

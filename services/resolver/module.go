@@ -97,6 +97,7 @@ func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metr
 		}
 	}
 	r := resolve.New(store, opts)
+	registerEnvCacheMetrics(m, r.EnvCacheStats)
 	return &Service{api: natsapi.New(r, natsapi.Options{
 		Workers:        cfg.Workers,
 		BatchWorkers:   cfg.BatchWorkers,

@@ -62,10 +62,13 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 }
 
 // getAll GETs every page of a list route that pages with next_after (answer) and after (query), and
-// returns the pages' data arrays joined as one JSON array.
-func (c *client) getAll(ctx context.Context, path string) (json.RawMessage, error) {
+// returns the pages' data arrays joined as one JSON array. query (may be nil) goes with every page.
+func (c *client) getAll(ctx context.Context, path string, query url.Values) (json.RawMessage, error) {
 	var all []json.RawMessage
 	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
 	for {
 		raw, _, err := c.send(ctx, http.MethodGet, path, q, nil)
 		if err != nil {

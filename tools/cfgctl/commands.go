@@ -47,6 +47,8 @@ func (k *commands) dispatch(ctx context.Context, args []string) error {
 				return k.hostsRevoke(ctx, args[2:])
 			case "reissue-creds":
 				return k.hostReissueCreds(ctx, args[2:])
+			case "label":
+				return k.hostsLabel(ctx, args[2:])
 			}
 		}
 		return k.hosts(ctx, args[1:])
@@ -54,6 +56,8 @@ func (k *commands) dispatch(ctx context.Context, args []string) error {
 		return k.credentials(ctx, args[1:])
 	case "drift":
 		return k.drift(ctx, args[1:])
+	case "status":
+		return k.status(ctx, args[1:])
 	case "history":
 		return k.history(ctx, args[1:])
 	case "rollback":
@@ -232,10 +236,17 @@ func (k *commands) hostShow(ctx context.Context, args []string) error {
 }
 
 func (k *commands) hosts(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("hosts", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sel := fs.String("selector", "", "inventory label selector (e.g. role=web,region in (eu,us))")
+	args, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(args) != 1 {
 		return usagef("hosts needs an environment id")
 	}
-	raw, err := k.c.getAll(ctx, "/api/v1/environments/"+url.PathEscape(args[0])+"/hosts")
+	raw, err := k.c.getAll(ctx, "/api/v1/environments/"+url.PathEscape(args[0])+"/hosts", selectorQuery(*sel))
 	if err != nil {
 		return err
 	}
@@ -247,20 +258,27 @@ func (k *commands) hosts(ctx context.Context, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(k.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tHOSTNAME\tAGENT ID\tONLINE\tLAST HEARTBEAT\tCONFIG VERSION\tCONFIG HASH")
+	fmt.Fprintln(tw, "ID\tHOSTNAME\tAGENT ID\tONLINE\tLAST HEARTBEAT\tCONFIG VERSION\tCONFIG HASH\tLABELS")
 	for _, h := range hosts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", text(h["id"]), text(h["hostname"]), text(h["agent_id"]),
-			text(h["online"]), text(h["last_heartbeat_at"]), text(h["config_version"]), short(text(h["config_hash"])))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", text(h["id"]), text(h["hostname"]), text(h["agent_id"]),
+			text(h["online"]), text(h["last_heartbeat_at"]), text(h["config_version"]), short(text(h["config_hash"])), labelsText(h["labels"]))
 	}
 	return tw.Flush()
 }
 
 func (k *commands) drift(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("drift", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sel := fs.String("selector", "", "check only the hosts whose inventory labels match")
+	args, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(args) != 1 {
 		return usagef("drift needs an environment id")
 	}
 	var raw json.RawMessage
-	if err := k.c.do(ctx, http.MethodGet, "/api/v1/environments/"+url.PathEscape(args[0])+"/drift", nil, nil, &raw); err != nil {
+	if err := k.c.do(ctx, http.MethodGet, "/api/v1/environments/"+url.PathEscape(args[0])+"/drift", selectorQuery(*sel), nil, &raw); err != nil {
 		return err
 	}
 	var hosts []map[string]any

@@ -50,8 +50,8 @@ Host overrides and effective configs:
   host delete <hostID> <type> [-if-match VERSION]
   host show   <hostID>                       host, heartbeat state and apply status
 Fleet:
-  hosts       <envID>                        hosts with heartbeat, hash, versions, online
-  hosts register       <envID> <hostname> [-agent-id ID] [-creds-out PATH [-force]]
+  hosts       <envID> [-selector SEL]         hosts with heartbeat, hash, versions, online, labels
+  hosts register       <envID> <hostname> [-agent-id ID] [-label k=v]... [-creds-out PATH [-force]]
                                              register one host; its NATS credentials go to PATH (0600);
                                              -agent-id needs an admin token (the server chooses ids)
   hosts register-batch <envID> -f HOSTSFILE [-creds-dir DIR [-force]]
@@ -60,7 +60,15 @@ Fleet:
   hosts revoke         <envID> <hostID>...   revoke hosts, 1,000 per request (one NATS account update each)
   hosts reissue-creds  <hostID> -creds-out PATH [-force]
                                              new NATS credentials for a host (re-enrolment; old ones revoked)
-  drift       <envID>                        hosts whose hash or versions differ (exit 7 when any)
+  hosts label <hostID> k=v... k-...          set (k=v) or remove (k-) one host's inventory labels
+  hosts label -env <envID> -selector SEL k=v... k-...
+                                             the same on every matching host, 1,000 per request
+  drift       <envID> [-selector SEL]        hosts whose hash or versions differ (exit 7 when any)
+  status      env|host <id> <type> [-watch [-timeout 10m] [-interval 2s]]
+                                             how far the current version is applied: targets applied,
+                                             failed (top errors), pending, offline, slowest apply; -watch
+                                             repeats the line until every online target answered (exit 1
+                                             on timeout)
 History:
   history     env|host <id> <type>
   rollback    env|host <id> <type> <revision>

@@ -26,6 +26,8 @@ import (
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
+	"github.com/configsync/configsync/libs/platform/tracing/otlpsink"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
 	configapi "github.com/configsync/configsync/services/config-api"
 	"github.com/configsync/configsync/services/credential"
@@ -49,6 +51,28 @@ type stack struct {
 	agentStop  context.CancelFunc
 	agentDone  sync.WaitGroup
 	agentError error
+	// traceSink receives the services' spans when CONFIGSYNC_TRACE_SINK is set (measuring tracing's
+	// cost without a collector).
+	traceSink *otlpsink.Sink
+}
+
+// EnvTraceSink turns on export to an in-process OTLP receiver that counts the spans and keeps none:
+// with CONFIGSYNC_TRACE_SAMPLE_RATIO=1 it shows what tracing every write costs (tools/loadgen passes
+// its environment on). An operator's own OTEL_EXPORTER_OTLP_ENDPOINT wins.
+const EnvTraceSink = "CONFIGSYNC_TRACE_SINK"
+
+// startTraceSink starts the sink when asked for and points the exporter at it.
+func (s *stack) startTraceSink() error {
+	if os.Getenv(EnvTraceSink) == "" || tracing.Enabled() {
+		return nil
+	}
+	sink, err := otlpsink.Start("127.0.0.1:0", false)
+	if err != nil {
+		return fmt.Errorf("trace sink: %w", err)
+	}
+	s.traceSink = sink
+	s.log.Info("tracing to an in-process OTLP sink", zap.String("endpoint", sink.Endpoint()))
+	return os.Setenv(tracing.EnvEndpoint, sink.Endpoint())
 }
 
 // demo is what the first start seeds and every later start reuses (.data/devstack.env).
@@ -73,6 +97,7 @@ func (s *stack) start(ctx context.Context) error {
 		logging.Module,
 		// One registry and one /metrics listener for the five services of this process.
 		metrics.Module,
+		tracing.Module("configsync-devstack"),
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,
@@ -109,6 +134,9 @@ func (s *stack) start(ctx context.Context) error {
 
 // environment sets the variables the service modules read, the same ones the separate binaries use.
 func (s *stack) environment() error {
+	if err := s.startTraceSink(); err != nil {
+		return err
+	}
 	// The five services share this process and one NATS connection: one user allowed what each of
 	// them is (natsauth.ServicePermissions), with config-api's inbox prefix, the one the responders
 	// may answer.
@@ -322,10 +350,16 @@ func (s *stack) stop(ctx context.Context) error {
 		s.agentStop()
 		s.agentDone.Wait()
 	}
+	var err error
 	if s.app != nil {
-		return s.app.Stop(ctx)
+		err = s.app.Stop(ctx) // flushes the tracer provider
 	}
-	return nil
+	if s.traceSink != nil {
+		// Printed whatever the log level: it is the measurement the sink exists for.
+		fmt.Fprintf(os.Stderr, "devstack: the trace sink received %d spans\n", s.traceSink.Received())
+		_ = s.traceSink.Close()
+	}
+	return err
 }
 
 func (s *stack) banner(d demo) {

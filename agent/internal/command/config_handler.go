@@ -27,7 +27,8 @@ type Callback func(ctx context.Context, configType string, data json.RawMessage,
 
 // AckPublisher sends apply acknowledgements to the backend.
 type AckPublisher interface {
-	PublishAck(protocol.Ack) error
+	// PublishAck sends a; the message carries ctx's trace context (the apply span's), if any.
+	PublishAck(ctx context.Context, a protocol.Ack) error
 }
 
 // Options configure a ConfigHandler.
@@ -249,7 +250,7 @@ func (h *ConfigHandler) RepublishAcks() {
 		return
 	}
 	for _, a := range acks {
-		if err := h.opts.Acks.PublishAck(a); err != nil {
+		if err := h.opts.Acks.PublishAck(context.Background(), a); err != nil {
 			h.opts.Log.Warn("ack not republished", "config_type", a.ConfigType, "version", a.Version, "error", err)
 		}
 	}
@@ -271,7 +272,7 @@ func (h *ConfigHandler) ack(ctx context.Context, configType string, version int6
 		h.lastAck[configType] = a
 	}
 	if h.opts.Acks != nil {
-		if err := h.opts.Acks.PublishAck(a); err != nil {
+		if err := h.opts.Acks.PublishAck(ctx, a); err != nil {
 			h.opts.Log.Warn("ack not published", "config_type", configType, "version", version, "error", err)
 		}
 	}

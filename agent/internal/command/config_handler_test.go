@@ -21,7 +21,7 @@ type acks struct {
 	list []protocol.Ack
 }
 
-func (a *acks) PublishAck(x protocol.Ack) error {
+func (a *acks) PublishAck(_ context.Context, x protocol.Ack) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.list = append(a.list, x)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options describe how to reach NATS.
@@ -169,7 +171,7 @@ func (c *Client) Connected() bool { return c.nc.IsConnected() }
 // Fetch asks the backend for every config of this agent.
 func (c *Client) Fetch(ctx context.Context) (*protocol.FetchReply, error) {
 	req, _ := json.Marshal(protocol.FetchRequest{AgentID: c.agentID})
-	msg, err := c.nc.RequestWithContext(ctx, protocol.FetchSubject(c.agentID), req)
+	msg, err := c.nc.RequestMsgWithContext(ctx, traced(ctx, &nats.Msg{Subject: protocol.FetchSubject(c.agentID), Data: req}))
 	if err != nil {
 		return nil, fmt.Errorf("config fetch: %w", err)
 	}
@@ -191,9 +193,14 @@ func (c *Client) publishJSON(subject string, v any) error {
 	return c.nc.Publish(subject, data)
 }
 
-// PublishAck sends an apply acknowledgement.
-func (c *Client) PublishAck(a protocol.Ack) error {
-	return c.publishJSON(protocol.AckSubject(c.agentID), a)
+// PublishAck sends an apply acknowledgement, carrying ctx's trace context (the apply span's) to
+// ack-ingest.
+func (c *Client) PublishAck(ctx context.Context, a protocol.Ack) error {
+	data, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encode ack: %w", err)
+	}
+	return c.nc.PublishMsg(traced(ctx, &nats.Msg{Subject: protocol.AckSubject(c.agentID), Data: data}))
 }
 
 // PublishHeartbeat sends a heartbeat.
@@ -209,10 +216,10 @@ func (c *Client) Observe(kind string, v any) error {
 // Publish sends raw bytes (the self-log shipper).
 func (c *Client) Publish(subject string, data []byte) error { return c.nc.Publish(subject, data) }
 
-// SubscribeCommands delivers every message on the agent's command subject to fn, one at a time.
-// nats.go re-subscribes after reconnects by itself.
-func (c *Client) SubscribeCommands(fn func(data []byte)) (*nats.Subscription, error) {
-	sub, err := c.nc.Subscribe(protocol.CommandSubject(c.agentID), func(m *nats.Msg) { fn(m.Data) })
+// SubscribeCommands delivers every message on the agent's command subject to fn, one at a time, with
+// its headers (TraceContext reads them). nats.go re-subscribes after reconnects by itself.
+func (c *Client) SubscribeCommands(fn func(data []byte, h nats.Header)) (*nats.Subscription, error) {
+	sub, err := c.nc.Subscribe(protocol.CommandSubject(c.agentID), func(m *nats.Msg) { fn(m.Data, m.Header) })
 	if err != nil {
 		return nil, fmt.Errorf("subscribe commands: %w", err)
 	}
@@ -234,4 +241,28 @@ func (c *Client) Close(ctx context.Context) {
 	case <-ctx.Done():
 		c.nc.Close()
 	}
+}
+
+// traceContext is W3C trace context only, in NATS headers (protocol.HeaderCarrier keeps the keys'
+// case).
+var traceContext = propagation.TraceContext{}
+
+// traced adds ctx's span context to msg's headers when ctx carries one (never while tracing is off).
+func traced(ctx context.Context, msg *nats.Msg) *nats.Msg {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		msg.Header = nats.Header{}
+		traceContext.Inject(ctx, protocol.HeaderCarrier(msg.Header))
+	}
+	return msg
+}
+
+// TraceContext returns ctx with the trace context a backend message carried, so the agent's span
+// continues the backend's trace. The header is untrusted input: the propagator accepts only a
+// well-formed traceparent and ignores anything else. Whether the agent records its span is still its
+// own sampler's decision (nothing while its tracing config is off).
+func TraceContext(ctx context.Context, h nats.Header) context.Context {
+	if len(h) == 0 {
+		return ctx
+	}
+	return traceContext.Extract(ctx, protocol.HeaderCarrier(h))
 }

@@ -65,7 +65,8 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.environment_id = @environment_id
   AND (@hostname_like::text = '' OR h.hostname ILIKE '%' || @hostname_like::text || '%')
@@ -80,25 +81,6 @@ WHERE h.environment_id = @environment_id
         ELSE true
       END
 ORDER BY h.hostname, h.id
-LIMIT @max_rows;
-
--- name: ApplyProgress :one
--- How the active hosts of an environment stand with one config type at a version: acknowledged as
--- applied or failed at that version or later, or still pending.
-SELECT count(*)::bigint AS active,
-       count(s.id) FILTER (WHERE s.status = 'applied' AND s.version >= @version)::bigint AS applied,
-       count(s.id) FILTER (WHERE s.status = 'failed' AND s.version >= @version)::bigint AS failed
-FROM hosts h
-LEFT JOIN host_config_apply_status s ON s.host_id = h.id AND s.config_type = @config_type
-WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL;
-
--- name: ApplyTopErrors :many
-SELECT COALESCE(s.error, '')::text AS error, count(*)::bigint AS hosts
-FROM hosts h
-JOIN host_config_apply_status s ON s.host_id = h.id AND s.config_type = @config_type
-WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL AND s.status = 'failed' AND s.version >= @version
-GROUP BY s.error
-ORDER BY hosts DESC, error
 LIMIT @max_rows;
 
 -- name: ListAuditEvents :many

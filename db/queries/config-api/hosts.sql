@@ -1,21 +1,24 @@
 -- Host registration and the host views operators read (heartbeat state and apply status).
 
 -- name: CreateHost :one
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at)
-VALUES (@client_id, @environment_id, @hostname, @agent_id, sqlc.narg(nats_public_key), sqlc.narg(nats_expires_at))
-RETURNING id, client_id, environment_id, hostname, agent_id, created_at;
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at, inventory_labels)
+VALUES (@client_id, @environment_id, @hostname, @agent_id, sqlc.narg(nats_public_key), sqlc.narg(nats_expires_at),
+        @inventory_labels::jsonb)
+RETURNING id, client_id, environment_id, hostname, agent_id, created_at, inventory_labels;
 
 -- name: CreateHosts :many
 -- Registers a batch of hosts of one environment in one statement (so all or none): the arrays hold one
 -- element per host (unnested side by side), an empty nats_public_keys element meaning none was issued.
 -- Rows come back in no promised order; agent_id (unique) matches them to the batch. Every issued JWT
--- of the batch expires at nats_expires_at.
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at)
+-- of the batch expires at nats_expires_at. inventory_labels holds each host's labels as a JSON object text.
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at, inventory_labels)
 SELECT @client_id::uuid, @environment_id::uuid, b.hostname, b.agent_id, NULLIF(b.nats_public_key, ''),
-       CASE WHEN b.nats_public_key = '' THEN NULL ELSE sqlc.narg(nats_expires_at)::timestamptz END
+       CASE WHEN b.nats_public_key = '' THEN NULL ELSE sqlc.narg(nats_expires_at)::timestamptz END,
+       b.inventory_labels::jsonb
 FROM (SELECT unnest(@hostnames::text[]) AS hostname, unnest(@agent_ids::text[]) AS agent_id,
-             unnest(@nats_public_keys::text[]) AS nats_public_key) AS b
-RETURNING id, client_id, environment_id, hostname, agent_id, created_at;
+             unnest(@nats_public_keys::text[]) AS nats_public_key,
+             unnest(@inventory_labels::text[]) AS inventory_labels) AS b
+RETURNING id, client_id, environment_id, hostname, agent_id, created_at, inventory_labels;
 
 -- name: FindHostConflicts :many
 -- The existing hosts a batch collides with: any host with one of its agent ids (unique across all
@@ -34,7 +37,8 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.id = @id
   AND (sqlc.narg(client_filter)::uuid IS NULL OR h.client_id = sqlc.narg(client_filter)::uuid);
@@ -48,12 +52,23 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.environment_id = @environment_id
   AND (sqlc.narg(after)::uuid IS NULL OR h.id > sqlc.narg(after)::uuid)
 ORDER BY h.id
 LIMIT @max_rows;
+
+-- name: PatchHostLabels :many
+-- Merges a patch into the inventory labels of the named hosts within the caller's client and (when
+-- given) environment: set_labels are added or replaced, remove_keys dropped. Returns each updated host's
+-- labels, so the caller can refuse (and roll back) a result over the per-host limit.
+UPDATE hosts SET inventory_labels = (inventory_labels || @set_labels::jsonb) - @remove_keys::text[]
+WHERE id = ANY(@ids::uuid[])
+  AND (sqlc.narg(client_filter)::uuid IS NULL OR client_id = sqlc.narg(client_filter)::uuid)
+  AND (sqlc.narg(environment_id)::uuid IS NULL OR environment_id = sqlc.narg(environment_id)::uuid)
+RETURNING id, inventory_labels;
 
 -- name: CountActiveHosts :one
 SELECT count(*) FROM hosts WHERE environment_id = @environment_id AND revoked_at IS NULL;

@@ -1,12 +1,12 @@
 -- name: InsertOutbox :one
-INSERT INTO outbox (subject, payload)
-VALUES (@subject, @payload)
+INSERT INTO outbox (subject, payload, traceparent)
+VALUES (@subject, @payload, sqlc.narg(traceparent))
 RETURNING id;
 
 -- ClaimOutbox locks the oldest unpublished rows for this relay's transaction. SKIP LOCKED lets several
 -- relays share the table: a row another relay holds is skipped, never published twice.
 -- name: ClaimOutbox :many
-SELECT id, subject, payload, attempts
+SELECT id, subject, payload, attempts, traceparent
 FROM outbox
 WHERE published_at IS NULL
 ORDER BY id

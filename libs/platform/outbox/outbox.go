@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/configsync/configsync/libs/platform/outbox/sqlcdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -69,7 +70,11 @@ func Insert(ctx context.Context, tx pgx.Tx, subject string, payload any) (int64,
 	if len(data) > MaxPayload {
 		return 0, fmt.Errorf("outbox: payload of %d bytes exceeds %d", len(data), MaxPayload)
 	}
-	id, err := sqlcdb.New(tx).InsertOutbox(ctx, sqlcdb.InsertOutboxParams{Subject: subject, Payload: data})
+	p := sqlcdb.InsertOutboxParams{Subject: subject, Payload: data}
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		p.Traceparent = &tp // the relay continues this trace into the published message
+	}
+	id, err := sqlcdb.New(tx).InsertOutbox(ctx, p)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: insert: %w", err)
 	}

@@ -11,9 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/outbox/sqlcdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -220,10 +223,20 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	return len(published), nil
 }
 
+// tracer names the relay's spans: one per published row written under a trace.
+var tracer = tracing.Tracer("github.com/configsync/configsync/libs/platform/outbox")
+
 func (r *Relay) publish(ctx context.Context, row sqlcdb.ClaimOutboxRow) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
 	defer cancel()
 	msg := &nats.Msg{Subject: row.Subject, Data: row.Payload, Header: nats.Header{}}
+	if row.Traceparent != nil {
+		var span trace.Span
+		ctx, span = tracer.Start(tracing.FromTraceparent(ctx, *row.Traceparent), "outbox.publish",
+			trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attribute.String("messaging.destination.name", row.Subject)))
+		defer span.End()
+		tracing.Inject(ctx, msg)
+	}
 	ack, err := r.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(MsgID(row.ID)),
 		jetstream.WithExpectStream(r.opts.Stream),

@@ -10,7 +10,7 @@ import (
 )
 
 const claimOutbox = `-- name: ClaimOutbox :many
-SELECT id, subject, payload, attempts
+SELECT id, subject, payload, attempts, traceparent
 FROM outbox
 WHERE published_at IS NULL
 ORDER BY id
@@ -19,10 +19,11 @@ FOR UPDATE SKIP LOCKED
 `
 
 type ClaimOutboxRow struct {
-	ID       int64
-	Subject  string
-	Payload  []byte
-	Attempts int32
+	ID          int64
+	Subject     string
+	Payload     []byte
+	Attempts    int32
+	Traceparent *string
 }
 
 // ClaimOutbox locks the oldest unpublished rows for this relay's transaction. SKIP LOCKED lets several
@@ -41,6 +42,7 @@ func (q *Queries) ClaimOutbox(ctx context.Context, batchSize int32) ([]ClaimOutb
 			&i.Subject,
 			&i.Payload,
 			&i.Attempts,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}
@@ -64,18 +66,19 @@ func (q *Queries) CountUnpublishedOutbox(ctx context.Context) (int64, error) {
 }
 
 const insertOutbox = `-- name: InsertOutbox :one
-INSERT INTO outbox (subject, payload)
-VALUES ($1, $2)
+INSERT INTO outbox (subject, payload, traceparent)
+VALUES ($1, $2, $3)
 RETURNING id
 `
 
 type InsertOutboxParams struct {
-	Subject string
-	Payload []byte
+	Subject     string
+	Payload     []byte
+	Traceparent *string
 }
 
 func (q *Queries) InsertOutbox(ctx context.Context, arg InsertOutboxParams) (int64, error) {
-	row := q.db.QueryRow(ctx, insertOutbox, arg.Subject, arg.Payload)
+	row := q.db.QueryRow(ctx, insertOutbox, arg.Subject, arg.Payload, arg.Traceparent)
 	var id int64
 	err := row.Scan(&id)
 	return id, err

@@ -11,6 +11,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
 )
 
@@ -18,6 +19,7 @@ func main() {
 	fx.New(
 		logging.Module,
 		metrics.Module,
+		tracing.Module("ack-ingest"),
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

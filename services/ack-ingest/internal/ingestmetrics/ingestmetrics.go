@@ -51,3 +51,16 @@ func (s *store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 	s.observe("heartbeats", start, err)
 	return w, err
 }
+
+// Repairs exposes anti-entropy's counters (ingest.RepairStats) as
+// configsync_antientropy_repairs_total{result}: requested (handed to delivery), backed_off (left alone
+// while the last repair is recent), refused (the version was acked failed) and closed (the host now
+// reports the version).
+func Repairs(m *metrics.Metrics, stats func() ingest.RepairStats) {
+	metrics.RegisterCounterSnapshot(m, "antientropy_repairs_total",
+		"Anti-entropy's (host, config type) repairs by result: requested, backed_off, refused, closed.", "result",
+		func() map[string]int64 {
+			s := stats()
+			return map[string]int64{"requested": s.Requested, "backed_off": s.BackedOff, "refused": s.Refused, "closed": s.Closed}
+		})
+}

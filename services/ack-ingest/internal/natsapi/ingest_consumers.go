@@ -5,9 +5,12 @@ import (
 	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/jsconsumer"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 )
@@ -65,10 +68,13 @@ func (c *Consumers) Ready(context.Context) error {
 	return nil
 }
 
+var tracer = tracing.Tracer("github.com/configsync/configsync/services/ack-ingest")
+
 func (c *Consumers) processAcks(ctx context.Context, msgs []jetstream.Msg) []jsconsumer.Outcome {
 	outcomes := make([]jsconsumer.Outcome, len(msgs))
 	acks := make([]ingest.Ack, 0, len(msgs))
 	kept := make([]int, 0, len(msgs)) // acks[k] came from msgs[kept[k]]
+	var spans []trace.Span            // one per traced ack, ended when its batch is written
 	for i, m := range msgs {
 		a, err := decodeAck(m.Subject(), m.Data(), storedAt(m))
 		if err != nil {
@@ -78,9 +84,20 @@ func (c *Consumers) processAcks(ctx context.Context, msgs []jetstream.Msg) []jsc
 		a.Seq = streamSeq(m)
 		acks = append(acks, a)
 		kept = append(kept, i)
+		if h := m.Headers(); len(h) > 0 {
+			// The agent's apply span is the parent; the backend's sampler decides again by its own
+			// ratio (tracing.Sampler), so an agent cannot make ack-ingest record more.
+			_, span := tracer.Start(tracing.Extract(ctx, h), "ack.ingest", trace.WithSpanKind(trace.SpanKindConsumer),
+				trace.WithAttributes(attribute.String("config_type", a.ConfigType), attribute.Int64("version", a.Version), attribute.String("status", a.Status)))
+			spans = append(spans, span)
+		}
 	}
 	for k, o := range c.ingester.IngestAcks(ctx, acks) {
 		outcomes[kept[k]] = outcome(o)
+	}
+	for _, s := range spans {
+		s.SetAttributes(attribute.Int("batch", len(acks)))
+		s.End()
 	}
 	return outcomes
 }

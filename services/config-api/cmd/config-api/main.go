@@ -21,6 +21,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	configapi "github.com/configsync/configsync/services/config-api"
 )
 
@@ -42,6 +43,7 @@ func main() {
 	fx.New(
 		logging.Module,
 		metrics.Module,
+		tracing.Module("config-api"),
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

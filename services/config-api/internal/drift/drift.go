@@ -18,6 +18,7 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
@@ -90,8 +91,9 @@ func NewDetector(environments Environments, hosts Hosts, resolver Resolver, cred
 		onlineWindow: onlineWindow, now: time.Now}
 }
 
-// Environment reports the drifted active hosts of an environment.
-func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID) (Report, error) {
+// Environment reports the drifted active hosts of an environment whose inventory labels match sel
+// (all of them when sel is empty); CheckedHosts counts the selected ones.
+func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector) (Report, error) {
 	env, err := d.environments.Environment(ctx, p, environmentID)
 	if err != nil {
 		return Report{}, err
@@ -105,7 +107,9 @@ func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environ
 		if err != nil {
 			return Report{}, fmt.Errorf("drift: list hosts: %w", err)
 		}
-		active := slices.DeleteFunc(slices.Clone(page), func(h hosts.Host) bool { return h.RevokedAt != nil })
+		active := slices.DeleteFunc(slices.Clone(page), func(h hosts.Host) bool {
+			return h.RevokedAt != nil || !sel.Matches(h.Labels)
+		})
 		if len(active) > 0 {
 			expected, err := d.expected(ctx, env.ID, active)
 			if err != nil {

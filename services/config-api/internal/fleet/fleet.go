@@ -1,8 +1,8 @@
 // Package fleet is the operator's read model of an environment's hosts: how many are online, offline,
 // never seen, failing an apply or revoked; the hosts that most need attention; a filtered, paged host
-// search; and how far the latest change of a config type has been applied. It answers from a few
-// aggregate queries, whatever the size of the environment, and decides "online" by the same window as
-// hosts.Host.Online.
+// search. It answers from a few aggregate queries, whatever the size of the environment, and decides
+// "online" by the same window as hosts.Host.Online. How far a config type has been applied is
+// applystatus.
 package fleet
 
 import (
@@ -36,7 +36,6 @@ const (
 	DefaultPageSize = 50
 	MaxPageSize     = 500
 	WorstHosts      = 10
-	TopErrors       = 5
 )
 
 // Counts are an environment's hosts by state. Online+Offline = Active; NeverSeen is part of Offline.
@@ -82,29 +81,11 @@ type Cursor struct {
 	ID       uuid.UUID
 }
 
-// Progress is how the active hosts stand with one config type at a version.
-type Progress struct {
-	ConfigType string
-	Version    int64
-	Active     int
-	Applied    int
-	Failed     int
-	Pending    int
-	TopErrors  []ErrorCount
-}
-
-// ErrorCount is one apply error and how many hosts report it.
-type ErrorCount struct {
-	Error string
-	Hosts int
-}
-
 // Store runs the read queries. onlineSince is the oldest heartbeat that still counts as online.
 type Store interface {
 	HostCounts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time) (Counts, error)
 	WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time, limit int) ([]Offender, error)
 	SearchHosts(ctx context.Context, environmentID uuid.UUID, s Search, onlineSince time.Time) ([]hosts.Host, error)
-	ApplyProgress(ctx context.Context, environmentID uuid.UUID, configType string, version int64, topErrors int) (Progress, error)
 	// FleetSummaries counts the hosts of every environment within filter (not Valid: all), by client
 	// name then environment name; Worst is left empty.
 	FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time) ([]Summary, error)
@@ -218,21 +199,6 @@ func (s *Service) Search(ctx context.Context, p tenancy.Principal, environmentID
 		page.Next = &Cursor{Hostname: last.Hostname, ID: last.ID}
 	}
 	return page, nil
-}
-
-// ApplyProgress reports how the active hosts of an environment stand with configType at version:
-// acknowledged applied or failed at that version or a later one, or pending.
-func (s *Service) ApplyProgress(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, configType string, version int64) (Progress, error) {
-	if _, err := s.environments.Environment(ctx, p, environmentID); err != nil {
-		return Progress{}, err
-	}
-	pr, err := s.store.ApplyProgress(ctx, environmentID, configType, version, TopErrors)
-	if err != nil {
-		return Progress{}, fmt.Errorf("fleet: apply progress: %w", err)
-	}
-	pr.ConfigType, pr.Version = configType, version
-	pr.Pending = max(pr.Active-pr.Applied-pr.Failed, 0)
-	return pr, nil
 }
 
 func validState(st string) bool {

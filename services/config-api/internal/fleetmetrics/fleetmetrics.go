@@ -96,19 +96,14 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 // Run tries for the lease and, while it holds it, recomputes the totals every Interval, until ctx is
 // done. The lease is a session advisory lock on a connection of its own: it ends when that connection
 // does (this replica stopped or lost the database), and another replica takes over at its next try.
+// A stop never interrupts a refresh (it waits for the one in flight, bounded by the query timeout), so
+// the lease is always unlocked on a live session before the connection closes: another replica can
+// take it at once rather than when the server notices the session ended.
 func (f *Fleet) Run(ctx context.Context) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			// Unlock before closing: the server ends a closed session (and its locks) only after Close
-			// returns, and another replica should be able to take the lease at once.
-			if f.isLeader() {
-				_, _ = conn.Exec(cctx, "SELECT pg_advisory_unlock($1)", LeaseKey)
-			}
-			f.setLeader(false)
-			_ = conn.Close(cctx)
-			cancel()
+			f.release(ctx, conn)
 		}
 	}()
 	t := time.NewTicker(f.opts.Interval)
@@ -130,15 +125,13 @@ func (f *Fleet) Run(ctx context.Context) {
 // keep (nil after an error: the connection is closed, which releases the lease).
 func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
 	fail := func(err error) (*pgx.Conn, error) {
-		f.setLeader(false)
 		if conn != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = conn.Close(cctx)
-			cancel()
+			f.release(ctx, conn)
 		}
 		return nil, err
 	}
-	qctx, cancel := context.WithTimeout(ctx, max(f.opts.Interval, 10*time.Second))
+	// Not cancelled by ctx: see Run.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(f.opts.Interval, 10*time.Second))
 	defer cancel()
 	if conn == nil {
 		c, err := pgx.ConnectConfig(qctx, f.pool.Config().ConnConfig)
@@ -168,6 +161,18 @@ func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) 
 	f.leader, f.totals, f.at = true, totals, time.Now()
 	f.mu.Unlock()
 	return conn, nil
+}
+
+// release unlocks the lease (when held) on a fresh context and closes conn: the server ends a closed
+// session, and its locks, only some time after Close returns.
+func (f *Fleet) release(ctx context.Context, conn *pgx.Conn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if f.isLeader() {
+		_, _ = conn.Exec(cctx, "SELECT pg_advisory_unlock($1)", LeaseKey)
+	}
+	f.setLeader(false)
+	_ = conn.Close(cctx)
 }
 
 func (f *Fleet) isLeader() bool {

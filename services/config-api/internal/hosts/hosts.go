@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
@@ -21,11 +22,13 @@ import (
 
 // Host is a registered host and the config state its agent last reported.
 type Host struct {
-	ID              uuid.UUID
-	ClientID        uuid.UUID
-	EnvironmentID   uuid.UUID
-	Hostname        string
-	AgentID         string
+	ID            uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	Hostname      string
+	AgentID       string
+	// Labels are the operator's inventory labels (never set by the agent); never nil when read.
+	Labels          selector.Labels
 	CreatedAt       time.Time
 	RevokedAt       *time.Time
 	AgentVersion    *string
@@ -84,6 +87,11 @@ type Store interface {
 	Host(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (Host, error)
 	// Hosts returns up to limit hosts of an environment with an id greater than after, by id.
 	Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.NullUUID, limit int) ([]Host, error)
+	// PatchLabels applies patch to the labels of the hosts of ids within filter (a client) and, when
+	// valid, environmentID, and calls check with each updated host's resulting labels; when check
+	// fails nothing is written. It returns the ids of the hosts it updated.
+	PatchLabels(ctx context.Context, filter, environmentID uuid.NullUUID, ids []uuid.UUID, patch LabelPatch,
+		check func(map[uuid.UUID]selector.Labels) error) ([]uuid.UUID, error)
 	RevocationStore
 }
 
@@ -121,6 +129,7 @@ const MaxBatchHosts = 1000
 type Registration struct {
 	Hostname string
 	AgentID  string
+	Labels   selector.Labels
 }
 
 // The rules a Registration must meet.
@@ -149,6 +158,12 @@ func (r Registration) normalize(p tenancy.Principal) (Registration, string, stri
 		r.AgentID = uuid.NewString()
 	} else if !protocol.ValidAgentID(r.AgentID) {
 		return r, "agent_id", ruleAgentID
+	}
+	if err := r.Labels.Validate(); err != nil {
+		return r, "labels", err.Error()
+	}
+	if r.Labels == nil {
+		r.Labels = selector.Labels{}
 	}
 	return r, "", ""
 }
@@ -184,14 +199,14 @@ func NewService(store Store, environments Environments, guard *tenancy.Guard, id
 	return &Service{store: store, environments: environments, guard: guard, identity: identity, now: time.Now}
 }
 
-// Register adds a host to an environment and audits it (host_registered). An empty agentID is generated
-// (a UUID); a given one (admin only) must be usable as a NATS subject token.
-func (s *Service) Register(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, hostname, agentID string) (Host, error) {
-	reg, field, rule := Registration{Hostname: hostname, AgentID: agentID}.normalize(p)
+// Register adds a host to an environment with its inventory labels and audits it (host_registered). An
+// empty AgentID is generated (a UUID); a given one (admin only) must be usable as a NATS subject token.
+func (s *Service) Register(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, reg Registration) (Host, error) {
+	reg, field, rule := reg.normalize(p)
 	if field != "" {
 		return Host{}, fault.Invalidf("%s %s", field, rule)
 	}
-	hostname, agentID = reg.Hostname, reg.AgentID
+	hostname, agentID := reg.Hostname, reg.AgentID
 	env, err := s.environments.Environment(ctx, p, environmentID)
 	if err != nil {
 		return Host{}, err
@@ -201,6 +216,7 @@ func (s *Service) Register(ctx context.Context, p tenancy.Principal, environment
 		EnvironmentID: env.ID,
 		Hostname:      hostname,
 		AgentID:       agentID,
+		Labels:        reg.Labels,
 	}
 	var creds []byte
 	if s.identity != nil {
@@ -253,7 +269,7 @@ func (s *Service) RegisterBatch(ctx context.Context, p tenancy.Principal, enviro
 	}
 	batch := make([]Host, len(clean))
 	for i, r := range clean {
-		batch[i] = Host{ClientID: env.ClientID, EnvironmentID: env.ID, Hostname: r.Hostname, AgentID: r.AgentID}
+		batch[i] = Host{ClientID: env.ClientID, EnvironmentID: env.ID, Hostname: r.Hostname, AgentID: r.AgentID, Labels: r.Labels}
 	}
 	var creds [][]byte
 	if s.identity != nil {
@@ -342,8 +358,9 @@ func conflictFault(ce *ConflictError, regs []Registration, p tenancy.Principal) 
 	return &fault.Error{Kind: fault.Conflict, Message: msg + "; nothing was registered", Err: ce}
 }
 
-// List returns a page of an environment's hosts.
-func (s *Service) List(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, after uuid.NullUUID, limit int) (Page, error) {
+// List returns a page of an environment's hosts whose inventory labels match sel (every host when sel
+// is empty). Hosts are matched here, page by page of the store, so the cursor stays the host id.
+func (s *Service) List(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector, after uuid.NullUUID, limit int) (Page, error) {
 	if limit <= 0 {
 		limit = DefaultPageSize
 	}
@@ -353,14 +370,26 @@ func (s *Service) List(ctx context.Context, p tenancy.Principal, environmentID u
 	if _, err := s.environments.Environment(ctx, p, environmentID); err != nil {
 		return Page{}, err
 	}
-	hs, err := s.store.Hosts(ctx, environmentID, after, limit+1)
-	if err != nil {
-		return Page{}, fmt.Errorf("hosts: list: %w", err)
+	var matched []Host
+	for {
+		hs, err := s.store.Hosts(ctx, environmentID, after, limit+1)
+		if err != nil {
+			return Page{}, fmt.Errorf("hosts: list: %w", err)
+		}
+		for _, h := range hs {
+			if sel.Matches(h.Labels) {
+				matched = append(matched, h)
+			}
+		}
+		if len(matched) > limit || len(hs) <= limit {
+			break
+		}
+		after = uuid.NullUUID{UUID: hs[len(hs)-1].ID, Valid: true}
 	}
-	page := Page{Hosts: hs}
-	if len(hs) > limit {
-		page.Hosts = hs[:limit]
-		next := hs[limit-1].ID
+	page := Page{Hosts: matched}
+	if len(matched) > limit {
+		page.Hosts = matched[:limit]
+		next := matched[limit-1].ID
 		page.NextAfter = &next
 	}
 	return page, nil

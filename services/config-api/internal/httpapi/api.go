@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
@@ -40,6 +41,7 @@ type Services struct {
 	Credentials *credentials.Service
 	Drift       *drift.Detector
 	Audit       *audit.Service
+	ApplyStatus *applystatus.Service
 }
 
 // Options tune the API.
@@ -105,6 +107,7 @@ func (a *API) routes() []route {
 		{method: http.MethodPost, path: env + "/hosts", h: a.registerHost},
 		{method: http.MethodPost, path: env + "/hosts/batch", h: a.registerHosts},
 		{method: http.MethodPost, path: env + "/hosts/revoke", h: a.revokeHosts},
+		{method: http.MethodPost, path: env + "/hosts/labels", h: a.labelHosts},
 		{method: http.MethodGet, path: env + "/hosts", h: a.listHosts},
 		{method: http.MethodGet, path: env + "/drift", h: a.drift},
 		{method: http.MethodGet, path: env + "/agent-configs", h: a.listEnvironmentConfigs},
@@ -113,9 +116,11 @@ func (a *API) routes() []route {
 		{method: http.MethodDelete, path: envConfig, h: a.deleteConfig(scopeEnvironment)},
 		{method: http.MethodGet, path: envConfig + "/revisions", h: a.revisions(scopeEnvironment)},
 		{method: http.MethodPost, path: envConfig + "/rollback", h: a.rollback(scopeEnvironment)},
+		{method: http.MethodGet, path: envConfig + "/status", h: a.applyStatus(scopeEnvironment)},
 
 		{method: http.MethodGet, path: host, h: a.getHost},
 		{method: http.MethodDelete, path: host, h: a.revokeHost},
+		{method: http.MethodPatch, path: host, h: a.patchHost},
 		{method: http.MethodPost, path: host + "/credentials", h: a.reissueCredentials},
 		{method: http.MethodGet, path: host + "/agent-configs", h: a.listHostConfigs},
 		{method: http.MethodGet, path: hostCfg, h: a.getHostConfig},
@@ -123,6 +128,7 @@ func (a *API) routes() []route {
 		{method: http.MethodDelete, path: hostCfg, h: a.deleteConfig(scopeHost)},
 		{method: http.MethodGet, path: hostCfg + "/revisions", h: a.revisions(scopeHost)},
 		{method: http.MethodPost, path: hostCfg + "/rollback", h: a.rollback(scopeHost)},
+		{method: http.MethodGet, path: hostCfg + "/status", h: a.applyStatus(scopeHost)},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 )
 
@@ -208,4 +209,24 @@ func (a *API) configTypes(w http.ResponseWriter, _ *http.Request, _ principal) e
 		out[i] = configTypeView{Name: t.Name, MergeStrategy: t.MergeStrategy, Description: t.Description, Schema: t.Schema}
 	}
 	return writeData(w, http.StatusOK, out)
+}
+
+// applyStatus answers how far the current version of a config type has been applied at one level.
+func (a *API) applyStatus(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+		ref, err := s.ref(r)
+		if err != nil {
+			return err
+		}
+		var st applystatus.Status
+		if s == scopeHost {
+			st, err = a.svc.ApplyStatus.Host(r.Context(), p, ref.ID, ref.ConfigType)
+		} else {
+			st, err = a.svc.ApplyStatus.Environment(r.Context(), p, ref.ID, ref.ConfigType)
+		}
+		if err != nil {
+			return err
+		}
+		return writeData(w, http.StatusOK, viewApplyStatus(st))
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
@@ -104,6 +105,11 @@ func (b downBackend) Host(context.Context, uuid.NullUUID, uuid.UUID) (hosts.Host
 }
 
 func (b downBackend) Hosts(context.Context, uuid.UUID, uuid.NullUUID, int) ([]hosts.Host, error) {
+	return nil, b.err
+}
+
+func (b downBackend) PatchLabels(context.Context, uuid.NullUUID, uuid.NullUUID, []uuid.UUID, hosts.LabelPatch,
+	func(map[uuid.UUID]selector.Labels) error) ([]uuid.UUID, error) {
 	return nil, b.err
 }
 

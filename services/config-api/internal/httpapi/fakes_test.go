@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
@@ -191,6 +194,20 @@ func (b *memBackend) Host(_ context.Context, _ uuid.NullUUID, id uuid.UUID) (hos
 func (b *memBackend) Hosts(ctx context.Context, _ uuid.UUID, _ uuid.NullUUID, _ int) ([]hosts.Host, error) {
 	h, _ := b.Host(ctx, uuid.NullUUID{}, memHost)
 	return []hosts.Host{h}, nil
+}
+
+func (b *memBackend) PatchLabels(_ context.Context, _, _ uuid.NullUUID, ids []uuid.UUID, patch hosts.LabelPatch,
+	check func(map[uuid.UUID]selector.Labels) error) ([]uuid.UUID, error) {
+	res := map[uuid.UUID]selector.Labels{}
+	for _, id := range ids {
+		if id == memHost {
+			res[id] = maps.Clone(patch.Set)
+		}
+	}
+	if err := check(res); err != nil {
+		return nil, err
+	}
+	return slices.Collect(maps.Keys(res)), nil
 }
 
 func (b *memBackend) RevokeHosts(_ context.Context, _, _ uuid.NullUUID, ids []uuid.UUID, _ hosts.RevocationLimits) (int, error) {

@@ -2,15 +2,19 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/libs/protocol/selector"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 )
 
 type registerHostRequest struct {
-	Hostname string `json:"hostname"`
-	AgentID  string `json:"agent_id"`
+	Hostname string            `json:"hostname"`
+	AgentID  string            `json:"agent_id"`
+	Labels   map[string]string `json:"labels"`
 }
 
 // registerHostsRequest is a batch registration: 1 to hosts.MaxBatchHosts entries.
@@ -34,7 +38,7 @@ func (a *API) registerHost(w http.ResponseWriter, r *http.Request, p principal) 
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	h, err := a.svc.Hosts.Register(r.Context(), p, envID, req.Hostname, req.AgentID)
+	h, err := a.svc.Hosts.Register(r.Context(), p, envID, hosts.Registration{Hostname: req.Hostname, AgentID: req.AgentID, Labels: req.Labels})
 	if err != nil {
 		return err
 	}
@@ -57,7 +61,7 @@ func (a *API) registerHosts(w http.ResponseWriter, r *http.Request, p principal)
 	}
 	regs := make([]hosts.Registration, len(req.Hosts))
 	for i, h := range req.Hosts {
-		regs[i] = hosts.Registration{Hostname: h.Hostname, AgentID: h.AgentID}
+		regs[i] = hosts.Registration{Hostname: h.Hostname, AgentID: h.AgentID, Labels: h.Labels}
 	}
 	hs, err := a.svc.Hosts.RegisterBatch(r.Context(), p, envID, regs)
 	if err != nil {
@@ -87,7 +91,11 @@ func (a *API) listHosts(w http.ResponseWriter, r *http.Request, p principal) err
 		}
 		after = uuid.NullUUID{UUID: id, Valid: true}
 	}
-	page, err := a.svc.Hosts.List(r.Context(), p, envID, after, limit)
+	sel, err := querySelector(r)
+	if err != nil {
+		return err
+	}
+	page, err := a.svc.Hosts.List(r.Context(), p, envID, sel, after, limit)
 	if err != nil {
 		return err
 	}
@@ -168,9 +176,88 @@ func (a *API) drift(w http.ResponseWriter, r *http.Request, p principal) error {
 	if err != nil {
 		return err
 	}
-	report, err := a.svc.Drift.Environment(r.Context(), p, envID)
+	sel, err := querySelector(r)
+	if err != nil {
+		return err
+	}
+	report, err := a.svc.Drift.Environment(r.Context(), p, envID, sel)
 	if err != nil {
 		return err
 	}
 	return writeData(w, http.StatusOK, viewDrift(report))
+}
+
+// querySelector parses the ?selector= query parameter (inventory labels; empty: every host).
+func querySelector(r *http.Request) (selector.Selector, error) {
+	sel, err := selector.Parse(r.URL.Query().Get("selector"))
+	if err != nil {
+		return selector.Selector{}, fault.Invalidf("query parameter selector: %v", err)
+	}
+	return sel, nil
+}
+
+// labelPatch is a JSON merge patch of inventory labels: a string sets the label, null removes it.
+type labelPatch map[string]*string
+
+func (lp labelPatch) patch() hosts.LabelPatch {
+	out := hosts.LabelPatch{Set: selector.Labels{}}
+	for k, v := range lp {
+		if v == nil {
+			out.Remove = append(out.Remove, k)
+		} else {
+			out.Set[k] = *v
+		}
+	}
+	slices.Sort(out.Remove)
+	return out
+}
+
+// patchHostRequest changes a host's operator-owned fields; today its inventory labels.
+type patchHostRequest struct {
+	Labels labelPatch `json:"labels"`
+}
+
+func (a *API) patchHost(w http.ResponseWriter, r *http.Request, p principal) error {
+	id, err := pathID(r, "hostID")
+	if err != nil {
+		return err
+	}
+	var req patchHostRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	h, err := a.svc.Hosts.SetLabels(r.Context(), p, id, req.Labels.patch())
+	if err != nil {
+		return err
+	}
+	return writeData(w, http.StatusOK, a.viewHost(h))
+}
+
+// labelHostsRequest changes the inventory labels of 1 to hosts.MaxBatchLabel hosts of one environment.
+type labelHostsRequest struct {
+	HostIDs []uuid.UUID `json:"host_ids"`
+	Labels  labelPatch  `json:"labels"`
+}
+
+type labeledHostsView struct {
+	Updated int `json:"updated"`
+}
+
+func (a *API) labelHosts(w http.ResponseWriter, r *http.Request, p principal) error {
+	envID, err := pathID(r, "envID")
+	if err != nil {
+		return err
+	}
+	if _, err := a.svc.Tenants.Environment(r.Context(), p, envID); err != nil {
+		return err
+	}
+	var req labelHostsRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	n, err := a.svc.Hosts.SetLabelsBatch(r.Context(), p, envID, req.HostIDs, req.Labels.patch())
+	if err != nil {
+		return err
+	}
+	return writeData(w, http.StatusOK, labeledHostsView{Updated: n})
 }

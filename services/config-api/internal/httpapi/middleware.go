@@ -6,12 +6,18 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 )
 
 type principal = tenancy.Principal
+
+var tracer = tracing.Tracer("github.com/configsync/configsync/services/config-api")
 
 // handlerFunc is a route handler: it writes a success response itself and returns any failure, which
 // handle turns into the error response.
@@ -43,6 +49,11 @@ func (a *API) handle(public bool, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
+		// Every request starts its own trace (a caller's traceparent is not followed: the API decides
+		// what it samples). A config write's span context goes on with the outbox row to delivery.
+		ctx, span := tracer.Start(r.Context(), r.Method+" "+routeTemplate(r), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		r = r.WithContext(ctx)
 		var (
 			p   principal
 			err error
@@ -64,6 +75,10 @@ func (a *API) handle(public bool, h handlerFunc) http.Handler {
 		}
 		if p.Name != "" {
 			fields = append(fields, zap.Stringer("token_id", p.TokenID))
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
+		if rec.status >= http.StatusInternalServerError {
+			span.SetStatus(codes.Error, http.StatusText(rec.status))
 		}
 		a.log.Info("http request", fields...)
 	})

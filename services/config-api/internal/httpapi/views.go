@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
@@ -146,7 +147,9 @@ type registeredHostView struct {
 	EnvironmentID uuid.UUID `json:"environment_id"`
 	ClientID      uuid.UUID `json:"client_id"`
 	Hostname      string    `json:"hostname"`
-	CreatedAt     time.Time `json:"created_at"`
+	// Labels are the inventory labels registered with the host.
+	Labels    map[string]string `json:"labels"`
+	CreatedAt time.Time         `json:"created_at"`
 	// NATSCredentials is the agent's own NATS creds file, returned once at registration.
 	NATSCredentials string `json:"nats_credentials,omitempty"`
 }
@@ -154,7 +157,7 @@ type registeredHostView struct {
 func viewRegisteredHost(h hosts.Host) registeredHostView {
 	return registeredHostView{
 		ID: h.ID, AgentID: h.AgentID, EnvironmentID: h.EnvironmentID, ClientID: h.ClientID,
-		Hostname: h.Hostname, CreatedAt: h.CreatedAt, NATSCredentials: h.NATSCredentials,
+		Hostname: h.Hostname, Labels: h.Labels, CreatedAt: h.CreatedAt, NATSCredentials: h.NATSCredentials,
 	}
 }
 
@@ -164,6 +167,7 @@ type hostView struct {
 	Hostname        string                       `json:"hostname"`
 	EnvironmentID   uuid.UUID                    `json:"environment_id"`
 	ClientID        uuid.UUID                    `json:"client_id"`
+	Labels          map[string]string            `json:"labels"`
 	CreatedAt       time.Time                    `json:"created_at"`
 	RevokedAt       *time.Time                   `json:"revoked_at"`
 	AgentVersion    *string                      `json:"agent_version"`
@@ -187,6 +191,7 @@ func (a *API) viewHost(h hosts.Host) hostView {
 		Hostname:        h.Hostname,
 		EnvironmentID:   h.EnvironmentID,
 		ClientID:        h.ClientID,
+		Labels:          h.Labels,
 		CreatedAt:       h.CreatedAt,
 		RevokedAt:       h.RevokedAt,
 		AgentVersion:    h.AgentVersion,
@@ -208,6 +213,9 @@ func (a *API) viewHost(h hosts.Host) hostView {
 	}
 	if v.ApplyStatus == nil {
 		v.ApplyStatus = map[string]hosts.ApplyStatus{}
+	}
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
 	}
 	return v
 }
@@ -270,4 +278,20 @@ func nullIfEmpty(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return raw
+}
+
+func viewApplyStatus(s applystatus.Status) protocol.ApplyStatus {
+	v := protocol.ApplyStatus{
+		ConfigType: s.ConfigType, Version: s.Version, Deleted: !s.Present, WrittenAt: s.WrittenAt,
+		Targets: s.Targets, Applied: s.Applied, Failed: s.Failed, Pending: s.Pending, Offline: s.Offline,
+		OtherHosts: s.Others, TopErrors: make([]protocol.ApplyErrorCount, len(s.TopErrors)), Done: s.Done(),
+	}
+	for i, e := range s.TopErrors {
+		v.TopErrors[i] = protocol.ApplyErrorCount{Error: e.Error, Hosts: e.Hosts}
+	}
+	if s.SlowestHost.Valid {
+		ms, id := s.SlowestApply.Milliseconds(), s.SlowestHost.UUID.String()
+		v.SlowestApplyMS, v.SlowestHostID = &ms, &id
+	}
+	return v
 }

@@ -160,25 +160,6 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 	return out, nil
 }
 
-// ApplyProgress counts how an environment's active hosts acknowledged configType at version.
-func (s *Store) ApplyProgress(ctx context.Context, environmentID uuid.UUID, configType string, version int64, topErrors int) (fleet.Progress, error) {
-	r, err := s.q.ApplyProgress(ctx, sqlcdb.ApplyProgressParams{Version: version, ConfigType: configType, EnvironmentID: environmentID})
-	if err != nil {
-		return fleet.Progress{}, fmt.Errorf("postgres: apply progress: %w", err)
-	}
-	pr := fleet.Progress{Active: int(r.Active), Applied: int(r.Applied), Failed: int(r.Failed)}
-	if pr.Failed > 0 {
-		rows, err := s.q.ApplyTopErrors(ctx, sqlcdb.ApplyTopErrorsParams{ConfigType: configType, EnvironmentID: environmentID, Version: version, MaxRows: int32(topErrors)})
-		if err != nil {
-			return fleet.Progress{}, fmt.Errorf("postgres: apply errors: %w", err)
-		}
-		for _, e := range rows {
-			pr.TopErrors = append(pr.TopErrors, fleet.ErrorCount{Error: e.Error, Hosts: int(e.Hosts)})
-		}
-	}
-	return pr, nil
-}
-
 // AuditEvents reads a page of the audit log, newest first.
 func (s *Store) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event, error) {
 	p := sqlcdb.ListAuditEventsParams{

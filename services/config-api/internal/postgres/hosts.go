@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
@@ -16,15 +18,20 @@ import (
 // CreateHost registers a host.
 func (s *Store) CreateHost(ctx context.Context, h hosts.Host) (hosts.Host, error) {
 	row, err := s.q.CreateHost(ctx, sqlcdb.CreateHostParams{
-		ClientID:      h.ClientID,
-		EnvironmentID: h.EnvironmentID,
-		Hostname:      h.Hostname,
-		AgentID:       h.AgentID,
-		NatsPublicKey: optional(h.NATSPublicKey),
-		NatsExpiresAt: optionalTime(h.NATSExpiresAt),
+		ClientID:        h.ClientID,
+		EnvironmentID:   h.EnvironmentID,
+		Hostname:        h.Hostname,
+		AgentID:         h.AgentID,
+		NatsPublicKey:   optional(h.NATSPublicKey),
+		NatsExpiresAt:   optionalTime(h.NATSExpiresAt),
+		InventoryLabels: labelsJSON(h.Labels),
 	})
 	if err != nil {
 		return hosts.Host{}, classify(err, "host with this hostname or agent_id")
+	}
+	labels, err := labelsFromJSON(row.ID, row.InventoryLabels)
+	if err != nil {
+		return hosts.Host{}, err
 	}
 	return hosts.Host{
 		ID:            row.ID,
@@ -32,6 +39,7 @@ func (s *Store) CreateHost(ctx context.Context, h hosts.Host) (hosts.Host, error
 		EnvironmentID: row.EnvironmentID,
 		Hostname:      row.Hostname,
 		AgentID:       row.AgentID,
+		Labels:        labels,
 		CreatedAt:     row.CreatedAt,
 	}, nil
 }
@@ -44,18 +52,20 @@ func (s *Store) CreateHosts(ctx context.Context, hs []hosts.Host) ([]hosts.Host,
 		return nil, nil
 	}
 	p := sqlcdb.CreateHostsParams{
-		ClientID:       hs[0].ClientID,
-		EnvironmentID:  hs[0].EnvironmentID,
-		Hostnames:      make([]string, len(hs)),
-		AgentIds:       make([]string, len(hs)),
-		NatsPublicKeys: make([]string, len(hs)),
-		NatsExpiresAt:  optionalTime(hs[0].NATSExpiresAt),
+		ClientID:        hs[0].ClientID,
+		EnvironmentID:   hs[0].EnvironmentID,
+		Hostnames:       make([]string, len(hs)),
+		AgentIds:        make([]string, len(hs)),
+		NatsPublicKeys:  make([]string, len(hs)),
+		InventoryLabels: make([]string, len(hs)),
+		NatsExpiresAt:   optionalTime(hs[0].NATSExpiresAt),
 	}
 	for i, h := range hs {
 		if h.ClientID != p.ClientID || h.EnvironmentID != p.EnvironmentID {
 			return nil, fmt.Errorf("postgres: create hosts: entry %d is in another environment than entry 0", i)
 		}
 		p.Hostnames[i], p.AgentIds[i], p.NatsPublicKeys[i] = h.Hostname, h.AgentID, h.NATSPublicKey
+		p.InventoryLabels[i] = string(labelsJSON(h.Labels))
 	}
 	rows, err := s.q.CreateHosts(ctx, p)
 	if err != nil {
@@ -75,7 +85,12 @@ func (s *Store) CreateHosts(ctx context.Context, hs []hosts.Host) ([]hosts.Host,
 		if !ok {
 			return nil, fmt.Errorf("postgres: create hosts: unexpected agent %q returned", r.AgentID)
 		}
+		labels, err := labelsFromJSON(r.ID, r.InventoryLabels)
+		if err != nil {
+			return nil, err
+		}
 		out[i] = hosts.Host{
+			Labels:        labels,
 			ID:            r.ID,
 			ClientID:      r.ClientID,
 			EnvironmentID: r.EnvironmentID,
@@ -171,6 +186,7 @@ type applyStatusJSON struct {
 }
 
 func hostFromRow(r sqlcdb.ListHostsRow) (hosts.Host, error) {
+	var err error
 	h := hosts.Host{
 		ID:              r.ID,
 		ClientID:        r.ClientID,
@@ -190,6 +206,9 @@ func hostFromRow(r sqlcdb.ListHostsRow) (hosts.Host, error) {
 	}
 	if r.HeartbeatIntervalMs != nil {
 		h.HeartbeatInterval = time.Duration(*r.HeartbeatIntervalMs) * time.Millisecond
+	}
+	if h.Labels, err = labelsFromJSON(r.ID, r.InventoryLabels); err != nil {
+		return hosts.Host{}, err
 	}
 	if len(r.Repairs) > 0 {
 		if err := json.Unmarshal(r.Repairs, &h.Repairs); err != nil {
@@ -213,4 +232,56 @@ func hostFromRow(r sqlcdb.ListHostsRow) (hosts.Host, error) {
 		h.ApplyStatus[t] = a
 	}
 	return h, nil
+}
+
+// labelsJSON is a host's labels as the jsonb column holds them (an object, never null).
+func labelsJSON(l selector.Labels) []byte {
+	if len(l) == 0 {
+		return []byte("{}")
+	}
+	b, _ := json.Marshal(l) // a map of strings always marshals
+	return b
+}
+
+func labelsFromJSON(id uuid.UUID, b []byte) (selector.Labels, error) {
+	l := selector.Labels{}
+	if len(b) == 0 {
+		return l, nil
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("postgres: host %s inventory labels: %w", id, err)
+	}
+	return l, nil
+}
+
+// PatchLabels merges patch into the labels of the hosts of ids within filter and environmentID, in a
+// transaction that check can roll back.
+func (s *Store) PatchLabels(ctx context.Context, filter, environmentID uuid.NullUUID, ids []uuid.UUID, patch hosts.LabelPatch,
+	check func(map[uuid.UUID]selector.Labels) error) ([]uuid.UUID, error) {
+	remove := patch.Remove
+	if remove == nil {
+		remove = []string{}
+	}
+	var updated []uuid.UUID
+	err := s.inTx(ctx, func(_ pgx.Tx, q *sqlcdb.Queries) error {
+		rows, err := q.PatchHostLabels(ctx, sqlcdb.PatchHostLabelsParams{
+			SetLabels: labelsJSON(patch.Set), RemoveKeys: remove, Ids: ids,
+			ClientFilter: filter, EnvironmentID: environmentID,
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: patch host labels: %w", err)
+		}
+		res := make(map[uuid.UUID]selector.Labels, len(rows))
+		for _, r := range rows {
+			if res[r.ID], err = labelsFromJSON(r.ID, r.InventoryLabels); err != nil {
+				return err
+			}
+			updated = append(updated, r.ID)
+		}
+		return check(res)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return updated, nil
 }

@@ -98,6 +98,8 @@ const (
 	ActionHostRevoked     = "host_revoked"
 	ActionHostsRegistered = "hosts_registered"
 	ActionHostsRevoked    = "hosts_revoked"
+	// ActionHostLabelsSet: an operator changed hosts' inventory labels (one host, or a batch).
+	ActionHostLabelsSet = "host_labels_set"
 	// ActionHostCredsReissued: a host got new NATS credentials (its old key revoked).
 	ActionHostCredsReissued = "host_credentials_reissued"
 	ActionCredentialCreate  = "credential_created"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
-	"github.com/configsync/configsync/services/config-api/internal/fleet"
 )
 
 // scope is the level a config page addresses: an environment default or a host override.
@@ -476,7 +476,7 @@ func (c *Console) rollback(s scope) handlerFunc {
 type progressData struct {
 	T        target
 	Exists   bool
-	Progress fleet.Progress
+	Progress applystatus.Status
 }
 
 func (c *Console) progressFor(r *http.Request, req *request) (progressData, error) {
@@ -485,7 +485,7 @@ func (c *Console) progressFor(r *http.Request, req *request) (progressData, erro
 		return progressData{}, err
 	}
 	d := progressData{T: t}
-	rec, err := c.svc.Configs.EnvironmentConfig(r.Context(), req.p, t.ID, t.ConfigType)
+	d.Progress, err = c.svc.ApplyStatus.Environment(r.Context(), req.p, t.ID, t.ConfigType)
 	if fault.Is(err, fault.NotFound) {
 		return d, nil
 	}
@@ -493,8 +493,7 @@ func (c *Console) progressFor(r *http.Request, req *request) (progressData, erro
 		return progressData{}, err
 	}
 	d.Exists = true
-	d.Progress, err = c.svc.Fleet.ApplyProgress(r.Context(), req.p, t.ID, t.ConfigType, rec.Version)
-	return d, err
+	return d, nil
 }
 
 func (c *Console) progress(w http.ResponseWriter, r *http.Request, req *request) error {

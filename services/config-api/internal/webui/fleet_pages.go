@@ -12,6 +12,7 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
@@ -101,7 +102,7 @@ func (c *Console) driftFragment(w http.ResponseWriter, r *http.Request, req *req
 	if err != nil {
 		return err
 	}
-	rep, err := c.svc.Drift.Environment(r.Context(), req.p, envID)
+	rep, err := c.svc.Drift.Environment(r.Context(), req.p, envID, selector.Selector{})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
@@ -61,6 +62,7 @@ type Services struct {
 	Credentials *credentials.Service
 	Drift       *drift.Detector
 	Fleet       *fleet.Service
+	ApplyStatus *applystatus.Service
 	Audit       *audit.Service
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/credential"
 )
 
@@ -18,6 +19,7 @@ func main() {
 	fx.New(
 		logging.Module,
 		metrics.Module,
+		tracing.Module("credential"),
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

@@ -9,6 +9,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/logging"
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/delivery"
 )
 
@@ -16,6 +17,7 @@ func main() {
 	fx.New(
 		logging.Module,
 		metrics.Module,
+		tracing.Module("delivery"),
 		natsconn.Module,
 		httpserver.Module,
 		// Nothing else asks for the HTTP server here; request it so health endpoints are served.

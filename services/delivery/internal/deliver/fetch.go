@@ -2,7 +2,6 @@ package deliver
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.uber.org/zap"
 
@@ -12,14 +11,14 @@ import (
 
 // Fetcher answers agents' startup fetches.
 type Fetcher struct {
-	resolver AgentsResolver
+	resolver SetsResolver
 	injector Injector
 	log      *zap.Logger
 }
 
 // NewFetcher returns a Fetcher resolving batches of agents through resolver and injecting credentials
 // through injector.
-func NewFetcher(resolver AgentsResolver, injector Injector, log *zap.Logger) *Fetcher {
+func NewFetcher(resolver SetsResolver, injector Injector, log *zap.Logger) *Fetcher {
 	return &Fetcher{resolver: resolver, injector: injector, log: log}
 }
 
@@ -36,36 +35,6 @@ func (f *Fetcher) Fetch(ctx context.Context, agentID string) (protocol.FetchRepl
 	reply := *res.Reply
 	reply.Identity = res.Identity
 	return reply, nil
-}
-
-// fetchReply turns a host's effective configs into its fetch reply. Collectors that reference
-// credentials are left out and returned, to be injected first; nil when there are none.
-func fetchReply(res protocol.ResolveReply) (protocol.FetchReply, *protocol.EffectiveConfig) {
-	reply := protocol.FetchReply{
-		Configs:  make(map[string]json.RawMessage, len(res.Configs)),
-		Versions: make(map[string]int64, len(res.Configs)),
-	}
-	var collectors *protocol.EffectiveConfig
-	for typ, ec := range res.Configs {
-		if ec.Statement != nil {
-			// Statements pass through untouched: delivery carries them, it never makes one.
-			if reply.Statements == nil {
-				reply.Statements = make(map[string]protocol.Signed, len(res.Configs))
-			}
-			reply.Statements[typ] = *ec.Statement
-		}
-		if isNull(ec.ConfigData) {
-			reply.Versions[typ] = ec.Version
-			continue
-		}
-		if typ == agentconfig.Collectors && needsInjection(ec.ConfigData) {
-			collectors = &ec
-			continue
-		}
-		reply.Configs[typ] = ec.ConfigData
-		reply.Versions[typ] = ec.Version
-	}
-	return reply, collectors
 }
 
 // addCollectors adds injected collectors to a fetch reply.

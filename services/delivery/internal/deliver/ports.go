@@ -17,10 +17,10 @@ type Resolver interface {
 	ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error)
 }
 
-// AgentsResolver resolves the hosts of many agents in one request (the resolver's resolve_agents): the
-// Fetcher answers a batch of fetches with one request.
-type AgentsResolver interface {
-	ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error)
+// SetsResolver resolves the hosts of many agents in one request into their distinct config sets (the
+// resolver's resolve_sets): the Fetcher answers a batch of fetches with one request.
+type SetsResolver interface {
+	ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error)
 }
 
 // Injector inlines credential secrets into collector lists (the credential service). Each item of a
@@ -31,8 +31,9 @@ type Injector interface {
 
 // CommandPublisher sends encoded commands to agents, best effort.
 type CommandPublisher interface {
-	// Publish queues command for agentID; it may return before the command is on the wire.
-	Publish(agentID string, command []byte) error
+	// Publish queues command for agentID; it may return before the command is on the wire. The
+	// message carries ctx's trace context, if any, to the agent.
+	Publish(ctx context.Context, agentID string, command []byte) error
 	// Flush waits until everything published so far has reached the message server.
 	Flush(ctx context.Context) error
 }

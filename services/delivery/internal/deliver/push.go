@@ -6,6 +6,10 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/agentconfig"
@@ -81,7 +85,9 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 	}
 	f := &fanout{p: p, ev: ev, issuedAt: p.opts.Now().UTC()}
 	for {
-		page, err := p.resolver.ResolveBatch(ctx, req)
+		rctx, span := tracer.Start(ctx, "resolve", trace.WithAttributes(attribute.Int("page", res.Pages+1)))
+		page, err := p.resolver.ResolveBatch(rctx, req)
+		endSpan(span, err)
 		if err != nil {
 			err = classifyRemote("resolver", err)
 			if isNotFound(err) {
@@ -202,6 +208,9 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 		}
 	}
 
+	// Every command of the page carries this span's context to its agent, whose apply span continues it.
+	ctx, span := tracer.Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
 	published, failed, skipped := 0, 0, 0
 	for _, g := range groups {
 		if g.err != nil {
@@ -216,7 +225,7 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 		}
 		for _, agentID := range g.agents {
 			f.buf = g.tmpl.appendCommand(f.buf[:0], commandID(agentID, f.ev.ConfigType, g.cfg.Version))
-			if err := f.p.publisher.Publish(agentID, f.buf); err != nil {
+			if err := f.p.publisher.Publish(ctx, agentID, f.buf); err != nil {
 				failed++
 				continue
 			}
@@ -226,6 +235,7 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 	if err := f.p.publisher.Flush(ctx); err != nil {
 		f.p.log.Warn("push: flush failed; commands may not have reached agents", append(eventFields(f.ev), zap.Error(err))...)
 	}
+	span.SetAttributes(attribute.Int("published", published), attribute.Int("failed", failed))
 	res.Published += published
 	res.FailedPublish += failed
 	res.SkippedCredentials += skipped
@@ -254,7 +264,9 @@ func (f *fanout) prepare(ctx context.Context, page protocol.ResolveBatchReply, g
 			items = append(items, protocol.InjectItem{Key: g.key, ClientID: page.ClientID, EnvironmentID: page.EnvironmentID, Collectors: g.cfg.ConfigData})
 		}
 	}
-	results, err := injectAll(ctx, f.p.injector, items)
+	ictx, span := tracer.Start(ctx, "inject", trace.WithAttributes(attribute.Int("lists", len(items))))
+	results, err := injectAll(ictx, f.p.injector, items)
+	endSpan(span, err)
 	if err != nil {
 		return err
 	}
@@ -307,4 +319,14 @@ func sameStatement(a, b *protocol.Signed) bool {
 		return a == b
 	}
 	return a.KeyID == b.KeyID && string(a.Statement) == string(b.Statement) && string(a.Signature) == string(b.Signature)
+}
+
+// tracer names delivery's spans: resolve, inject and publish under the push or fetch that needs them.
+var tracer = otel.Tracer("github.com/configsync/configsync/services/delivery/deliver")
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

@@ -112,7 +112,7 @@ func (r *Repairer) Repair(ctx context.Context, req protocol.RepairRequest) error
 					continue
 				}
 				buf = tmpl.appendCommand(buf[:0], commandID(h.AgentID, t, version))
-				if err := r.publisher.Publish(h.AgentID, buf); err != nil {
+				if err := r.publisher.Publish(ctx, h.AgentID, buf); err != nil {
 					failed++
 					continue
 				}

@@ -33,8 +33,8 @@ type commands struct {
 	published *prometheus.CounterVec
 }
 
-func (c *commands) Publish(agentID string, command []byte) error {
-	err := c.CommandPublisher.Publish(agentID, command)
+func (c *commands) Publish(ctx context.Context, agentID string, command []byte) error {
+	err := c.CommandPublisher.Publish(ctx, agentID, command)
 	if err != nil {
 		c.published.WithLabelValues("error").Inc()
 	} else {
@@ -60,4 +60,22 @@ func QueueDepth(m *metrics.Metrics, queued func() int) {
 		Namespace: metrics.Namespace, Subsystem: "delivery", Name: "fetch_queue_depth",
 		Help: "Agent fetches received and waiting for a batch.",
 	}, func() float64 { return float64(queued()) }))
+}
+
+// Repairs exposes the Repairer's counters (deliver.RepairStats) as
+// configsync_delivery_repair_received_total{unit} (requests, hosts) and
+// configsync_delivery_repair_commands_total{result} (published, withheld, failed).
+func Repairs(m *metrics.Metrics, stats func() deliver.RepairStats) {
+	metrics.RegisterCounterSnapshot(m, "delivery_repair_received_total",
+		"Repair requests from anti-entropy and the hosts they named.", "unit",
+		func() map[string]int64 {
+			s := stats()
+			return map[string]int64{"requests": s.Requests, "hosts": s.Hosts}
+		})
+	metrics.RegisterCounterSnapshot(m, "delivery_repair_commands_total",
+		"Repairs by result: published (a config_update sent), withheld (the type cannot be delivered whole), failed (host not resolved or publish refused).", "result",
+		func() map[string]int64 {
+			s := stats()
+			return map[string]int64{"published": s.Published, "withheld": s.Withheld, "failed": s.Failed}
+		})
 }

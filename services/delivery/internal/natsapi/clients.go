@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/configsync/configsync/libs/platform/natsrpc"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -15,8 +17,8 @@ import (
 type ResolverClient struct{ r *natsrpc.Client }
 
 var (
-	_ deliver.Resolver       = (*ResolverClient)(nil)
-	_ deliver.AgentsResolver = (*ResolverClient)(nil)
+	_ deliver.Resolver     = (*ResolverClient)(nil)
+	_ deliver.SetsResolver = (*ResolverClient)(nil)
 )
 
 // NewResolverClient returns a client whose requests time out after timeout.
@@ -31,10 +33,11 @@ func (c *ResolverClient) Resolve(ctx context.Context, req protocol.ResolveReques
 	return reply, err
 }
 
-// ResolveAgents implements deliver.AgentsResolver.
-func (c *ResolverClient) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
-	var reply protocol.ResolveAgentsReply
-	err := c.r.Call(ctx, protocol.ResolveAgentsSubject, req, &reply)
+// ResolveSets implements deliver.SetsResolver. A resolver of another contract has no responder on the
+// subject (it names the contract): that is an error, which the fetcher reports as unavailable.
+func (c *ResolverClient) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
+	var reply protocol.ResolveSetsReply
+	err := c.r.Call(ctx, protocol.ResolveSetsSubject, req, &reply)
 	return reply, err
 }
 
@@ -71,9 +74,15 @@ var _ deliver.CommandPublisher = (*CommandPublisher)(nil)
 // NewCommandPublisher returns a publisher on nc.
 func NewCommandPublisher(nc *nats.Conn) *CommandPublisher { return &CommandPublisher{nc: nc} }
 
-// Publish implements deliver.CommandPublisher; nc copies command before returning.
-func (p *CommandPublisher) Publish(agentID string, command []byte) error {
-	return p.nc.Publish(protocol.CommandSubject(agentID), command)
+// Publish implements deliver.CommandPublisher; nc copies command before returning. Untraced (always
+// while tracing is off) it is a plain publish without headers.
+func (p *CommandPublisher) Publish(ctx context.Context, agentID string, command []byte) error {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return p.nc.Publish(protocol.CommandSubject(agentID), command)
+	}
+	msg := &nats.Msg{Subject: protocol.CommandSubject(agentID), Data: command}
+	tracing.Inject(ctx, msg)
+	return p.nc.PublishMsg(msg)
 }
 
 // Flush implements deliver.CommandPublisher.

@@ -6,9 +6,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/jsconsumer"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -110,6 +114,8 @@ func (c *EventConsumer) handle(ctx context.Context, msgs []jetstream.Msg) []jsco
 	return outcomes
 }
 
+var tracer = tracing.Tracer("github.com/configsync/configsync/services/delivery")
+
 func (c *EventConsumer) handleEvent(ctx context.Context, msg jetstream.Msg) jsconsumer.Outcome {
 	ev, err := decodeConfigChanged(msg.Data())
 	if err != nil {
@@ -121,7 +127,15 @@ func (c *EventConsumer) handleEvent(ctx context.Context, msg jetstream.Msg) jsco
 		return jsconsumer.Terminate("malformed")
 	}
 	start := time.Now()
+	// The event carries the trace of the write that produced it (outbox relay); the push continues it.
+	ctx, span := tracer.Start(tracing.Extract(ctx, msg.Headers()), "delivery.push", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("config_type", ev.ConfigType), attribute.Int64("version", ev.Version)))
+	defer span.End()
 	res, err := c.pusher.Push(ctx, ev)
+	span.SetAttributes(attribute.Int("hosts", res.Hosts), attribute.Int("published", res.Published))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
 	fields := append(eventFields(ev), zap.Int("pages", res.Pages), zap.Int("hosts", res.Hosts),
 		zap.Int("published", res.Published), zap.Int("skipped_credentials", res.SkippedCredentials),
 		zap.Int("publish_failed", res.FailedPublish), zap.Duration("took", time.Since(start)))

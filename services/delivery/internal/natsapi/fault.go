@@ -15,11 +15,11 @@ type LossyPublisher struct {
 }
 
 // Publish implements deliver.CommandPublisher.
-func (p LossyPublisher) Publish(agentID string, command []byte) error {
+func (p LossyPublisher) Publish(ctx context.Context, agentID string, command []byte) error {
 	if p.Lose(agentID, command) {
 		return nil
 	}
-	return p.CommandPublisher.Publish(agentID, command)
+	return p.CommandPublisher.Publish(ctx, agentID, command)
 }
 
 // Flush implements deliver.CommandPublisher.

@@ -16,9 +16,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/natsrpc"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -171,10 +175,25 @@ func (s *FetchServer) serve(ctx context.Context, reqs []*natsrpc.Request) {
 	if len(agents) == 0 {
 		return
 	}
+	// A fetch an agent traced gets a span of its own (the batch is shared, so the span covers the
+	// batch's work for this agent); whether it is kept is the backend's decision (tracing.Sampler).
+	spans := make([]trace.Span, len(pending))
+	for k, r := range pending {
+		if len(r.Header) > 0 {
+			_, spans[k] = tracer.Start(tracing.Extract(ctx, r.Header), "delivery.fetch", trace.WithSpanKind(trace.SpanKindServer))
+		}
+	}
 	results := s.fetcher.FetchBatch(ctx, agents)
 	encoded := map[*protocol.FetchReply][]byte{} // a reply shared by several agents is encoded once
 	for k, res := range results {
 		s.answer(pending[k], agents[k], res, encoded)
+		if spans[k] != nil {
+			spans[k].SetAttributes(attribute.Int("batch", len(agents)))
+			if res.Err != nil {
+				spans[k].SetStatus(codes.Error, res.Err.Error())
+			}
+			spans[k].End()
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/resolver"
 )
 
@@ -33,6 +34,7 @@ func main() {
 	fx.New(
 		logging.Module,
 		metrics.Module,
+		tracing.Module("resolver"),
 		pgdb.Module,
 		natsconn.Module,
 		httpserver.Module,

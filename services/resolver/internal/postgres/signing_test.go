@@ -84,7 +84,7 @@ func TestSignedStatements(t *testing.T) {
 	for i := range agents {
 		agents[i] = "web-" + strconv.Itoa(i+1)
 	}
-	reply, err := r.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: agents, Types: []string{"intervals"}})
+	reply, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: agents, Types: []string{"intervals"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +92,15 @@ func TestSignedStatements(t *testing.T) {
 	if got, want := obs.total(), 2+n; got != want {
 		t.Fatalf("signatures for %d hosts = %d, want %d", n, got, want)
 	}
-	for i := range reply.Hosts {
-		res, err := reply.Resolved(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		agent := res.Host.AgentID
+	if got := len(reply.Configs); got != 2 {
+		t.Fatalf("distinct configs = %d, want 2 (the environment's and web-1's override)", got)
+	}
+	hosts := hostsOf(t, reply)
+	if len(hosts) != n {
+		t.Fatalf("hosts in the reply = %d, want %d", len(hosts), n)
+	}
+	for _, res := range hosts {
+		agent := res.AgentID
 		envOf, err := keys.Identity(res.Identity, agent)
 		if err != nil || envOf != env {
 			t.Fatalf("identity of %s: %q, %v", agent, envOf, err)
@@ -132,7 +135,7 @@ func TestSignedStatements(t *testing.T) {
 
 	// Stored: fetching again and paging the environment sign nothing.
 	before := obs.total()
-	if _, err := r.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: agents[:10], Types: []string{"intervals"}}); err != nil {
+	if _, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: agents[:10], Types: []string{"intervals"}}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := r.ResolveBatch(ctx, protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "intervals"})
@@ -157,12 +160,11 @@ func TestSignedStatements(t *testing.T) {
 
 	// A deletion is signed too (null hash).
 	del := db.DeleteHost(web1, "intervals")
-	reply, err = r.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: []string{"web-1"}, Types: []string{"intervals"}})
+	reply, err = r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: []string{"web-1"}, Types: []string{"intervals"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _ := reply.Resolved(0)
-	ec := res.Configs["intervals"]
+	ec := hostsOf(t, reply)[0].Configs["intervals"]
 	if ec.Version != del {
 		t.Fatalf("after the override's deletion version %d, want %d", ec.Version, del)
 	}
@@ -191,12 +193,11 @@ func TestSignedCollectorsHashRedacted(t *testing.T) {
 	}
 	collectors := `[{"type":"postgres","name":"pg","host":"db","port":5432,"credential_id":"` + cred + `"}]`
 	db.PutEnv(env, "collectors", collectors)
-	reply, err := r.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: []string{"db-1"}})
+	reply, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: []string{"db-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _ := reply.Resolved(0)
-	ec := res.Configs["collectors"]
+	ec := hostsOf(t, reply)[0].Configs["collectors"]
 	injected, pointers, err := agentconfig.InjectSecrets(ec.ConfigData, map[string]map[string]string{cred: {"password": "s3cret", "username": "app"}})
 	if err != nil {
 		t.Fatal(err)
@@ -209,4 +210,30 @@ func TestSignedCollectorsHashRedacted(t *testing.T) {
 	if err := keys.VerifyConfig(ec.Statement, c); !errors.Is(err, signing.ErrSignatureInvalid) {
 		t.Fatalf("changed collectors verified: %v", err)
 	}
+}
+
+// resolvedHost is one host of a sets reply with its configs looked up.
+type resolvedHost struct {
+	AgentID  string
+	Identity *protocol.Signed
+	Configs  map[string]protocol.EffectiveConfig
+}
+
+// hostsOf flattens a sets reply into its hosts, in the order of its sets.
+func hostsOf(t *testing.T, reply protocol.ResolveSetsReply) []resolvedHost {
+	t.Helper()
+	if err := reply.Check(); err != nil {
+		t.Fatal(err)
+	}
+	var out []resolvedHost
+	for _, set := range reply.Sets {
+		for _, h := range set.Hosts {
+			rh := resolvedHost{AgentID: h.AgentID, Identity: h.Identity, Configs: map[string]protocol.EffectiveConfig{}}
+			for typ, n := range set.Configs {
+				rh.Configs[typ] = reply.Configs[n]
+			}
+			out = append(out, rh)
+		}
+	}
+	return out
 }

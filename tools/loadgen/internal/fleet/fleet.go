@@ -94,6 +94,11 @@ type Fleet struct {
 	workers sync.WaitGroup
 	bgStop  context.CancelFunc
 	bgDone  sync.WaitGroup
+
+	retry retryState // agents' fetch retries (retry.go)
+
+	// perAgentConns: every agent has its own connection (Connect), conns[i] being agent i's.
+	perAgentConns bool
 }
 
 type counters struct {
@@ -107,48 +112,15 @@ type counters struct {
 // New connects Conns connections and builds one agent per id (ids must be valid agent ids). Commands
 // are not received until Start.
 func New(cfg Config, agentIDs []string) (*Fleet, error) {
-	if cfg.Conns < 1 {
-		cfg.Conns = 1
-	}
-	if cfg.Subscriptions == "" {
-		cfg.Subscriptions = Wildcard
-	}
-	if cfg.Subscriptions != Wildcard && cfg.Subscriptions != PerAgent {
-		return nil, fmt.Errorf("fleet: unknown subscription mode %q", cfg.Subscriptions)
-	}
-	if cfg.FetchTimeout <= 0 {
-		cfg.FetchTimeout = 10 * time.Second
-	}
-	if cfg.AgentVersion == "" {
-		cfg.AgentVersion = "loadgen/1.0.0"
-	}
-	if cfg.Name == "" {
-		cfg.Name = "configsync-loadgen"
-	}
-	for _, id := range agentIDs {
-		if !protocol.ValidAgentID(id) {
-			return nil, fmt.Errorf("fleet: invalid agent id %q", id)
-		}
+	cfg, err := withDefaults(cfg, agentIDs)
+	if err != nil {
+		return nil, err
 	}
 	f := &Fleet{cfg: cfg, table: newEntryTable(), fetchErrors: map[string]int64{}}
 	for i := range cfg.Conns {
-		opts := []nats.Option{
-			nats.Name(fmt.Sprintf("%s-%d", cfg.Name, i)),
-			nats.MaxReconnects(-1),
-			nats.ReconnectWait(250 * time.Millisecond),
-			nats.Timeout(10 * time.Second),
-			// Count, don't print, slow-consumer and other async errors.
-			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-				if errors.Is(err, nats.ErrSlowConsumer) {
-					f.counters.droppedByConns.Add(1)
-				}
-			}),
-		}
+		opts := f.baseOptions(fmt.Sprintf("%s-%d", cfg.Name, i))
 		if cfg.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-		}
-		if cfg.CAFile != "" {
-			opts = append(opts, nats.RootCAs(cfg.CAFile))
 		}
 		nc, err := nats.Connect(cfg.URL, opts...)
 		if err != nil {
@@ -171,12 +143,63 @@ func New(cfg Config, agentIDs []string) (*Fleet, error) {
 	return f, nil
 }
 
+// withDefaults checks cfg and the agent ids and fills in cfg's defaults.
+func withDefaults(cfg Config, agentIDs []string) (Config, error) {
+	if cfg.Conns < 1 {
+		cfg.Conns = 1
+	}
+	if cfg.Subscriptions == "" {
+		cfg.Subscriptions = Wildcard
+	}
+	if cfg.Subscriptions != Wildcard && cfg.Subscriptions != PerAgent {
+		return cfg, fmt.Errorf("fleet: unknown subscription mode %q", cfg.Subscriptions)
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = 10 * time.Second
+	}
+	if cfg.AgentVersion == "" {
+		cfg.AgentVersion = "loadgen/1.0.0"
+	}
+	if cfg.Name == "" {
+		cfg.Name = "configsync-loadgen"
+	}
+	for _, id := range agentIDs {
+		if !protocol.ValidAgentID(id) {
+			return cfg, fmt.Errorf("fleet: invalid agent id %q", id)
+		}
+	}
+	return cfg, nil
+}
+
+// baseOptions are the options of every connection of the fleet, named name.
+func (f *Fleet) baseOptions(name string) []nats.Option {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.Timeout(10 * time.Second),
+		// Count, don't print, slow-consumer and other async errors.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				f.counters.droppedByConns.Add(1)
+			}
+		}),
+	}
+	if f.cfg.CAFile != "" {
+		opts = append(opts, nats.RootCAs(f.cfg.CAFile))
+	}
+	return opts
+}
+
 // Agents returns the fleet's agents (index i publishes on connection i mod Conns).
 func (f *Fleet) Agents() []*Agent { return f.agents }
 
 // Subscribe starts receiving and answering commands. It returns once the server has registered every
 // subscription.
 func (f *Fleet) Subscribe() error {
+	if f.perAgentConns {
+		return f.subscribePerAgentConns(16)
+	}
 	// Deep buffers: an environment-wide push delivers one command per agent in a burst.
 	perConn := max(4096, 2*len(f.agents)/len(f.conns))
 	for i, nc := range f.conns {
@@ -258,6 +281,10 @@ type StartOptions struct {
 	// Fetch makes every agent fetch its configs at startup, each after a random delay in [0, Jitter).
 	Fetch  bool
 	Jitter time.Duration
+	// RetryFor, when positive, makes an agent whose startup fetch failed retry as the real agent does
+	// (the backend's retry_after_ms, else its own backoff) until it has its config or RetryFor has
+	// passed since the boot began; the boot ends when every agent has its config or gave up.
+	RetryFor time.Duration
 }
 
 // Start boots every agent as a real one does: (optionally) sleep a random jitter, fetch, then send a
@@ -267,11 +294,12 @@ func (f *Fleet) Start(opts StartOptions) <-chan struct{} {
 	done := make(chan struct{})
 	var booted sync.WaitGroup
 	booted.Add(len(f.agents))
+	f.retry.begin(time.Now(), opts.RetryFor)
 	for _, a := range f.agents {
 		boot := func() {
 			defer booted.Done()
 			if opts.Fetch {
-				f.fetch(a)
+				f.fetchUntilConfigured(a, f.fetch(a))
 			}
 			f.sendHeartbeat(a, time.Now())
 		}
@@ -301,8 +329,22 @@ func (f *Fleet) Start(opts StartOptions) <-chan struct{} {
 	return done
 }
 
-// fetch runs one agent's startup fetch and records its latency and outcome.
-func (f *Fleet) fetch(a *Agent) {
+// fetch runs one agent's startup fetch and records its latency and outcome. It returns why it failed
+// (a *protocol.Error for an error reply), nil on success.
+func (f *Fleet) fetch(a *Agent) error {
+	elapsed, kind, err := f.fetchOnce(a)
+	if err != nil {
+		f.fetchFailed(kind)
+		return err
+	}
+	f.counters.fetchOK.Add(1)
+	f.fetchLatency.Record(elapsed)
+	return nil
+}
+
+// fetchOnce makes one fetch request and applies the reply: its round trip, or why it failed (a short
+// kind for the report, and the error).
+func (f *Fleet) fetchOnce(a *Agent) (time.Duration, string, error) {
 	req, _ := json.Marshal(protocol.FetchRequest{AgentID: a.ID})
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.FetchTimeout)
 	defer cancel()
@@ -310,32 +352,29 @@ func (f *Fleet) fetch(a *Agent) {
 	msg, err := a.replies.request(ctx, a.ID, protocol.FetchSubject(a.ID), req)
 	elapsed := time.Since(start)
 	if err != nil {
-		f.fetchFailed(fetchErrorKind(err))
-		return
-	}
-	// A micro endpoint may answer an error in headers only.
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		f.fetchFailed("error " + code)
-		return
+		return elapsed, fetchErrorKind(err), err
 	}
 	var reply protocol.FetchReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil {
-		f.fetchFailed("undecodable reply")
-		return
+		// A micro endpoint may answer an error in headers only.
+		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+			return elapsed, "error " + code, &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
+		}
+		return elapsed, "undecodable reply", err
 	}
 	if reply.Error != nil {
-		f.fetchFailed("error " + reply.Error.Code)
-		return
+		return elapsed, "error " + reply.Error.Code, reply.Error
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return elapsed, "error " + code, &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
 	}
 	if err := a.applyFetch(f.table, reply); err != nil {
-		f.fetchFailed("unusable reply")
-		return
+		return elapsed, "unusable reply", err
 	}
 	if len(reply.TypeErrors) > 0 {
 		f.counters.fetchTypeErrors.Add(1)
 	}
-	f.counters.fetchOK.Add(1)
-	f.fetchLatency.Record(elapsed)
+	return elapsed, "", nil
 }
 
 func (f *Fleet) fetchFailed(kind string) {
@@ -436,6 +475,9 @@ loop:
 
 // Flush waits until every connection has written what it buffered and the server has seen it.
 func (f *Fleet) Flush(timeout time.Duration) error {
+	if f.perAgentConns {
+		return f.eachConn(func(_ int, nc *nats.Conn) error { return nc.FlushTimeout(timeout) })
+	}
 	var errs []error
 	for _, nc := range f.conns {
 		if err := nc.FlushTimeout(timeout); err != nil {
@@ -531,13 +573,14 @@ func (f *Fleet) Close() {
 	for _, s := range f.subs {
 		_ = s.Unsubscribe()
 	}
-	for _, m := range f.replies {
-		m.close()
-	}
-	for _, nc := range f.conns {
+	_ = f.eachConn(func(i int, nc *nats.Conn) error {
+		if i < len(f.replies) && f.replies[i] != nil {
+			f.replies[i].close()
+		}
 		_ = nc.FlushTimeout(5 * time.Second)
 		nc.Close()
-	}
+		return nil
+	})
 	for _, ch := range f.cmdCh {
 		close(ch)
 	}

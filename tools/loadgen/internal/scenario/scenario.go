@@ -41,7 +41,9 @@ type Options struct {
 	// Scenarios to run (Push, Herd, Heartbeat).
 	Scenarios map[string]bool
 	// Jitter is the boot window of the herd (agents fetch at a random point within it).
-	Jitter       time.Duration
+	Jitter time.Duration
+	// RetryFor: agents whose startup fetch failed retry as the agent does for this long from the boot.
+	RetryFor     time.Duration
 	FetchTimeout time.Duration
 	// HeartbeatInterval is each agent's background heartbeat period (keeps the fleet online).
 	HeartbeatInterval time.Duration
@@ -61,6 +63,8 @@ type Options struct {
 	RegisterConcurrency int
 	// RunID names the tenant, environment and agents of this run.
 	RunID string
+	// Real, when set, gives every agent its own NATS connection and user (realconn.go).
+	Real *RealConnections
 	// Analyze refreshes the hosts table's planner statistics after registration, when the observer
 	// can (postgres): the steady state of a fleet that grew over time rather than one registered a
 	// second ago.
@@ -142,7 +146,9 @@ type Result struct {
 	Herd          *HerdResult      `json:"herd,omitempty"`
 	Push          *PushResult      `json:"push,omitempty"`
 	Heartbeat     *HeartbeatResult `json:"heartbeat,omitempty"`
-	Fleet         fleet.Stats      `json:"fleet"`
+	// ConnectStorm: the real-connection fleet's connect storm, before the herd.
+	ConnectStorm *ConnectStormResult `json:"connect_storm,omitempty"`
+	Fleet        fleet.Stats         `json:"fleet"`
 	// Memory of the service processes at the end of the run (VmHWM is the peak over the whole run).
 	Memory []procstat.Memory `json:"memory,omitempty"`
 	// LoadgenMemory is loadgen's own (the simulated fleet shares the machine).
@@ -164,6 +170,7 @@ type Runner struct {
 	credInstances   int // credential service replicas that answered the first stats request
 	fleet           *fleet.Fleet
 	res             *Result
+	identities      map[string]string // real-connection mode: each agent's creds, until connected
 }
 
 // New returns a Runner writing progress lines to progress.
@@ -207,18 +214,12 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return r.res, err
 	}
-	f, err := fleet.New(fleet.Config{
-		URL: r.backend.NATSURL, CredsFile: r.backend.CredsFile, CAFile: r.backend.NATSCA, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
-		FetchTimeout: r.opts.FetchTimeout, HeartbeatInterval: r.opts.HeartbeatInterval, DropPushes: r.opts.DropPushes,
-	}, ids)
+	f, err := r.newFleet(ids)
 	if err != nil {
 		return r.res, err
 	}
 	r.fleet = f
 	defer f.Close()
-	if err := f.Subscribe(); err != nil {
-		return r.res, err
-	}
 	if err := r.boot(ctx); err != nil {
 		return r.res, err
 	}
@@ -289,7 +290,7 @@ func (r *Runner) setup(ctx context.Context) ([]string, error) {
 	}
 	r.logf("registering %d hosts in environment %s (batches of up to %d, %d in flight)", len(ids), r.envID, configapi.MaxBatch, r.opts.RegisterConcurrency)
 	start, last := time.Now(), time.Now()
-	reg, err := api.RegisterHosts(ctx, r.envID, ids, r.opts.RegisterConcurrency, func(done int) {
+	reg, err := r.register(ctx, ids, func(done int) {
 		if time.Since(last) >= 2*time.Second {
 			last = time.Now()
 			el := time.Since(start)
@@ -445,6 +446,9 @@ type HerdResult struct {
 	// when, from the boot, the credential service stopped receiving them.
 	LateInjects int64         `json:"late_inject_requests"`
 	QuietAfter  time.Duration `json:"quiet_after_ns"`
+	// Retry is what agents whose first fetch failed did, retrying as the agent does for RetryFor.
+	Retry    fleet.RetryStats `json:"retry"`
+	RetryFor time.Duration    `json:"retry_for_ns"`
 
 	beforeInjects, endInjects int64
 }
@@ -461,7 +465,7 @@ func (r *Runner) boot(ctx context.Context) error {
 	}
 	cpu0 := r.cpuSnapshot()
 	start := time.Now()
-	booted := r.fleet.Start(fleet.StartOptions{Fetch: herd, Jitter: r.opts.Jitter})
+	booted := r.fleet.Start(fleet.StartOptions{Fetch: herd, Jitter: r.opts.Jitter, RetryFor: r.opts.RetryFor})
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 wait:
@@ -477,7 +481,8 @@ wait:
 			}
 			s := r.fleet.Stats()
 			if herd {
-				r.logf("  herd: %d fetched, %d failed (%.1f s)", s.FetchOK, s.FetchFailed, time.Since(start).Seconds())
+				rs := r.fleet.RetryStats()
+				r.logf("  herd: %d fetched, %d failed (%.1f s); %d retries configured %d agents", s.FetchOK, s.FetchFailed, time.Since(start).Seconds(), rs.Retries, rs.RetriedOK)
 			}
 		}
 	}
@@ -486,7 +491,8 @@ wait:
 	if herd {
 		s := r.fleet.Stats()
 		h := &HerdResult{Agents: r.opts.Agents, Window: r.opts.Jitter, Elapsed: elapsed, OK: s.FetchOK, Failed: s.FetchFailed,
-			Errors: s.FetchErrors, TypeErrors: s.FetchTypeErrors, Latency: s.FetchLatency, Injects: -1, Credentials: len(r.credIDs), CPU: cpu}
+			Errors: s.FetchErrors, TypeErrors: s.FetchTypeErrors, Latency: s.FetchLatency, Injects: -1, Credentials: len(r.credIDs), CPU: cpu,
+			Retry: r.fleet.RetryStats(), RetryFor: r.opts.RetryFor}
 		if elapsed > 0 {
 			h.PerSecond = float64(s.FetchOK) / elapsed.Seconds()
 		}
@@ -497,6 +503,10 @@ wait:
 			h.Latency.P50.Round(time.Microsecond), h.Latency.P95.Round(time.Microsecond), h.Latency.P99.Round(time.Microsecond))
 		if h.TypeErrors > 0 {
 			r.note("%d fetches withheld a type (type_errors)", h.TypeErrors)
+		}
+		if h.Failed > 0 && h.RetryFor > 0 {
+			r.logf("herd: retries: %d (%d waited the backend's retry_after_ms), %d agents configured by a retry, %d left without config; every agent configured %s after boot",
+				h.Retry.Retries, h.Retry.ServerDelays, h.Retry.RetriedOK, h.Retry.GaveUp, h.Retry.AllConfigured.Round(time.Millisecond))
 		}
 	}
 	if err := r.fleet.Flush(30 * time.Second); err != nil {

@@ -110,6 +110,16 @@ type EnvironmentConfig struct {
 	UpdatedAt     time.Time
 }
 
+type HeartbeatBatch struct {
+	HostID              uuid.UUID
+	AgentVersion        string
+	ConfigHash          string
+	ConfigVersion       int64
+	ConfigVersions      []byte
+	ReceivedAt          time.Time
+	HeartbeatIntervalMs int64
+}
+
 type Host struct {
 	ID                  uuid.UUID
 	ClientID            uuid.UUID
@@ -127,6 +137,7 @@ type Host struct {
 	HeartbeatIntervalMs *int64
 	NatsExpiresAt       *time.Time
 	NatsUnexpiring      bool
+	InventoryLabels     []byte
 }
 
 type HostConfig struct {
@@ -178,4 +189,5 @@ type Outbox struct {
 	PublishedAt *time.Time
 	Attempts    int32
 	LastError   *string
+	Traceparent *string
 }

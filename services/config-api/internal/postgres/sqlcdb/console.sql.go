@@ -12,83 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const applyProgress = `-- name: ApplyProgress :one
-SELECT count(*)::bigint AS active,
-       count(s.id) FILTER (WHERE s.status = 'applied' AND s.version >= $1)::bigint AS applied,
-       count(s.id) FILTER (WHERE s.status = 'failed' AND s.version >= $1)::bigint AS failed
-FROM hosts h
-LEFT JOIN host_config_apply_status s ON s.host_id = h.id AND s.config_type = $2
-WHERE h.environment_id = $3 AND h.revoked_at IS NULL
-`
-
-type ApplyProgressParams struct {
-	Version       int64
-	ConfigType    string
-	EnvironmentID uuid.UUID
-}
-
-type ApplyProgressRow struct {
-	Active  int64
-	Applied int64
-	Failed  int64
-}
-
-// How the active hosts of an environment stand with one config type at a version: acknowledged as
-// applied or failed at that version or later, or still pending.
-func (q *Queries) ApplyProgress(ctx context.Context, arg ApplyProgressParams) (ApplyProgressRow, error) {
-	row := q.db.QueryRow(ctx, applyProgress, arg.Version, arg.ConfigType, arg.EnvironmentID)
-	var i ApplyProgressRow
-	err := row.Scan(&i.Active, &i.Applied, &i.Failed)
-	return i, err
-}
-
-const applyTopErrors = `-- name: ApplyTopErrors :many
-SELECT COALESCE(s.error, '')::text AS error, count(*)::bigint AS hosts
-FROM hosts h
-JOIN host_config_apply_status s ON s.host_id = h.id AND s.config_type = $1
-WHERE h.environment_id = $2 AND h.revoked_at IS NULL AND s.status = 'failed' AND s.version >= $3
-GROUP BY s.error
-ORDER BY hosts DESC, error
-LIMIT $4
-`
-
-type ApplyTopErrorsParams struct {
-	ConfigType    string
-	EnvironmentID uuid.UUID
-	Version       int64
-	MaxRows       int32
-}
-
-type ApplyTopErrorsRow struct {
-	Error string
-	Hosts int64
-}
-
-func (q *Queries) ApplyTopErrors(ctx context.Context, arg ApplyTopErrorsParams) ([]ApplyTopErrorsRow, error) {
-	rows, err := q.db.Query(ctx, applyTopErrors,
-		arg.ConfigType,
-		arg.EnvironmentID,
-		arg.Version,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ApplyTopErrorsRow
-	for rows.Next() {
-		var i ApplyTopErrorsRow
-		if err := rows.Scan(&i.Error, &i.Hosts); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const createConsoleSession = `-- name: CreateConsoleSession :exec
 
 INSERT INTO console_sessions (id_hash, token_id, expires_at) VALUES ($1, $2, $3)
@@ -498,7 +421,8 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.environment_id = $1
   AND ($2::text = '' OR h.hostname ILIKE '%' || $2::text || '%')
@@ -543,6 +467,7 @@ type SearchHostsRow struct {
 	ApplyStatus         []byte
 	HeartbeatIntervalMs *int64
 	Repairs             []byte
+	InventoryLabels     []byte
 }
 
 // A page of an environment's hosts by hostname (then id), filtered by a hostname substring and a state:
@@ -581,6 +506,7 @@ func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]Sea
 			&i.ApplyStatus,
 			&i.HeartbeatIntervalMs,
 			&i.Repairs,
+			&i.InventoryLabels,
 		); err != nil {
 			return nil, err
 		}

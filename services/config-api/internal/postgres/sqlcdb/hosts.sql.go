@@ -52,27 +52,30 @@ func (q *Queries) CountPendingRevocations(ctx context.Context, arg CountPendingR
 
 const createHost = `-- name: CreateHost :one
 
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, client_id, environment_id, hostname, agent_id, created_at
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at, inventory_labels)
+VALUES ($1, $2, $3, $4, $5, $6,
+        $7::jsonb)
+RETURNING id, client_id, environment_id, hostname, agent_id, created_at, inventory_labels
 `
 
 type CreateHostParams struct {
-	ClientID      uuid.UUID
-	EnvironmentID uuid.UUID
-	Hostname      string
-	AgentID       string
-	NatsPublicKey *string
-	NatsExpiresAt *time.Time
+	ClientID        uuid.UUID
+	EnvironmentID   uuid.UUID
+	Hostname        string
+	AgentID         string
+	NatsPublicKey   *string
+	NatsExpiresAt   *time.Time
+	InventoryLabels []byte
 }
 
 type CreateHostRow struct {
-	ID            uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.UUID
-	Hostname      string
-	AgentID       string
-	CreatedAt     time.Time
+	ID              uuid.UUID
+	ClientID        uuid.UUID
+	EnvironmentID   uuid.UUID
+	Hostname        string
+	AgentID         string
+	CreatedAt       time.Time
+	InventoryLabels []byte
 }
 
 // Host registration and the host views operators read (heartbeat state and apply status).
@@ -84,6 +87,7 @@ func (q *Queries) CreateHost(ctx context.Context, arg CreateHostParams) (CreateH
 		arg.AgentID,
 		arg.NatsPublicKey,
 		arg.NatsExpiresAt,
+		arg.InventoryLabels,
 	)
 	var i CreateHostRow
 	err := row.Scan(
@@ -93,41 +97,46 @@ func (q *Queries) CreateHost(ctx context.Context, arg CreateHostParams) (CreateH
 		&i.Hostname,
 		&i.AgentID,
 		&i.CreatedAt,
+		&i.InventoryLabels,
 	)
 	return i, err
 }
 
 const createHosts = `-- name: CreateHosts :many
-INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at)
+INSERT INTO hosts (client_id, environment_id, hostname, agent_id, nats_public_key, nats_expires_at, inventory_labels)
 SELECT $1::uuid, $2::uuid, b.hostname, b.agent_id, NULLIF(b.nats_public_key, ''),
-       CASE WHEN b.nats_public_key = '' THEN NULL ELSE $3::timestamptz END
+       CASE WHEN b.nats_public_key = '' THEN NULL ELSE $3::timestamptz END,
+       b.inventory_labels::jsonb
 FROM (SELECT unnest($4::text[]) AS hostname, unnest($5::text[]) AS agent_id,
-             unnest($6::text[]) AS nats_public_key) AS b
-RETURNING id, client_id, environment_id, hostname, agent_id, created_at
+             unnest($6::text[]) AS nats_public_key,
+             unnest($7::text[]) AS inventory_labels) AS b
+RETURNING id, client_id, environment_id, hostname, agent_id, created_at, inventory_labels
 `
 
 type CreateHostsParams struct {
-	ClientID       uuid.UUID
-	EnvironmentID  uuid.UUID
-	NatsExpiresAt  *time.Time
-	Hostnames      []string
-	AgentIds       []string
-	NatsPublicKeys []string
+	ClientID        uuid.UUID
+	EnvironmentID   uuid.UUID
+	NatsExpiresAt   *time.Time
+	Hostnames       []string
+	AgentIds        []string
+	NatsPublicKeys  []string
+	InventoryLabels []string
 }
 
 type CreateHostsRow struct {
-	ID            uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.UUID
-	Hostname      string
-	AgentID       string
-	CreatedAt     time.Time
+	ID              uuid.UUID
+	ClientID        uuid.UUID
+	EnvironmentID   uuid.UUID
+	Hostname        string
+	AgentID         string
+	CreatedAt       time.Time
+	InventoryLabels []byte
 }
 
 // Registers a batch of hosts of one environment in one statement (so all or none): the arrays hold one
 // element per host (unnested side by side), an empty nats_public_keys element meaning none was issued.
 // Rows come back in no promised order; agent_id (unique) matches them to the batch. Every issued JWT
-// of the batch expires at nats_expires_at.
+// of the batch expires at nats_expires_at. inventory_labels holds each host's labels as a JSON object text.
 func (q *Queries) CreateHosts(ctx context.Context, arg CreateHostsParams) ([]CreateHostsRow, error) {
 	rows, err := q.db.Query(ctx, createHosts,
 		arg.ClientID,
@@ -136,6 +145,7 @@ func (q *Queries) CreateHosts(ctx context.Context, arg CreateHostsParams) ([]Cre
 		arg.Hostnames,
 		arg.AgentIds,
 		arg.NatsPublicKeys,
+		arg.InventoryLabels,
 	)
 	if err != nil {
 		return nil, err
@@ -151,6 +161,7 @@ func (q *Queries) CreateHosts(ctx context.Context, arg CreateHostsParams) ([]Cre
 			&i.Hostname,
 			&i.AgentID,
 			&i.CreatedAt,
+			&i.InventoryLabels,
 		); err != nil {
 			return nil, err
 		}
@@ -224,7 +235,8 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.id = $1
   AND ($2::uuid IS NULL OR h.client_id = $2::uuid)
@@ -252,6 +264,7 @@ type GetHostRow struct {
 	ApplyStatus         []byte
 	HeartbeatIntervalMs *int64
 	Repairs             []byte
+	InventoryLabels     []byte
 }
 
 func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (GetHostRow, error) {
@@ -274,6 +287,7 @@ func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (GetHostRow, e
 		&i.ApplyStatus,
 		&i.HeartbeatIntervalMs,
 		&i.Repairs,
+		&i.InventoryLabels,
 	)
 	return i, err
 }
@@ -361,7 +375,8 @@ SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at
        h.heartbeat_interval_ms,
        COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
                    'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs
+                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
+       h.inventory_labels
 FROM hosts h
 WHERE h.environment_id = $1
   AND ($2::uuid IS NULL OR h.id > $2::uuid)
@@ -392,6 +407,7 @@ type ListHostsRow struct {
 	ApplyStatus         []byte
 	HeartbeatIntervalMs *int64
 	Repairs             []byte
+	InventoryLabels     []byte
 }
 
 func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHostsRow, error) {
@@ -420,6 +436,7 @@ func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHos
 			&i.ApplyStatus,
 			&i.HeartbeatIntervalMs,
 			&i.Repairs,
+			&i.InventoryLabels,
 		); err != nil {
 			return nil, err
 		}
@@ -559,6 +576,56 @@ SELECT pg_advisory_xact_lock($1::bigint)
 func (q *Queries) LockRevocations(ctx context.Context, lockKey int64) error {
 	_, err := q.db.Exec(ctx, lockRevocations, lockKey)
 	return err
+}
+
+const patchHostLabels = `-- name: PatchHostLabels :many
+UPDATE hosts SET inventory_labels = (inventory_labels || $1::jsonb) - $2::text[]
+WHERE id = ANY($3::uuid[])
+  AND ($4::uuid IS NULL OR client_id = $4::uuid)
+  AND ($5::uuid IS NULL OR environment_id = $5::uuid)
+RETURNING id, inventory_labels
+`
+
+type PatchHostLabelsParams struct {
+	SetLabels     []byte
+	RemoveKeys    []string
+	Ids           []uuid.UUID
+	ClientFilter  uuid.NullUUID
+	EnvironmentID uuid.NullUUID
+}
+
+type PatchHostLabelsRow struct {
+	ID              uuid.UUID
+	InventoryLabels []byte
+}
+
+// Merges a patch into the inventory labels of the named hosts within the caller's client and (when
+// given) environment: set_labels are added or replaced, remove_keys dropped. Returns each updated host's
+// labels, so the caller can refuse (and roll back) a result over the per-host limit.
+func (q *Queries) PatchHostLabels(ctx context.Context, arg PatchHostLabelsParams) ([]PatchHostLabelsRow, error) {
+	rows, err := q.db.Query(ctx, patchHostLabels,
+		arg.SetLabels,
+		arg.RemoveKeys,
+		arg.Ids,
+		arg.ClientFilter,
+		arg.EnvironmentID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PatchHostLabelsRow
+	for rows.Next() {
+		var i PatchHostLabelsRow
+		if err := rows.Scan(&i.ID, &i.InventoryLabels); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const renewHostNATSExpiry = `-- name: RenewHostNATSExpiry :one

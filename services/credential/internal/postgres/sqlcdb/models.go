@@ -127,6 +127,7 @@ type Host struct {
 	HeartbeatIntervalMs *int64
 	NatsExpiresAt       *time.Time
 	NatsUnexpiring      bool
+	InventoryLabels     []byte
 }
 
 type HostConfig struct {
@@ -178,4 +179,5 @@ type Outbox struct {
 	PublishedAt *time.Time
 	Attempts    int32
 	LastError   *string
+	Traceparent *string
 }
