@@ -834,7 +834,14 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	// Versions as the agents report them: fine holds the effective labels, failing reports a version
 	// ahead of it (drifted, not stale), behind reports none (drifted and stale); stale is offline, so
 	// not checked.
-	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint) WHERE id = $1`, fine, labels)
+	// fine also has a labels override of its own, newer than the environment's: its effective labels
+	// version is the override's, which it reports.
+	h.must(200, "PUT", "/api/v1/hosts/"+fine.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
+	fineLabels := h.count(`SELECT version FROM host_configs WHERE host_id = $1 AND config_type = 'labels'`, fine)
+	if fineLabels <= labels {
+		t.Fatalf("the override's version %d is not after the environment's %d", fineLabels, labels)
+	}
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint) WHERE id = $1`, fine, fineLabels)
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint) WHERE id = $1`, failing, labels+100)
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = '{}' WHERE id = $1`, behind)
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now() - interval '1 hour' WHERE id = $1`, stale)
