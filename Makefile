@@ -53,10 +53,21 @@ bench:
 	  (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...); done
 	$(GO) run ./tools/loadgen -agents 1000
 
-## bench-full: the fleet scenarios at 10,000 and 50,000 agents
+## bench-full: the fleet-scale targets (issue 19): 15,000 agents on real TLS connections, a 50,000-agent
+## herd, 100,000 agents multiplexed, the merge benchmark; each run's report goes to stderr and $(BENCH_DIR),
+## then ONE table of every target, measured value, verdict and load average (a run that fails leaves its rows
+## "not run" or "incomplete"). Exits 2 when a target is missed.
+BENCH_DIR ?= .bench
 bench-full:
-	$(GO) run ./tools/loadgen -agents 10000
-	$(GO) run ./tools/loadgen -agents 50000
+	@mkdir -p bin $(BENCH_DIR)
+	$(GO) build -o bin/loadgen ./tools/loadgen
+	$(GO) build -o bin/devstack ./tools/devstack
+	-./bin/loadgen -devstack-bin bin/devstack -agents 15000 -real-conns -scenarios herd,push -json > $(BENCH_DIR)/real-15k.json
+	-./bin/loadgen -devstack-bin bin/devstack -agents 50000 -scenarios herd,push -json > $(BENCH_DIR)/50k.json
+	-./bin/loadgen -devstack-bin bin/devstack -agents 100000 -jitter 10s -heartbeat-rate 40000 -timeout 10m -json > $(BENCH_DIR)/100k.json
+	{ echo "load: $$(cat /proc/loadavg)"; cd libs/agentconfig && $(GO) test -run '^$$' -bench 'MergeCanonicalHash$$' -count 10 .; \
+	  echo "load: $$(cat /proc/loadavg)"; } > $(BENCH_DIR)/merge.txt
+	$(GO) run ./tools/loadgen/cmd/benchtable -dir $(BENCH_DIR)
 
 ## build: static binaries in bin/
 build:

@@ -217,7 +217,7 @@ func run() (int, error) {
 		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios,
 		Jitter: f.jitter, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
 		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes, DropPushes: f.dropPushes / 100,
-		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze,
+		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze, Real: realOptions(),
 	}, backend, progress)
 	res, runErr := runner.Run(ctx)
 

@@ -35,8 +35,25 @@ SET version    = excluded.version,
 WHERE excluded.version > s.version
    OR (excluded.version = s.version AND excluded.ack_seq >= s.ack_seq);
 
+-- name: CreateHeartbeatBatch :exec
+-- Creates this connection's heartbeat_batch (db/session/ack-ingest.sql) unless it already has it.
+CREATE TEMPORARY TABLE IF NOT EXISTS heartbeat_batch (
+    host_id               uuid        NOT NULL,
+    agent_version         text        NOT NULL,
+    config_hash           text        NOT NULL,
+    config_version        bigint      NOT NULL,
+    config_versions       jsonb       NOT NULL,
+    received_at           timestamptz NOT NULL,
+    heartbeat_interval_ms bigint      NOT NULL
+) ON COMMIT DELETE ROWS;
+
+-- name: CopyHeartbeatBatch :copyfrom
+-- Loads one batch of heartbeats (deduped per host and sorted by the caller) into heartbeat_batch.
+INSERT INTO heartbeat_batch (host_id, agent_version, config_hash, config_version, config_versions, received_at, heartbeat_interval_ms)
+VALUES (@host_id, @agent_version, @config_hash, @config_version, @config_versions, @received_at, @heartbeat_interval_ms);
+
 -- name: UpdateHeartbeats :many
--- Writes one batch of heartbeats (deduped per host and sorted by the caller) and returns, in the same
+-- Writes the batch loaded into heartbeat_batch (same transaction) into hosts and returns, in the same
 -- round trip, what anti-entropy needs: how many hosts were written ('written', in version), then the
 -- versions (and whether they hold data) of the config rows of the hosts written and of the given
 -- environments (theirs), with when each was written, and the open repairs — never any config data.
@@ -48,15 +65,7 @@ WHERE excluded.version > s.version
 --   'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at).
 -- agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
 -- follows too.
-WITH v AS (
-    SELECT unnest(@host_ids::uuid[]) AS host_id,
-           unnest(@agent_versions::text[]) AS agent_version,
-           unnest(@config_hashes::text[]) AS config_hash,
-           unnest(@config_version_values::bigint[]) AS config_version,
-           unnest(@config_versions_json::jsonb[]) AS config_versions,
-           unnest(@received_ats::timestamptz[]) AS received_at,
-           unnest(@heartbeat_intervals_ms::bigint[]) AS heartbeat_interval_ms
-), upd AS (
+WITH upd AS (
     UPDATE hosts AS h
     SET agent_version     = v.agent_version,
         config_hash       = v.config_hash,
@@ -64,7 +73,7 @@ WITH v AS (
         config_versions   = v.config_versions,
         last_heartbeat_at = v.received_at,
         heartbeat_interval_ms = NULLIF(v.heartbeat_interval_ms, 0)
-    FROM v
+    FROM heartbeat_batch AS v
     WHERE h.id = v.host_id AND h.revoked_at IS NULL
       AND (h.last_heartbeat_at IS NULL OR h.last_heartbeat_at <= v.received_at)
     RETURNING h.id

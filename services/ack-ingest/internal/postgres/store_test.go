@@ -163,3 +163,69 @@ func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 		t.Fatalf("closed pool err = %v, want a transient error", err)
 	}
 }
+
+// TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection, so every
+// batch reuses the connection's temporary heartbeat_batch: each batch writes and reports only its own
+// hosts, also after a batch whose transaction failed.
+func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	hosts := seedHosts(t, pool, 6)
+	s := NewStore(pool)
+	beat := func(agent string, at time.Time) ingest.HostHeartbeat {
+		return ingest.HostHeartbeat{HostID: hosts[agent], Heartbeat: ingest.Heartbeat{AgentID: agent, ReceivedAt: at,
+			AgentVersion: "1.0.0", ConfigHash: "h-" + agent, ConfigVersion: 1, ConfigVersions: map[string]int64{"labels": 1}}}
+	}
+	batch := func(at time.Time, agents ...string) []ingest.HostHeartbeat {
+		var rows []ingest.HostHeartbeat
+		for _, a := range agents {
+			rows = append(rows, beat(a, at))
+		}
+		sortHeartbeats(rows)
+		return rows
+	}
+	check := func(w ingest.HeartbeatWrite, agents ...string) {
+		t.Helper()
+		if w.Written != len(agents) || len(w.Layers) != len(agents) {
+			t.Fatalf("written %d, layers of %d hosts; want %d (%v)", w.Written, len(w.Layers), len(agents), agents)
+		}
+		for _, a := range agents {
+			if w.Layers[hosts[a]] == nil {
+				t.Errorf("no layers for %s", a)
+			}
+		}
+	}
+	w, err := s.UpdateHeartbeats(ctx, batch(t0, "agent-0", "agent-1", "agent-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(w, "agent-0", "agent-1", "agent-2")
+	// A batch refused by the database rolls back, rows loaded into the temporary table included.
+	bad := batch(t0, "agent-3")
+	bad[0].HostID = uuid.New()
+	bad[0].ConfigHash = "\x00" // PostgreSQL text cannot hold NUL: the COPY fails
+	if _, err := s.UpdateHeartbeats(ctx, bad); err == nil {
+		t.Fatal("a NUL byte in config_hash was accepted")
+	}
+	w, err = s.UpdateHeartbeats(ctx, batch(t0.Add(time.Minute), "agent-4", "agent-5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(w, "agent-4", "agent-5")
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM hosts WHERE last_heartbeat_at IS NOT NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("%d hosts have a heartbeat, want 5", n)
+	}
+}

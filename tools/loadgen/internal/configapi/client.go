@@ -160,12 +160,18 @@ type HostSpec struct {
 	AgentID  string `json:"agent_id"`
 }
 
-// RegisterHostBatch registers up to MaxBatch hosts in one request (all or none) and returns their host
-// ids in the order given.
-func (c *Client) RegisterHostBatch(ctx context.Context, environmentID string, hosts []HostSpec) ([]string, error) {
-	var out []struct {
-		ID string `json:"id"`
-	}
+// RegisteredHost is one host a batch registration created.
+type RegisteredHost struct {
+	ID string `json:"id"`
+	// NATSCredentials is the agent's own NATS creds file (JWT and seed), returned once, when config-api
+	// issues per-agent identities; empty otherwise.
+	NATSCredentials string `json:"nats_credentials"`
+}
+
+// RegisterHostBatch registers up to MaxBatch hosts in one request (all or none) and returns them in
+// the order given.
+func (c *Client) RegisterHostBatch(ctx context.Context, environmentID string, hosts []HostSpec) ([]RegisteredHost, error) {
+	var out []RegisteredHost
 	path := "/api/v1/environments/" + environmentID + "/hosts/batch"
 	if err := c.do(ctx, http.MethodPost, path, map[string]any{"hosts": hosts}, &out); err != nil {
 		return nil, err
@@ -173,11 +179,7 @@ func (c *Client) RegisterHostBatch(ctx context.Context, environmentID string, ho
 	if len(out) != len(hosts) {
 		return nil, fmt.Errorf("POST %s: %d hosts registered, %d sent", path, len(out), len(hosts))
 	}
-	ids := make([]string, len(out))
-	for i, h := range out {
-		ids[i] = h.ID
-	}
-	return ids, nil
+	return out, nil
 }
 
 // CreateCredential stores a credential scoped to an environment and returns its id. The secret goes

@@ -22,6 +22,9 @@ type Registration struct {
 	Retries int64 `json:"retries"`
 	// PerSecond is Hosts / Elapsed.
 	PerSecond float64 `json:"per_second"`
+	// Credentials holds each agent's own NATS creds file by agent id, when RegisterHosts was asked to
+	// keep them (the real-connection fleet connects with them). Never printed.
+	Credentials map[string]string `json:"-"`
 }
 
 // RegisterHosts registers one host per agent id (hostname = agent id) through the batch route: chunks
@@ -31,6 +34,38 @@ type Registration struct {
 // number of hosts registered so far after each chunk (from one goroutine at a time).
 func (c *Client) RegisterHosts(ctx context.Context, environmentID string, agentIDs []string, concurrency int,
 	progress func(done int)) (Registration, error) {
+	return c.register(ctx, environmentID, agentIDs, concurrency, progress, nil)
+}
+
+// RegisterHostsWithCredentials is RegisterHosts that also keeps every agent's NATS creds file (in
+// Registration.Credentials). A batch that landed on an earlier attempt but answered 409 on a retry
+// cannot give its credentials again: that is an error here.
+func (c *Client) RegisterHostsWithCredentials(ctx context.Context, environmentID string, agentIDs []string, concurrency int,
+	progress func(done int)) (Registration, error) {
+	creds := make(map[string]string, len(agentIDs))
+	var mu sync.Mutex
+	reg, err := c.register(ctx, environmentID, agentIDs, concurrency, progress, func(ids []string, hosts []RegisteredHost) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if hosts == nil {
+			return fmt.Errorf("registered on an earlier attempt: its NATS credentials are lost")
+		}
+		for i, h := range hosts {
+			if h.NATSCredentials == "" {
+				return fmt.Errorf("host %s registered without NATS credentials (config-api issues no per-agent identities)", ids[i])
+			}
+			creds[ids[i]] = h.NATSCredentials
+		}
+		return nil
+	})
+	reg.Credentials = creds
+	return reg, err
+}
+
+// register registers agentIDs in chunks; keep, when set, gets every chunk's answer (nil when a retry
+// found the chunk registered already).
+func (c *Client) register(ctx context.Context, environmentID string, agentIDs []string, concurrency int,
+	progress func(done int), keep func(ids []string, hosts []RegisteredHost) error) (Registration, error) {
 	var chunks [][]string
 	for start := 0; start < len(agentIDs); start += MaxBatch {
 		chunks = append(chunks, agentIDs[start:min(start+MaxBatch, len(agentIDs))])
@@ -56,8 +91,11 @@ func (c *Client) RegisterHosts(ctx context.Context, environmentID string, agentI
 				if i >= len(chunks) || ctx.Err() != nil {
 					return
 				}
-				n, err := c.registerChunk(ctx, environmentID, chunks[i])
+				n, hosts, err := c.registerChunk(ctx, environmentID, chunks[i])
 				retries.Add(int64(n))
+				if err == nil && keep != nil {
+					err = keep(chunks[i], hosts)
+				}
 				if err != nil {
 					errOnce.Do(func() {
 						firstErr = fmt.Errorf("register hosts %s … %s: %w", chunks[i][0], chunks[i][len(chunks[i])-1], err)
@@ -82,7 +120,7 @@ func (c *Client) RegisterHosts(ctx context.Context, environmentID string, agentI
 	return r, firstErr
 }
 
-func (c *Client) registerChunk(ctx context.Context, environmentID string, agentIDs []string) (retries int, err error) {
+func (c *Client) registerChunk(ctx context.Context, environmentID string, agentIDs []string) (retries int, registered []RegisteredHost, err error) {
 	hosts := make([]HostSpec, len(agentIDs))
 	// Loadgen names its simulated agents itself (they connect under those ids), which only an admin
 	// token may do: agent ids are global NATS identities, so config-api generates them for client tokens.
@@ -90,18 +128,18 @@ func (c *Client) registerChunk(ctx context.Context, environmentID string, agentI
 		hosts[i] = HostSpec{Hostname: id, AgentID: id}
 	}
 	for attempt := 0; ; attempt++ {
-		_, err = c.RegisterHostBatch(ctx, environmentID, hosts)
+		registered, err = c.RegisterHostBatch(ctx, environmentID, hosts)
 		switch {
 		case err == nil:
-			return attempt, nil
+			return attempt, registered, nil
 		case attempt > 0 && IsConflict(err):
-			return attempt, nil // an earlier attempt registered the whole batch
+			return attempt, nil, nil // an earlier attempt registered the whole batch
 		case attempt >= 5 || !transient(err) || ctx.Err() != nil:
-			return attempt, err
+			return attempt, nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return attempt, ctx.Err()
+			return attempt, nil, ctx.Err()
 		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
 		}
 	}

@@ -94,6 +94,9 @@ type Fleet struct {
 	workers sync.WaitGroup
 	bgStop  context.CancelFunc
 	bgDone  sync.WaitGroup
+
+	// perAgentConns: every agent has its own connection (Connect), conns[i] being agent i's.
+	perAgentConns bool
 }
 
 type counters struct {
@@ -107,48 +110,15 @@ type counters struct {
 // New connects Conns connections and builds one agent per id (ids must be valid agent ids). Commands
 // are not received until Start.
 func New(cfg Config, agentIDs []string) (*Fleet, error) {
-	if cfg.Conns < 1 {
-		cfg.Conns = 1
-	}
-	if cfg.Subscriptions == "" {
-		cfg.Subscriptions = Wildcard
-	}
-	if cfg.Subscriptions != Wildcard && cfg.Subscriptions != PerAgent {
-		return nil, fmt.Errorf("fleet: unknown subscription mode %q", cfg.Subscriptions)
-	}
-	if cfg.FetchTimeout <= 0 {
-		cfg.FetchTimeout = 10 * time.Second
-	}
-	if cfg.AgentVersion == "" {
-		cfg.AgentVersion = "loadgen/1.0.0"
-	}
-	if cfg.Name == "" {
-		cfg.Name = "configsync-loadgen"
-	}
-	for _, id := range agentIDs {
-		if !protocol.ValidAgentID(id) {
-			return nil, fmt.Errorf("fleet: invalid agent id %q", id)
-		}
+	cfg, err := withDefaults(cfg, agentIDs)
+	if err != nil {
+		return nil, err
 	}
 	f := &Fleet{cfg: cfg, table: newEntryTable(), fetchErrors: map[string]int64{}}
 	for i := range cfg.Conns {
-		opts := []nats.Option{
-			nats.Name(fmt.Sprintf("%s-%d", cfg.Name, i)),
-			nats.MaxReconnects(-1),
-			nats.ReconnectWait(250 * time.Millisecond),
-			nats.Timeout(10 * time.Second),
-			// Count, don't print, slow-consumer and other async errors.
-			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-				if errors.Is(err, nats.ErrSlowConsumer) {
-					f.counters.droppedByConns.Add(1)
-				}
-			}),
-		}
+		opts := f.baseOptions(fmt.Sprintf("%s-%d", cfg.Name, i))
 		if cfg.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-		}
-		if cfg.CAFile != "" {
-			opts = append(opts, nats.RootCAs(cfg.CAFile))
 		}
 		nc, err := nats.Connect(cfg.URL, opts...)
 		if err != nil {
@@ -171,12 +141,63 @@ func New(cfg Config, agentIDs []string) (*Fleet, error) {
 	return f, nil
 }
 
+// withDefaults checks cfg and the agent ids and fills in cfg's defaults.
+func withDefaults(cfg Config, agentIDs []string) (Config, error) {
+	if cfg.Conns < 1 {
+		cfg.Conns = 1
+	}
+	if cfg.Subscriptions == "" {
+		cfg.Subscriptions = Wildcard
+	}
+	if cfg.Subscriptions != Wildcard && cfg.Subscriptions != PerAgent {
+		return cfg, fmt.Errorf("fleet: unknown subscription mode %q", cfg.Subscriptions)
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = 10 * time.Second
+	}
+	if cfg.AgentVersion == "" {
+		cfg.AgentVersion = "loadgen/1.0.0"
+	}
+	if cfg.Name == "" {
+		cfg.Name = "configsync-loadgen"
+	}
+	for _, id := range agentIDs {
+		if !protocol.ValidAgentID(id) {
+			return cfg, fmt.Errorf("fleet: invalid agent id %q", id)
+		}
+	}
+	return cfg, nil
+}
+
+// baseOptions are the options of every connection of the fleet, named name.
+func (f *Fleet) baseOptions(name string) []nats.Option {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.Timeout(10 * time.Second),
+		// Count, don't print, slow-consumer and other async errors.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				f.counters.droppedByConns.Add(1)
+			}
+		}),
+	}
+	if f.cfg.CAFile != "" {
+		opts = append(opts, nats.RootCAs(f.cfg.CAFile))
+	}
+	return opts
+}
+
 // Agents returns the fleet's agents (index i publishes on connection i mod Conns).
 func (f *Fleet) Agents() []*Agent { return f.agents }
 
 // Subscribe starts receiving and answering commands. It returns once the server has registered every
 // subscription.
 func (f *Fleet) Subscribe() error {
+	if f.perAgentConns {
+		return f.subscribePerAgentConns(16)
+	}
 	// Deep buffers: an environment-wide push delivers one command per agent in a burst.
 	perConn := max(4096, 2*len(f.agents)/len(f.conns))
 	for i, nc := range f.conns {
@@ -436,6 +457,9 @@ loop:
 
 // Flush waits until every connection has written what it buffered and the server has seen it.
 func (f *Fleet) Flush(timeout time.Duration) error {
+	if f.perAgentConns {
+		return f.eachConn(func(_ int, nc *nats.Conn) error { return nc.FlushTimeout(timeout) })
+	}
 	var errs []error
 	for _, nc := range f.conns {
 		if err := nc.FlushTimeout(timeout); err != nil {
@@ -531,13 +555,14 @@ func (f *Fleet) Close() {
 	for _, s := range f.subs {
 		_ = s.Unsubscribe()
 	}
-	for _, m := range f.replies {
-		m.close()
-	}
-	for _, nc := range f.conns {
+	_ = f.eachConn(func(i int, nc *nats.Conn) error {
+		if i < len(f.replies) && f.replies[i] != nil {
+			f.replies[i].close()
+		}
 		_ = nc.FlushTimeout(5 * time.Second)
 		nc.Close()
-	}
+		return nil
+	})
 	for _, ch := range f.cmdCh {
 		close(ch)
 	}

@@ -26,13 +26,17 @@ type replyMux struct {
 	sub     *nats.Subscription
 }
 
-func newReplyMux(nc *nats.Conn) (*replyMux, error) {
+func newReplyMux(nc *nats.Conn) (*replyMux, error) { return newScopedReplyMux(nc, "*") }
+
+// newScopedReplyMux is a replyMux whose subscription covers the inbox prefix of agent only ("*": every
+// agent's), the most a connection under that agent's own NATS user may subscribe to.
+func newScopedReplyMux(nc *nats.Conn, agent string) (*replyMux, error) {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
 	m := &replyMux{nc: nc, tag: "lg" + hex.EncodeToString(b[:]), waiting: map[string]chan *nats.Msg{}}
-	sub, err := nc.Subscribe("_INBOX.*."+m.tag+".*", m.deliver)
+	sub, err := nc.Subscribe("_INBOX."+agent+"."+m.tag+".*", m.deliver)
 	if err != nil {
 		return nil, err
 	}

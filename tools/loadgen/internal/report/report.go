@@ -186,7 +186,11 @@ func DefaultMachine() string {
 func Text(w io.Writer, r *scenario.Result, machine string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("")
-	p("ConfigSync fleet benchmark: %s agents over %d NATS connections (%s command subscriptions)", num(float64(r.Agents)), r.Conns, r.Subscriptions)
+	if r.ConnectStorm != nil {
+		p("ConfigSync fleet benchmark: %s agents, each on its own TLS connection as its own NATS user", num(float64(r.Agents)))
+	} else {
+		p("ConfigSync fleet benchmark: %s agents over %d NATS connections (%s command subscriptions)", num(float64(r.Agents)), r.Conns, r.Subscriptions)
+	}
 	p("%s; machine: %s (load average %.1f at start, %.1f at end); persisted state read from %s",
 		r.Date.Format("2006-01-02 15:04 UTC"), machine, r.LoadAverage[0], r.LoadAverage[1], r.Observer)
 	p("")
@@ -207,6 +211,10 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 	}
 	p("Setup: %d hosts registered through POST /environments/{id}/hosts/batch in %s (%s/s, %d batches, %d in flight, %d retries)%s.",
 		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Batches, reg.Concurrency, reg.Retries, analyzed)
+	if s := connectStorm(r); s != "" {
+		p("")
+		p("%s", s)
+	}
 	if h := r.Herd; h != nil {
 		p("")
 		p("Herd: %d ok / %d failed in %s (%s fetches/s); latency %s; online %s after boot.", h.OK, h.Failed, dur(h.Elapsed), num(h.PerSecond), summary(h.Latency), dur(h.OnlineAfter))

@@ -61,6 +61,8 @@ type Options struct {
 	RegisterConcurrency int
 	// RunID names the tenant, environment and agents of this run.
 	RunID string
+	// Real, when set, gives every agent its own NATS connection and user (realconn.go).
+	Real *RealConnections
 	// Analyze refreshes the hosts table's planner statistics after registration, when the observer
 	// can (postgres): the steady state of a fleet that grew over time rather than one registered a
 	// second ago.
@@ -142,7 +144,9 @@ type Result struct {
 	Herd          *HerdResult      `json:"herd,omitempty"`
 	Push          *PushResult      `json:"push,omitempty"`
 	Heartbeat     *HeartbeatResult `json:"heartbeat,omitempty"`
-	Fleet         fleet.Stats      `json:"fleet"`
+	// ConnectStorm: the real-connection fleet's connect storm, before the herd.
+	ConnectStorm *ConnectStormResult `json:"connect_storm,omitempty"`
+	Fleet        fleet.Stats         `json:"fleet"`
 	// Memory of the service processes at the end of the run (VmHWM is the peak over the whole run).
 	Memory []procstat.Memory `json:"memory,omitempty"`
 	// LoadgenMemory is loadgen's own (the simulated fleet shares the machine).
@@ -164,6 +168,7 @@ type Runner struct {
 	credInstances   int // credential service replicas that answered the first stats request
 	fleet           *fleet.Fleet
 	res             *Result
+	identities      map[string]string // real-connection mode: each agent's creds, until connected
 }
 
 // New returns a Runner writing progress lines to progress.
@@ -207,18 +212,12 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return r.res, err
 	}
-	f, err := fleet.New(fleet.Config{
-		URL: r.backend.NATSURL, CredsFile: r.backend.CredsFile, CAFile: r.backend.NATSCA, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
-		FetchTimeout: r.opts.FetchTimeout, HeartbeatInterval: r.opts.HeartbeatInterval, DropPushes: r.opts.DropPushes,
-	}, ids)
+	f, err := r.newFleet(ids)
 	if err != nil {
 		return r.res, err
 	}
 	r.fleet = f
 	defer f.Close()
-	if err := f.Subscribe(); err != nil {
-		return r.res, err
-	}
 	if err := r.boot(ctx); err != nil {
 		return r.res, err
 	}
@@ -289,7 +288,7 @@ func (r *Runner) setup(ctx context.Context) ([]string, error) {
 	}
 	r.logf("registering %d hosts in environment %s (batches of up to %d, %d in flight)", len(ids), r.envID, configapi.MaxBatch, r.opts.RegisterConcurrency)
 	start, last := time.Now(), time.Now()
-	reg, err := api.RegisterHosts(ctx, r.envID, ids, r.opts.RegisterConcurrency, func(done int) {
+	reg, err := r.register(ctx, ids, func(done int) {
 		if time.Since(last) >= 2*time.Second {
 			last = time.Now()
 			el := time.Since(start)

@@ -25,51 +25,8 @@ import (
 func TestScenariosAgainstDevstack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	admin := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	var progress bytes.Buffer
-	stack, err := localstack.Start(ctx, localstack.Options{AdminDatabaseURL: admin, Progress: &progress})
-	if err != nil {
-		t.Fatalf("start devstack: %v\n%s", err, progress.String())
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			t.Errorf("stop devstack: %v", err)
-		}
-	}()
-	if stack.DatabaseURL == "" {
-		t.Fatalf("no throwaway database on %s (PostgreSQL must run there for this test):\n%s", admin, progress.String())
-	}
-
-	api := configapi.New(stack.APIURL, stack.Token, 8)
-	if err := api.Ready(ctx); err != nil {
-		t.Fatal(err)
-	}
-	obs, err := observe.NewPostgres(ctx, stack.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
-	if stack.NATSCA == "" {
-		t.Fatal("devstack wrote no CONFIGSYNC_NATS_CA: its NATS must serve TLS")
-	}
-	nc, err := nats.Connect(stack.NATSURL, nats.UserCredentials(stack.CredsFile), nats.RootCAs(stack.NATSCA))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(stack.DatabaseURL)
-	dbName := strings.TrimPrefix(u.Path, "/")
-	backend := Backend{
-		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, NATSCA: stack.NATSCA, Control: nc, JS: js,
-		Processes: []int{stack.PID}, Alive: stack.Alive,
-		CPUGroups: func() map[string][]int {
-			return map[string][]int{"services": {stack.PID}, "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
-		},
-	}
+	backend, stack := devstackBackend(ctx, t)
+	api := backend.API
 	const agents = 50
 	var log bytes.Buffer
 	runner := New(Options{
@@ -138,4 +95,56 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	if seen != agents {
 		t.Errorf("%d of %d hosts report the last pushed collectors version", seen, agents)
 	}
+}
+
+// devstackBackend starts devstack as a child process on a throwaway database of the PostgreSQL on
+// 127.0.0.1:5432 and returns the Backend of it; everything is stopped when the test ends.
+func devstackBackend(ctx context.Context, t *testing.T) (Backend, *localstack.Stack) {
+	t.Helper()
+	admin := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	var progress bytes.Buffer
+	stack, err := localstack.Start(ctx, localstack.Options{AdminDatabaseURL: admin, Progress: &progress})
+	if err != nil {
+		t.Fatalf("start devstack: %v\n%s", err, progress.String())
+	}
+	t.Cleanup(func() {
+		if err := stack.Stop(); err != nil {
+			t.Errorf("stop devstack: %v", err)
+		}
+	})
+	if stack.DatabaseURL == "" {
+		t.Fatalf("no throwaway database on %s (PostgreSQL must run there for this test):\n%s", admin, progress.String())
+	}
+
+	api := configapi.New(stack.APIURL, stack.Token, 8)
+	if err := api.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := observe.NewPostgres(ctx, stack.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(obs.Close)
+	if stack.NATSCA == "" {
+		t.Fatal("devstack wrote no CONFIGSYNC_NATS_CA: its NATS must serve TLS")
+	}
+	nc, err := nats.Connect(stack.NATSURL, nats.UserCredentials(stack.CredsFile), nats.RootCAs(stack.NATSCA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(stack.DatabaseURL)
+	dbName := strings.TrimPrefix(u.Path, "/")
+	backend := Backend{
+		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, NATSCA: stack.NATSCA, Control: nc, JS: js,
+		Processes: []int{stack.PID}, Alive: stack.Alive,
+		CPUGroups: func() map[string][]int {
+			return map[string][]int{"services": {stack.PID}, "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
+		},
+	}
+	return backend, stack
 }
