@@ -88,7 +88,7 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 //     and replies to the asking agent's _INBOX.<id>.> inbox, the one the agent may read).
 //   - delivery: answers agents' fetches (subscribes configsync.agent.*.config.fetch, replies to the
 //     agents' _INBOX.<id>.> inboxes), pushes configsync.cmd.<id>, requests resolver (resolve,
-//     resolve_agents, resolve_batch) and credential inject, consumes CONFIGSYNC_EVENTS.
+//     resolve_sets.v1, resolve_batch) and credential inject, consumes CONFIGSYNC_EVENTS.
 //   - resolver and credential: micro services; they reply only to config-api's and delivery's inboxes
 //     (and answer $SRV requests on MonitorInboxPrefix). The credential service also answers
 //     account_update (covered by configsync.svc.credential.>); it looks the account up and pushes it
@@ -129,7 +129,7 @@ func ServicePermissions() []ServicePermission {
 			Publish: join(
 				[]string{
 					protocol.CommandSubjectPrefix + "*", agentInboxes, microAnswers,
-					protocol.ResolveSubject, protocol.ResolveAgentsSubject, protocol.ResolveBatchSubject,
+					protocol.ResolveSubject, protocol.ResolveSetsSubject, protocol.ResolveBatchSubject,
 					protocol.CredentialInjectSubject,
 					// Read-only: how far ack-ingest's heartbeat consumer is behind (while it lags, delivery
 					// pushes regardless of the stored heartbeats).

@@ -155,7 +155,7 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 	ack := connectService(t, ns, a, natsauth.AckIngestService)
 	agent := connect(t, ns, must(a.Issuer().IssueAgent("agent-a")), nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")))
 
-	echoEndpoints(t, res.nc, protocol.ResolverServiceName, protocol.ResolveSubject, protocol.ResolveBatchSubject, protocol.ResolveAgentsSubject)
+	echoEndpoints(t, res.nc, protocol.ResolverServiceName, protocol.ResolveSubject, protocol.ResolveBatchSubject, protocol.ResolveSetsSubject)
 	echoEndpoints(t, cred.nc, protocol.CredentialServiceName, protocol.CredentialCreateSubject, protocol.CredentialRotateSubject,
 		protocol.CredentialDeleteSubject, protocol.CredentialGetSubject, protocol.CredentialListSubject, protocol.CredentialInjectSubject)
 	fetch, err := micro.AddService(del.nc, micro.Config{Name: "delivery", Version: "1.0.0"})
@@ -188,7 +188,7 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 		protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject, protocol.CredentialGetSubject, protocol.CredentialListSubject} {
 		request(t, api, subj)
 	}
-	for _, subj := range []string{protocol.ResolveSubject, protocol.ResolveAgentsSubject, protocol.ResolveBatchSubject, protocol.CredentialInjectSubject} {
+	for _, subj := range []string{protocol.ResolveSubject, protocol.ResolveSetsSubject, protocol.ResolveBatchSubject, protocol.CredentialInjectSubject} {
 		request(t, del, subj)
 	}
 	if _, err := agent.Request(protocol.FetchSubject("agent-a"), []byte(`{"agent_id":"agent-a"}`), 3*time.Second); err != nil {

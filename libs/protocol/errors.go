@@ -11,12 +11,19 @@ const (
 	CodeUnavailable      = "unavailable"
 	CodeCredentialFailed = "credential_failed"
 	CodeInternal         = "internal"
+	// CodeContractMismatch: the request is of another contract version than the service speaks (a
+	// rolling upgrade in progress); the caller treats it as unavailable and retries.
+	CodeContractMismatch = "contract_mismatch"
 )
 
 // Error is the error object of every reply: {"code": "...", "message": "..."}.
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfterMS, on an "unavailable" refusal, is when the server wants the caller back (delivery
+	// sets it when its fetch queue is full, spread by its own load): an agent waits at least this long
+	// before retrying, then applies its own backoff.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

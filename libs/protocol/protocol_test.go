@@ -42,13 +42,15 @@ func TestRoundTrip(t *testing.T) {
 	roundTrip(t, ResolveReply{Host: HostRef{HostID: "h", AgentID: "a", ClientID: "c", EnvironmentID: "e"},
 		Configs: map[string]EffectiveConfig{"labels": {ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{}}`),
 			Version: 3, Source: "merged", EnvironmentVersion: 1, HostVersion: 3}}})
-	roundTrip(t, ResolveAgentsRequest{AgentIDs: []string{"a", "b"}, Types: []string{"labels"}})
-	roundTrip(t, ResolveAgentsReply{
+	roundTrip(t, ResolveSetsRequest{Contract: ResolveSetsContract, AgentIDs: []string{"a", "b"}, Types: []string{"labels"}})
+	roundTrip(t, ResolveSetsReply{Contract: ResolveSetsContract,
 		Configs: []EffectiveConfig{{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{}}`), Version: 3, Source: "environment", EnvironmentVersion: 3}},
-		Hosts: []AgentConfigs{{Host: HostRef{HostID: "h", AgentID: "a", ClientID: "c", EnvironmentID: "e"}, Configs: map[string]int{"labels": 0}},
-			{Host: HostRef{HostID: "h2", AgentID: "a2", ClientID: "c", EnvironmentID: "e"}, Configs: map[string]int{"labels": 0}}},
+		Sets: []ConfigSet{{ClientID: "c", EnvironmentID: "e", Configs: map[string]int{"labels": 0},
+			Hosts: []SetHost{{HostID: "h", AgentID: "a"}, {HostID: "h2", AgentID: "a2"}}}},
 		Missing:   []string{"b"},
-		Remaining: []string{"c"}})
+		Remaining: []string{"c"},
+		Failed:    []AgentError{{AgentID: "d", Error: Error{Code: CodeInternal, Message: "too large"}}}})
+	roundTrip(t, Error{Code: CodeUnavailable, Message: "busy", RetryAfterMS: 1500})
 	roundTrip(t, ResolveBatchRequest{EnvironmentID: "e", ConfigType: "labels", HostIDs: []string{"h"}, OnlineSince: &now, After: "x", Limit: 10})
 	roundTrip(t, ResolveBatchReply{EnvironmentID: "e", ClientID: "c", ConfigType: "labels",
 		Environment: EffectiveConfig{ConfigType: "labels", ConfigData: json.RawMessage(`{}`), Version: 1, Source: "environment"},
@@ -60,21 +62,29 @@ func TestRoundTrip(t *testing.T) {
 	roundTrip(t, InjectReply{Results: []InjectResult{{Key: "k", Error: &Error{Code: CodeCredentialFailed, Message: "m"}}}})
 }
 
-// A ResolveAgentsReply expands to one ResolveReply per host; an index out of range is an error.
-func TestResolveAgentsReplyResolved(t *testing.T) {
-	cfg := EffectiveConfig{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{}}`), Version: 3}
-	host := HostRef{HostID: "h", AgentID: "a", ClientID: "c", EnvironmentID: "e"}
-	r := ResolveAgentsReply{Configs: []EffectiveConfig{cfg}, Hosts: []AgentConfigs{
-		{Host: host, Configs: map[string]int{"labels": 0}},
-		{Host: host, Configs: map[string]int{"labels": 1}},
-	}}
-	got, err := r.Resolved(0)
-	if err != nil || !reflect.DeepEqual(got, ResolveReply{Host: host, Configs: map[string]EffectiveConfig{"labels": cfg}}) {
-		t.Fatalf("Resolved(0) = %+v, %v", got, err)
+// Check accepts a consistent reply of this contract and refuses another contract, an index out of
+// range and an index naming a config of another type.
+func TestResolveSetsReplyCheck(t *testing.T) {
+	good := func() ResolveSetsReply {
+		return ResolveSetsReply{Contract: ResolveSetsContract,
+			Configs: []EffectiveConfig{{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{}}`), Version: 3}},
+			Sets:    []ConfigSet{{ClientID: "c", EnvironmentID: "e", Configs: map[string]int{"labels": 0}, Hosts: []SetHost{{HostID: "h", AgentID: "a"}}}}}
 	}
-	for _, i := range []int{1, 2, -1} {
-		if _, err := r.Resolved(i); err == nil {
-			t.Errorf("Resolved(%d): no error", i)
+	if err := good().Check(); err != nil {
+		t.Fatalf("Check of a consistent reply: %v", err)
+	}
+	bad := map[string]func(*ResolveSetsReply){
+		"other contract": func(r *ResolveSetsReply) { r.Contract = ResolveSetsContract + 1 },
+		"no contract":    func(r *ResolveSetsReply) { r.Contract = 0 },
+		"index too high": func(r *ResolveSetsReply) { r.Sets[0].Configs["labels"] = 1 },
+		"negative index": func(r *ResolveSetsReply) { r.Sets[0].Configs["labels"] = -1 },
+		"type mismatch":  func(r *ResolveSetsReply) { r.Sets[0].Configs = map[string]int{"intervals": 0} },
+	}
+	for name, mutate := range bad {
+		r := good()
+		mutate(&r)
+		if err := r.Check(); err == nil {
+			t.Errorf("%s: Check accepted %+v", name, r)
 		}
 	}
 }

@@ -42,29 +42,58 @@ type ResolveReply struct {
 	Configs map[string]EffectiveConfig `json:"configs"`
 }
 
-// MaxResolveAgents is the most agent ids one ResolveAgentsRequest may carry.
+// MaxResolveAgents is the most agent ids one ResolveSetsRequest may carry.
 const MaxResolveAgents = 1000
 
-// ResolveAgentsRequest asks for the effective configs of many hosts, named by agent id, in one request
-// (delivery serves concurrent fetches this way). Empty Types means all registered types.
-type ResolveAgentsRequest struct {
+// ResolveSetsContract is the version of the resolve_sets request and reply (ResolveSetsSubject names it
+// too). A resolver answers only requests of its own contract (else CodeContractMismatch) and stamps its
+// replies with it; delivery refuses a reply of another contract. Either way the fetch fails as
+// "unavailable" and the agent retries: a rolling upgrade never misreads a reply. Bump it (and the
+// subject) for any change an older peer would read differently.
+const ResolveSetsContract = 1
+
+// ResolveSetsRequest asks for the effective configs of many hosts, named by agent id, in one request
+// (delivery's batched fetches). Empty Types means all registered types.
+type ResolveSetsRequest struct {
+	Contract int      `json:"contract"`
 	AgentIDs []string `json:"agent_ids"`
 	Types    []string `json:"types,omitempty"`
 }
 
-// ResolveAgentsReply answers a ResolveAgentsRequest. Each host names its effective configs by type as
-// indexes into Configs, so a config shared by many hosts (every host of an environment without a row of
-// its own for the type, typically) is sent once per reply rather than once per host. Hosts are in no
-// particular order; each names its agent. Missing lists the requested agent ids that have no host
-// (unknown or revoked). Remaining lists agent ids left out to keep the reply within the NATS max
-// payload: ask for them again. Failed lists the agents that cannot be answered in any reply (their
-// configs alone exceed the max payload), each with its error.
-type ResolveAgentsReply struct {
+// ResolveSetsReply answers a ResolveSetsRequest with the distinct effective configs of its hosts, each
+// sent once, and the distinct sets they form, each with the hosts that hold it. A host without a row of
+// its own for a type shares its environment's config; hosts of one environment without overrides share
+// one set. So a receiver builds one answer per set and per distinct config, never per host, and never
+// has to group hosts itself.
+//
+// Missing lists the requested agent ids that have no host (unknown or revoked). Remaining lists agent
+// ids left out to keep the reply within the NATS max payload: ask for them again. Failed lists the
+// agents that cannot be answered in any reply (their configs alone exceed the max payload).
+type ResolveSetsReply struct {
+	Contract int `json:"contract"`
+	// Configs are the distinct effective configs; sets name them by index. The signed statement of a
+	// config (signing) rides on its entry, so it is made and sent once per distinct config.
 	Configs   []EffectiveConfig `json:"configs"`
-	Hosts     []AgentConfigs    `json:"hosts"`
+	Sets      []ConfigSet       `json:"sets"`
 	Missing   []string          `json:"missing,omitempty"`
 	Remaining []string          `json:"remaining,omitempty"`
 	Failed    []AgentError      `json:"failed,omitempty"`
+}
+
+// ConfigSet is one distinct set of effective configs (one per type that has a row at either level) in
+// one tenant scope, with the hosts that hold exactly that set.
+type ConfigSet struct {
+	ClientID      string `json:"client_id"`
+	EnvironmentID string `json:"environment_id"`
+	// Configs maps each config type to the index of its effective config in the reply's Configs.
+	Configs map[string]int `json:"configs"`
+	Hosts   []SetHost      `json:"hosts"`
+}
+
+// SetHost is a host holding a ConfigSet. Per-host statements (signing's identity) belong here.
+type SetHost struct {
+	HostID  string `json:"host_id"`
+	AgentID string `json:"agent_id"`
 }
 
 // AgentError is an agent a request could not answer, and why.
@@ -73,27 +102,23 @@ type AgentError struct {
 	Error   Error  `json:"error"`
 }
 
-// AgentConfigs is one host of a ResolveAgentsReply: for each type that has a row at either level,
-// the index of its effective config in the reply's Configs.
-type AgentConfigs struct {
-	Host    HostRef        `json:"host"`
-	Configs map[string]int `json:"configs"`
-}
-
-// Resolved returns host i of the reply as a ResolveReply (its configs share the reply's data).
-func (r ResolveAgentsReply) Resolved(i int) (ResolveReply, error) {
-	if i < 0 || i >= len(r.Hosts) {
-		return ResolveReply{}, fmt.Errorf("host %d of %d", i, len(r.Hosts))
+// Check reports whether the reply is of this contract and consistent (every index in range, every host
+// in one set), so a receiver can use it without further checks.
+func (r ResolveSetsReply) Check() error {
+	if r.Contract != ResolveSetsContract {
+		return fmt.Errorf("resolve_sets contract %d, want %d", r.Contract, ResolveSetsContract)
 	}
-	h := r.Hosts[i]
-	out := ResolveReply{Host: h.Host, Configs: make(map[string]EffectiveConfig, len(h.Configs))}
-	for typ, n := range h.Configs {
-		if n < 0 || n >= len(r.Configs) {
-			return ResolveReply{}, fmt.Errorf("host %s: config %s refers to entry %d of %d", h.Host.AgentID, typ, n, len(r.Configs))
+	for i, set := range r.Sets {
+		for typ, n := range set.Configs {
+			if n < 0 || n >= len(r.Configs) {
+				return fmt.Errorf("set %d: config %s refers to entry %d of %d", i, typ, n, len(r.Configs))
+			}
+			if r.Configs[n].ConfigType != typ {
+				return fmt.Errorf("set %d: config %s refers to an entry of type %s", i, typ, r.Configs[n].ConfigType)
+			}
 		}
-		out.Configs[typ] = r.Configs[n]
 	}
-	return out, nil
+	return nil
 }
 
 // ResolveBatchRequest asks for one config type across the hosts of one environment, a page at a time.

@@ -43,8 +43,10 @@ const (
 
 	ResolveSubject      = "configsync.svc.resolver.resolve"
 	ResolveBatchSubject = "configsync.svc.resolver.resolve_batch"
-	// ResolveAgentsSubject resolves many hosts by agent id in one request (delivery's batched fetches).
-	ResolveAgentsSubject = "configsync.svc.resolver.resolve_agents"
+	// ResolveSetsSubject resolves many hosts by agent id in one request (delivery's batched fetches)
+	// into distinct config sets. It ends in the contract version (ResolveSetsContract): a delivery of
+	// another contract finds no responder, an error it retries, rather than a reply it would misread.
+	ResolveSetsSubject = "configsync.svc.resolver.resolve_sets.v1"
 
 	CredentialCreateSubject = "configsync.svc.credential.create"
 	CredentialRotateSubject = "configsync.svc.credential.rotate"

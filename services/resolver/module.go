@@ -65,6 +65,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) *Service {
 // newService is New reporting to m (nil records nothing).
 func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metrics) *Service {
 	r := resolve.New(postgres.NewStore(pool), resolve.Options{MaxPage: cfg.BatchMaxPage})
+	registerEnvCacheMetrics(m, r.EnvCacheStats)
 	return &Service{api: natsapi.New(r, natsapi.Options{
 		Workers:        cfg.Workers,
 		BatchWorkers:   cfg.BatchWorkers,

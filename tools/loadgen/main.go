@@ -50,6 +50,7 @@ type flags struct {
 	agents, conns, pushes, credentials, registerConcurrency int
 	subscriptions, scenarios                                string
 	jitter, fetchTimeout, heartbeatInterval                 time.Duration
+	retryFor                                                time.Duration
 	duration, timeout                                       time.Duration
 	heartbeatRate, dropPushes                               float64
 	jsonOut, strict, keep, analyze                          bool
@@ -67,6 +68,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.scenarios, "scenarios", "push,herd,heartbeat", "scenarios to run: push, herd, heartbeat (comma separated)")
 	flag.DurationVar(&f.jitter, "jitter", 5*time.Second, "herd: the boot window agents fetch within")
 	flag.DurationVar(&f.fetchTimeout, "fetch-timeout", 10*time.Second, "herd: one fetch's timeout (a timeout is a failure)")
+	flag.DurationVar(&f.retryFor, "retry-for", 2*time.Minute, "herd: agents whose startup fetch failed retry as the agent does (retry_after_ms, else 1-60 s backoff) for this long from the boot; 0: no retries")
 	flag.DurationVar(&f.heartbeatInterval, "heartbeat-interval", 30*time.Second, "each agent's background heartbeat period (keeps hosts online; 0 disables)")
 	flag.Float64Var(&f.heartbeatRate, "heartbeat-rate", 15000, "heartbeat scenario: heartbeats per second offered, fleet-wide")
 	flag.DurationVar(&f.duration, "duration", 10*time.Second, "heartbeat scenario: how long the rate is sustained")
@@ -215,7 +217,7 @@ func run() (int, error) {
 
 	runner := scenario.New(scenario.Options{
 		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios,
-		Jitter: f.jitter, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
+		Jitter: f.jitter, RetryFor: f.retryFor, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
 		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes, DropPushes: f.dropPushes / 100,
 		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze, Real: realOptions(),
 	}, backend, progress)

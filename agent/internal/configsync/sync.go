@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -54,6 +53,11 @@ type Syncer struct {
 	OnApplied func(Resolved, error)
 	// RetryDelay overrides the background fetch backoff (tests).
 	RetryDelay func(attempt int) time.Duration
+
+	// serverDelay is how long the backend asked to be left alone after the last failed fetch (its
+	// retry_after_ms), to be waited before the next one; 0: none. Only the goroutine fetching touches it
+	// (Startup, then Background).
+	serverDelay time.Duration
 }
 
 func (s *Syncer) tracer() trace.Tracer {
@@ -119,7 +123,9 @@ func (s *Syncer) fetch(ctx context.Context) (*protocol.FetchReply, error) {
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return s.Fetcher.Fetch(ctx)
+	reply, err := s.Fetcher.Fetch(ctx)
+	s.serverDelay, _ = protocol.ServerRetryAfter(err)
+	return reply, err
 }
 
 // apply invokes the type's callback; configs that came fresh from NATS are acknowledged at their
@@ -257,11 +263,21 @@ func (s *Syncer) Resync(ctx context.Context, reply *protocol.FetchReply) {
 }
 
 // Background re-fetches until a fetch succeeds (when the startup fetch failed) and again each time
-// trigger fires (a reconnect), retrying with backoff. It returns when ctx is done.
+// trigger fires (a reconnect), retrying with backoff. A backend that refused a fetch because it is
+// busy says when to come back (retry_after_ms): that delay is waited before the next attempt, in place
+// of the agent's own backoff, and a reconnect does not cut it short. It returns when ctx is done.
 func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan struct{}) {
 	for {
 		if needFetch {
 			for attempt := 0; ; attempt++ {
+				if d := s.serverDelay; d > 0 {
+					s.serverDelay = 0
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(d):
+					}
+				}
 				reply, err := s.fetch(ctx)
 				if err == nil {
 					s.Log.Info("config fetch succeeded", "attempt", attempt+1)
@@ -271,7 +287,11 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 				if ctx.Err() != nil {
 					return
 				}
-				d := retryDelay(attempt)
+				if d := s.serverDelay; d > 0 {
+					s.Log.Info("config fetch refused by a busy backend; retrying when it asks", "error", err, "retry_in", d)
+					continue
+				}
+				d := protocol.FetchBackoff(attempt)
 				if s.RetryDelay != nil {
 					d = s.RetryDelay(attempt)
 				}
@@ -292,13 +312,4 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 			needFetch = true
 		}
 	}
-}
-
-// retryDelay grows from 1 s to 60 s with jitter.
-func retryDelay(attempt int) time.Duration {
-	d := time.Minute
-	if attempt < 6 {
-		d = time.Second << attempt
-	}
-	return d/2 + rand.N(d/2+1)
 }

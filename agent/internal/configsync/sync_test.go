@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -284,5 +285,65 @@ func TestCheckRefusesFetchedConfigs(t *testing.T) {
 	}
 	if e, _ := c.Get("labels"); e.Version != 2 {
 		t.Fatalf("refused config cached on resync: %+v", e)
+	}
+}
+
+// busyFetcher refuses the first fetches as a delivery with a full queue does (unavailable with
+// retry_after_ms), then answers; it records when each fetch came.
+type busyFetcher struct {
+	mu         sync.Mutex
+	refusals   int
+	retryAfter int64
+	reply      *protocol.FetchReply
+	at         []time.Time
+}
+
+func (f *busyFetcher) Fetch(context.Context) (*protocol.FetchReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at = append(f.at, time.Now())
+	if len(f.at) <= f.refusals {
+		// As transport.Client.Fetch returns an error reply.
+		return nil, fmt.Errorf("config fetch: backend error: %w",
+			&protocol.Error{Code: protocol.CodeUnavailable, Message: "delivery is busy, retry later", RetryAfterMS: f.retryAfter})
+	}
+	return f.reply, nil
+}
+
+// A backend's retry_after_ms is waited before the next fetch — the one after a failed startup fetch
+// too — in place of the agent's own backoff (here an hour, which the test would never see end).
+func TestBackgroundHonoursServerRetryAfter(t *testing.T) {
+	c := openCache(t, t.TempDir())
+	f := &busyFetcher{refusals: 2, retryAfter: 150, reply: &protocol.FetchReply{
+		Configs: map[string]json.RawMessage{"labels": json.RawMessage(`{"static":{"from":"nats"}}`)}, Versions: map[string]int64{"labels": 3}}}
+	s, rec := newSyncer(t, c, f, nil)
+	if s.Startup(context.Background()) {
+		t.Fatal("the startup fetch should have been refused")
+	}
+	s.RetryDelay = func(int) time.Duration { return time.Hour }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { s.Background(ctx, true, nil); close(done) }()
+	for {
+		rec.mu.Lock()
+		l := rec.data["labels"]
+		rec.mu.Unlock()
+		if l == `{"static":{"from":"nats"}}` {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.at) != 3 {
+		t.Fatalf("%d fetches, want 3 (two refused, one answered)", len(f.at))
+	}
+	for i := 1; i < len(f.at); i++ {
+		if gap := f.at[i].Sub(f.at[i-1]); gap < 150*time.Millisecond {
+			t.Errorf("fetch %d came %v after a refusal that asked for 150ms", i+1, gap)
+		}
 	}
 }

@@ -25,8 +25,8 @@ FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
 
 -- name: LayersByAgentID :many
--- LayersByAgentIDs for one agent. Its parameters are scalars, so PostgreSQL soon settles on one generic
--- plan for it instead of planning each fetch anew (an array parameter keeps it re-planning).
+-- LayersByHostID by agent id (a single resolve by agent). Its parameters are scalars, so PostgreSQL soon
+-- settles on one generic plan for it instead of planning each request anew.
 WITH h AS MATERIALIZED (
     SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
     FROM hosts hs
@@ -46,10 +46,14 @@ SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-00
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
 
--- name: LayersByAgentIDs :many
--- The non-revoked hosts of the given agent ids (unknown ones are left out) with their config rows of
--- the given types at both levels, in one round trip, tagged as in LayersByHostID. The rows of an
--- environment are sent once, however many of its hosts are asked for.
+-- name: FetchHostsByAgentIDs :many
+-- The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows of the
+-- given types, in one round trip, tagged by level as in LayersByHostID; but an 'environment' row
+-- carries only the version of its environment's row, never its data (config_data is always NULL): the
+-- resolver keeps environments' effective configs in memory, keyed by that version, and reads an
+-- environment's data only when its cached version is not the current one. This version check is how
+-- every resolver replica sees every write without listening to events. Every access is an index
+-- lookup by key (hosts by agent_id, host_configs and environment_configs by primary key).
 WITH h AS MATERIALIZED (
     SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
     FROM hosts hs
@@ -65,9 +69,16 @@ FROM host_configs hc
 WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY (@config_types::text[])
 UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
-       ec.config_type, ec.config_data, ec.version
+       ec.config_type, NULL::jsonb, ec.version
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
+
+-- name: EnvironmentRows :many
+-- The rows of the given types of the given environments (config_data NULL = tombstone): what
+-- FetchHostsByAgentIDs found newer than the resolver's cache.
+SELECT ec.environment_id, ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (@environment_ids::uuid[]) AND ec.config_type = ANY (@config_types::text[]);
 
 -- name: BatchEnvironment :one
 -- The environment (for its client) and its row of one type, if any (version NULL = no row).

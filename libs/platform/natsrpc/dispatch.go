@@ -122,7 +122,9 @@ type BatchOptions struct {
 	// so Workers/Batch batches run at a time (at least one).
 	Workers int
 	// Queue is how many received requests may wait for a batch (default 4096); when it is full,
-	// further requests are refused at once with unavailable.
+	// further requests are refused at once with unavailable, and the refusal says when to come back
+	// (retry_after_ms: the time to work off the queue and the recent refusals at the measured
+	// answering rate, jittered; between MinRetryAfter and twice MaxRetryAfter).
 	Queue int
 	// Batch is the most requests answered together (default 1).
 	Batch int
@@ -142,13 +144,16 @@ type Batcher struct {
 	handle BatchHandler
 	opts   BatchOptions
 
-	srv      *Server
-	queue    chan *Request
-	slots    chan struct{}
-	mu       sync.Mutex
-	closed   bool
-	stopping chan struct{}
-	done     chan struct{}
+	srv   *Server
+	queue chan *Request
+	slots chan struct{}
+	// served and refused measure the answering rate and the refusals, for the retry delay a refused
+	// request is given.
+	served, refused rateMeter
+	mu              sync.Mutex
+	closed          bool
+	stopping        chan struct{}
+	done            chan struct{}
 }
 
 // NewBatcher returns a batcher answering with handle.
@@ -199,7 +204,9 @@ func (b *Batcher) dispatch(r *Request) error {
 	case b.queue <- r:
 		return nil
 	default:
-		return errBusy
+		now := time.Now()
+		b.refused.add(1, now)
+		return &busyError{retryAfter: retryAfter(len(b.queue), b.refused.perSecond(now), b.served.perSecond(now), b.opts.Timeout)}
 	}
 }
 
@@ -323,4 +330,5 @@ func (b *Batcher) serve(reqs []*Request) {
 		o.Batch(b.srv.cfg.Service.Name, live[0].Endpoint, len(live))
 	}
 	b.handle(ctx, live)
+	b.served.add(len(live), time.Now())
 }

@@ -432,7 +432,11 @@ func TestBatcherRefusesWhenQueueFullAndRecoversPanics(t *testing.T) {
 	if suffix(msg) != "3" {
 		t.Fatalf("first reply on %s, want the refused 3", msg.Subject)
 	}
-	assertError(t, msg, protocol.CodeUnavailable)
+	// The refusal says when to come back: nothing answered yet, so half the request timeout (10 s),
+	// jittered over [d, 2d).
+	if e := assertError(t, msg, protocol.CodeUnavailable); e.RetryAfterMS < 5000 || e.RetryAfterMS >= 10000 {
+		t.Fatalf("retry_after_ms %d, want in [5000, 10000)", e.RetryAfterMS)
+	}
 	close(release)
 	for range 2 {
 		if msg := next(t, sub); string(msg.Data) != `"answered"` {

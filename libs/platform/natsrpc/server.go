@@ -193,7 +193,12 @@ func (s *Server) receive(endpoint string, d Dispatcher, req micro.Request) {
 	}
 	switch err := d.dispatch(r); {
 	case errors.Is(err, errBusy):
-		r.Error(protocol.Errorf(protocol.CodeUnavailable, "%s is busy, retry later", s.cfg.Service.Name))
+		e := protocol.Errorf(protocol.CodeUnavailable, "%s is busy, retry later", s.cfg.Service.Name)
+		var busy *busyError
+		if errors.As(err, &busy) {
+			e.RetryAfterMS = max(1, busy.retryAfter.Milliseconds())
+		}
+		r.Error(e)
 		s.logRefused(endpoint, r.Arrived)
 	case err != nil:
 		r.Error(protocol.Errorf(protocol.CodeUnavailable, "%s is shutting down, retry", s.cfg.Service.Name))

@@ -63,8 +63,8 @@ func (r *fakeResolver) Resolve(_ context.Context, req protocol.ResolveRequest) (
 	return protocol.ResolveReply{}, protocol.Errorf(protocol.CodeNotFound, "unknown agent")
 }
 
-func (r *fakeResolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
-	return resolveAgents(ctx, r, req.AgentIDs, 0, nil)
+func (r *fakeResolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
+	return resolveSets(ctx, r, req.AgentIDs, 0, nil)
 }
 
 func (r *fakeResolver) ResolveBatch(_ context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error) {

@@ -2,7 +2,6 @@ package deliver
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.uber.org/zap"
 
@@ -12,14 +11,14 @@ import (
 
 // Fetcher answers agents' startup fetches.
 type Fetcher struct {
-	resolver AgentsResolver
+	resolver SetsResolver
 	injector Injector
 	log      *zap.Logger
 }
 
 // NewFetcher returns a Fetcher resolving batches of agents through resolver and injecting credentials
 // through injector.
-func NewFetcher(resolver AgentsResolver, injector Injector, log *zap.Logger) *Fetcher {
+func NewFetcher(resolver SetsResolver, injector Injector, log *zap.Logger) *Fetcher {
 	return &Fetcher{resolver: resolver, injector: injector, log: log}
 }
 
@@ -34,29 +33,6 @@ func (f *Fetcher) Fetch(ctx context.Context, agentID string) (protocol.FetchRepl
 		return protocol.FetchReply{}, res.Err
 	}
 	return *res.Reply, nil
-}
-
-// fetchReply turns a host's effective configs into its fetch reply. Collectors that reference
-// credentials are left out and returned, to be injected first; nil when there are none.
-func fetchReply(res protocol.ResolveReply) (protocol.FetchReply, *protocol.EffectiveConfig) {
-	reply := protocol.FetchReply{
-		Configs:  make(map[string]json.RawMessage, len(res.Configs)),
-		Versions: make(map[string]int64, len(res.Configs)),
-	}
-	var collectors *protocol.EffectiveConfig
-	for typ, ec := range res.Configs {
-		if isNull(ec.ConfigData) {
-			reply.Versions[typ] = ec.Version
-			continue
-		}
-		if typ == agentconfig.Collectors && needsInjection(ec.ConfigData) {
-			collectors = &ec
-			continue
-		}
-		reply.Configs[typ] = ec.ConfigData
-		reply.Versions[typ] = ec.Version
-	}
-	return reply, collectors
 }
 
 // addCollectors adds injected collectors to a fetch reply.

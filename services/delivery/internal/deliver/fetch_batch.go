@@ -2,30 +2,31 @@ package deliver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
-// FetchResult is the answer to one agent's fetch: a reply, or an error as Fetch returns it. Agents
-// whose replies are identical (hosts of one environment without overrides, typically) share one
-// Reply: it must not be modified.
+// FetchResult is the answer to one agent's fetch: a reply, or an error as Fetch returns it. The agents
+// of one config set share one Reply: it must not be modified.
 type FetchResult struct {
 	Reply *protocol.FetchReply
 	Err   error
 }
 
 // FetchBatch answers the fetches of many agents together, each exactly as Fetch would: one resolver
-// request for all of them (resolve_agents) and one credential injection for each distinct collector
-// list among them, instead of one of each per agent. Results are in the order of agentIDs (an agent
-// listed twice gets the same result twice). An agent the resolver cannot answer on its own (its
-// configs alone exceed the max payload) gets its own error; a failed request fails its agents.
+// request (resolve_sets) for all of them and one credential injection for each distinct collector
+// list among them, instead of one of each per agent. The resolver answers with the distinct config
+// sets and the agents holding each, so one reply is built per set and every agent of the set gets it;
+// a collectors config is injected once however many sets carry it. Results are in the order of agentIDs
+// (an agent listed twice gets the same result twice). An agent the resolver cannot answer on its own
+// (its configs alone exceed the max payload) gets its own error; a failed request fails its agents.
 func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResult {
 	ids := make([]string, 0, len(agentIDs))
 	seen := make(map[string]bool, len(agentIDs))
@@ -35,40 +36,38 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 			ids = append(ids, id)
 		}
 	}
-	hosts, errs := f.resolveAgents(ctx, ids)
+	resolved, errs := f.resolveSets(ctx, ids)
 
-	// Hosts with the same configs get one reply; hosts sharing a collector list in one scope share
-	// one inject item, so the list's credentials are decrypted once for all of them.
-	replies := make(map[string]*protocol.FetchReply, len(hosts))
-	groups := map[string]*protocol.FetchReply{}
+	replies := make(map[string]*protocol.FetchReply, len(ids))
 	lists := map[string]*injectList{}
 	var items []protocol.InjectItem
-	for _, h := range hosts {
-		if r, ok := groups[h.group]; ok && h.group != "" {
-			replies[h.res.Host.AgentID] = r
-			continue
+	for r, res := range resolved {
+		for _, set := range res.Sets {
+			reply, collectors := setReply(res.Configs, set)
+			for _, h := range set.Hosts {
+				replies[h.AgentID] = reply
+			}
+			if collectors < 0 {
+				continue
+			}
+			// Configs are distinct within a reply: its index names the collector list (and its scope).
+			k := strconv.Itoa(r) + "/" + strconv.Itoa(collectors)
+			l, ok := lists[k]
+			if !ok {
+				l = &injectList{key: k}
+				lists[k] = l
+				items = append(items, protocol.InjectItem{Key: k, ClientID: set.ClientID, EnvironmentID: set.EnvironmentID,
+					Collectors: res.Configs[collectors].ConfigData})
+			}
+			l.replies = append(l.replies, reply)
+			l.version = res.Configs[collectors].Version
+			for _, h := range set.Hosts[:min(len(set.Hosts), 10-min(10, len(l.agents)))] {
+				l.agents = append(l.agents, h.AgentID)
+			}
 		}
-		reply, collectors := fetchReply(h.res)
-		replies[h.res.Host.AgentID] = &reply
-		if h.group != "" {
-			groups[h.group] = &reply
-		}
-		if collectors == nil {
-			continue
-		}
-		k := h.res.Host.ClientID + "\x00" + h.res.Host.EnvironmentID + "\x00" + string(collectors.ConfigData)
-		l, ok := lists[k]
-		if !ok {
-			l = &injectList{key: strconv.Itoa(len(lists))}
-			lists[k] = l
-			items = append(items, protocol.InjectItem{Key: l.key, ClientID: h.res.Host.ClientID, EnvironmentID: h.res.Host.EnvironmentID, Collectors: collectors.ConfigData})
-		}
-		l.replies = append(l.replies, &reply)
-		l.versions = append(l.versions, collectors.Version)
-		l.agents = append(l.agents, h.res.Host.AgentID)
 	}
 	if len(items) > 0 {
-		f.inject(ctx, items, lists, hosts)
+		f.inject(ctx, items, lists, len(replies))
 	}
 
 	out := make([]FetchResult, len(agentIDs))
@@ -86,28 +85,49 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 	return out
 }
 
-// resolvedHost is one host of a batch with its effective configs. Hosts with the same non-empty group
-// have identical configs in the same scope.
-type resolvedHost struct {
-	res   protocol.ResolveReply
-	group string
+// setReply builds the fetch reply of one config set. A collectors config that references credentials is
+// left out and its index returned, to be injected first; -1 when there is none.
+func setReply(configs []protocol.EffectiveConfig, set protocol.ConfigSet) (*protocol.FetchReply, int) {
+	reply := &protocol.FetchReply{
+		Configs:  make(map[string]json.RawMessage, len(set.Configs)),
+		Versions: make(map[string]int64, len(set.Configs)),
+	}
+	collectors := -1
+	for typ, n := range set.Configs {
+		ec := configs[n]
+		if isNull(ec.ConfigData) {
+			reply.Versions[typ] = ec.Version
+			continue
+		}
+		if typ == agentconfig.Collectors && needsInjection(ec.ConfigData) {
+			collectors = n
+			continue
+		}
+		reply.Configs[typ] = ec.ConfigData
+		reply.Versions[typ] = ec.Version
+	}
+	return reply, collectors
 }
 
-// injectList is one distinct collector list of a batch and the replies (of distinct configs) that
-// carry it, with an agent of each.
+// injectList is one distinct collector list of a batch, the replies (of distinct sets) that carry it,
+// and a sample of their agents for the log.
 type injectList struct {
-	key      string
-	replies  []*protocol.FetchReply
-	versions []int64
-	agents   []string
+	key     string
+	version int64
+	replies []*protocol.FetchReply
+	agents  []string
 }
 
 // inject injects the batch's distinct collector lists and completes the replies that carry them.
-func (f *Fetcher) inject(ctx context.Context, items []protocol.InjectItem, lists map[string]*injectList, hosts []resolvedHost) {
+func (f *Fetcher) inject(ctx context.Context, items []protocol.InjectItem, lists map[string]*injectList, agents int) {
 	out, err := injectAll(ctx, f.injector, items)
 	if err != nil {
+		var sample []string
+		for _, l := range lists {
+			sample = append(sample, l.agents...)
+		}
 		f.log.Warn("fetch: credential service unavailable, collectors withheld",
-			zap.Int("agents", len(hosts)), zap.Strings("agent_ids_sample", agentSample(hosts, 10)), zap.Error(err))
+			zap.Int("agents", agents), zap.Strings("agent_ids_sample", sample[:min(len(sample), 10)]), zap.Error(err))
 	}
 	for _, l := range lists {
 		var typeErr *protocol.Error
@@ -117,42 +137,34 @@ func (f *Fetcher) inject(ctx context.Context, items []protocol.InjectItem, lists
 		case out[l.key].err != nil:
 			typeErr = out[l.key].err
 			f.log.Warn("fetch: collector credentials failed, collectors withheld",
-				zap.Strings("agent_ids_sample", sample(l.agents, 10)), zap.String("code", typeErr.Code), zap.String("reason", typeErr.Message))
+				zap.Strings("agent_ids_sample", l.agents), zap.String("code", typeErr.Code), zap.String("reason", typeErr.Message))
 		}
-		for i, reply := range l.replies {
+		for _, reply := range l.replies {
 			if typeErr != nil {
 				withholdCollectors(reply, typeErr)
 			} else {
-				addCollectors(reply, l.versions[i], out[l.key])
+				addCollectors(reply, l.version, out[l.key])
 			}
 		}
 	}
 }
 
-func agentSample(hosts []resolvedHost, n int) []string {
-	ids := make([]string, 0, min(n, len(hosts)))
-	for _, h := range hosts[:min(n, len(hosts))] {
-		ids = append(ids, h.res.Host.AgentID)
-	}
-	return ids
-}
-
-// resolveAgents resolves ids (unique) in as few requests as the resolver allows. It returns the hosts
-// found and, for every other agent, why it has none.
-func (f *Fetcher) resolveAgents(ctx context.Context, ids []string) ([]resolvedHost, map[string]error) {
+// resolveSets resolves ids (unique) in as few requests as the resolver allows. It returns the replies
+// (each checked against the contract) and, for every agent none of them answers, why.
+func (f *Fetcher) resolveSets(ctx context.Context, ids []string) ([]protocol.ResolveSetsReply, map[string]error) {
 	errs := map[string]error{}
-	var hosts []resolvedHost
-	requests := 0
+	var replies []protocol.ResolveSetsReply
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), protocol.MaxResolveAgents)]
 		ids = ids[len(chunk):]
 		for len(chunk) > 0 {
-			requests++
-			reply, err := f.resolver.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: chunk})
+			reply, err := f.resolver.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: chunk})
 			if err == nil {
-				var found []resolvedHost
-				found, err = expand(reply, requests)
-				hosts = append(hosts, found...)
+				if cerr := reply.Check(); cerr != nil {
+					// Another contract (a rolling upgrade) or a reply that contradicts itself: never
+					// guess at its meaning; the agents retry.
+					err = protocol.Errorf(protocol.CodeContractMismatch, "unusable resolve_sets reply: %s", cerr.Error())
+				}
 			}
 			if err != nil {
 				err = fmt.Errorf("resolve %d agents: %w", len(chunk), classifyRemote("resolver", err))
@@ -161,6 +173,7 @@ func (f *Fetcher) resolveAgents(ctx context.Context, ids []string) ([]resolvedHo
 				}
 				break
 			}
+			replies = append(replies, reply)
 			for _, id := range reply.Missing {
 				errs[id] = fmt.Errorf("resolve agent %s: %w", id, classifyRemote("resolver", protocol.Errorf(protocol.CodeNotFound, "unknown agent")))
 			}
@@ -178,27 +191,5 @@ func (f *Fetcher) resolveAgents(ctx context.Context, ids []string) ([]resolvedHo
 			chunk = reply.Remaining
 		}
 	}
-	return hosts, errs
-}
-
-// expand turns a resolve_agents reply into hosts, grouping those with the same configs; request
-// numbers the reply (indexes mean nothing across replies).
-func expand(reply protocol.ResolveAgentsReply, request int) ([]resolvedHost, error) {
-	hosts := make([]resolvedHost, len(reply.Hosts))
-	var key []string
-	for i, h := range reply.Hosts {
-		res, err := reply.Resolved(i)
-		if err != nil {
-			// A reply that contradicts itself is the resolver's fault, like an internal error.
-			return nil, protocol.Errorf(protocol.CodeInternal, "malformed resolve_agents reply: %s", err.Error())
-		}
-		key = key[:0]
-		for typ, n := range h.Configs {
-			key = append(key, typ+"="+strconv.Itoa(n))
-		}
-		slices.Sort(key)
-		group := strconv.Itoa(request) + "\x00" + h.Host.ClientID + "\x00" + h.Host.EnvironmentID + "\x00" + strings.Join(key, ",")
-		hosts[i] = resolvedHost{res: res, group: group}
-	}
-	return hosts, nil
+	return replies, errs
 }

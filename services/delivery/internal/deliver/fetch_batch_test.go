@@ -15,9 +15,10 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 )
 
-// agentsResolver is fakeResolver counting its resolve_agents requests. fail answers every batch with
+// agentsResolver is fakeResolver counting its resolve_sets requests. fail answers every batch with
 // that error; maxHosts cuts replies after that many hosts, listing the rest in Remaining; tooLarge
-// agents are answered as the resolver answers a host whose configs alone exceed the max payload.
+// agents are answered as the resolver answers a host whose configs alone exceed the max payload;
+// contract, when set, is the contract its replies claim.
 type agentsResolver struct {
 	*fakeResolver
 	mu       sync.Mutex
@@ -25,26 +26,36 @@ type agentsResolver struct {
 	fail     error
 	maxHosts int
 	tooLarge map[string]bool
+	contract int
 }
 
-func (a *agentsResolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
+func (a *agentsResolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
 	a.mu.Lock()
 	a.batches = append(a.batches, slices.Clone(req.AgentIDs))
-	fail, maxHosts, tooLarge := a.fail, a.maxHosts, a.tooLarge
+	fail, maxHosts, tooLarge, contract := a.fail, a.maxHosts, a.tooLarge, a.contract
 	a.mu.Unlock()
 	if fail != nil {
-		return protocol.ResolveAgentsReply{}, fail
+		return protocol.ResolveSetsReply{}, fail
 	}
-	return resolveAgents(ctx, a.fakeResolver, req.AgentIDs, maxHosts, tooLarge)
+	if req.Contract != protocol.ResolveSetsContract {
+		return protocol.ResolveSetsReply{}, protocol.Errorf(protocol.CodeContractMismatch, "contract %d", req.Contract)
+	}
+	reply, err := resolveSets(ctx, a.fakeResolver, req.AgentIDs, maxHosts, tooLarge)
+	if contract != 0 {
+		reply.Contract = contract
+	}
+	return reply, err
 }
 
-// resolveAgents answers a resolve_agents request from r, configs shared by index as the resolver does
-// (equal configs once per reply).
-func resolveAgents(ctx context.Context, r *fakeResolver, ids []string, maxHosts int, tooLarge map[string]bool) (protocol.ResolveAgentsReply, error) {
-	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{}}
+// resolveSets answers a resolve_sets request from r as the resolver does: equal configs once per
+// reply, hosts of the environment without overrides in one set, every other host in a set of its own.
+func resolveSets(ctx context.Context, r *fakeResolver, ids []string, maxHosts int, tooLarge map[string]bool) (protocol.ResolveSetsReply, error) {
+	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{}, Sets: []protocol.ConfigSet{}}
 	index := map[string]int{}
+	envSet := -1
+	hosts := 0
 	for i, id := range ids {
-		if maxHosts > 0 && len(reply.Hosts) == maxHosts {
+		if maxHosts > 0 && hosts == maxHosts {
 			reply.Remaining = ids[i:]
 			break
 		}
@@ -60,9 +71,16 @@ func resolveAgents(ctx context.Context, r *fakeResolver, ids []string, maxHosts 
 			continue
 		}
 		if err != nil {
-			return protocol.ResolveAgentsReply{}, err
+			return protocol.ResolveSetsReply{}, err
 		}
-		h := protocol.AgentConfigs{Host: res.Host, Configs: map[string]int{}}
+		hosts++
+		host := protocol.SetHost{HostID: res.Host.HostID, AgentID: res.Host.AgentID}
+		shared := len(r.host(id).overrides) == 0
+		if shared && envSet >= 0 {
+			reply.Sets[envSet].Hosts = append(reply.Sets[envSet].Hosts, host)
+			continue
+		}
+		set := protocol.ConfigSet{ClientID: res.Host.ClientID, EnvironmentID: res.Host.EnvironmentID, Configs: map[string]int{}, Hosts: []protocol.SetHost{host}}
 		for typ, ec := range res.Configs {
 			k := typ + "\x00" + strconv.FormatInt(ec.Version, 10) + "\x00" + string(ec.ConfigData)
 			n, ok := index[k]
@@ -71,9 +89,12 @@ func resolveAgents(ctx context.Context, r *fakeResolver, ids []string, maxHosts 
 				index[k] = n
 				reply.Configs = append(reply.Configs, ec)
 			}
-			h.Configs[typ] = n
+			set.Configs[typ] = n
 		}
-		reply.Hosts = append(reply.Hosts, h)
+		if shared {
+			envSet = len(reply.Sets)
+		}
+		reply.Sets = append(reply.Sets, set)
 	}
 	return reply, nil
 }
@@ -132,9 +153,24 @@ func TestFetchBatchIsFetchForEachAgent(t *testing.T) {
 	if results[6].Reply.TypeErrors["collectors"].Code != protocol.CodeCredentialFailed {
 		t.Errorf("broken credential: %+v", results[6].Reply)
 	}
-	// Hosts with the same configs share one reply (encoded once by the caller).
+	// The agents of one set share one reply (encoded once by the caller).
 	if results[0].Reply != results[1].Reply || results[0].Reply == results[5].Reply {
-		t.Error("replies are not shared exactly by hosts with the same configs")
+		t.Error("replies are not shared exactly by the agents of one set")
+	}
+}
+
+// A reply of another contract (a resolver upgraded or downgraded mid-rollout) is never read: every
+// agent of the batch fails as unavailable, which the agents retry.
+func TestFetchBatchRefusesAnotherContract(t *testing.T) {
+	r, inj := batchFleet()
+	r.contract = protocol.ResolveSetsContract + 1
+	for _, res := range NewFetcher(r, inj, zap.NewNop()).FetchBatch(context.Background(), batchAgents(r)) {
+		if !errors.Is(res.Err, ErrUnavailable) || res.Reply != nil {
+			t.Fatalf("reply %+v, err %v, want ErrUnavailable", res.Reply, res.Err)
+		}
+	}
+	if len(inj.requests) != 0 {
+		t.Errorf("%d inject requests for a reply that was refused", len(inj.requests))
 	}
 }
 
@@ -219,4 +255,16 @@ func TestFetchBatchFollowsRemaining(t *testing.T) {
 			t.Fatalf("%s: %+v, %v", ids[i], res.Reply, res.Err)
 		}
 	}
+}
+
+// host returns the fake host of agent (zero when none).
+func (r *fakeResolver) host(agent string) fakeHost {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.hosts {
+		if h.agent == agent {
+			return h
+		}
+	}
+	return fakeHost{}
 }

@@ -17,10 +17,10 @@ type Resolver interface {
 	ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error)
 }
 
-// AgentsResolver resolves the hosts of many agents in one request (the resolver's resolve_agents): the
-// Fetcher answers a batch of fetches with one request.
-type AgentsResolver interface {
-	ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error)
+// SetsResolver resolves the hosts of many agents in one request into their distinct config sets (the
+// resolver's resolve_sets): the Fetcher answers a batch of fetches with one request.
+type SetsResolver interface {
+	ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error)
 }
 
 // Injector inlines credential secrets into collector lists (the credential service). Each item of a

@@ -15,8 +15,8 @@ import (
 type ResolverClient struct{ r *natsrpc.Client }
 
 var (
-	_ deliver.Resolver       = (*ResolverClient)(nil)
-	_ deliver.AgentsResolver = (*ResolverClient)(nil)
+	_ deliver.Resolver     = (*ResolverClient)(nil)
+	_ deliver.SetsResolver = (*ResolverClient)(nil)
 )
 
 // NewResolverClient returns a client whose requests time out after timeout.
@@ -31,10 +31,11 @@ func (c *ResolverClient) Resolve(ctx context.Context, req protocol.ResolveReques
 	return reply, err
 }
 
-// ResolveAgents implements deliver.AgentsResolver.
-func (c *ResolverClient) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
-	var reply protocol.ResolveAgentsReply
-	err := c.r.Call(ctx, protocol.ResolveAgentsSubject, req, &reply)
+// ResolveSets implements deliver.SetsResolver. A resolver of another contract has no responder on the
+// subject (it names the contract): that is an error, which the fetcher reports as unavailable.
+func (c *ResolverClient) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
+	var reply protocol.ResolveSetsReply
+	err := c.r.Call(ctx, protocol.ResolveSetsSubject, req, &reply)
 	return reply, err
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
 
-// gatedResolver resolves every agent to the same labels config. While gate is set, ResolveAgents
+// gatedResolver resolves every agent to the same labels config. While gate is set, ResolveSets
 // waits for it to be closed (or, unless holdPastDeadline, for its context); it records the agents of
 // each request.
 type gatedResolver struct {
@@ -26,7 +26,7 @@ type gatedResolver struct {
 	gate             chan struct{}
 	holdPastDeadline bool
 	requests         [][]string
-	entered          chan struct{} // receives once per ResolveAgents call
+	entered          chan struct{} // receives once per ResolveSets call
 }
 
 func newGatedResolver(gated bool) *gatedResolver {
@@ -45,7 +45,7 @@ func (r *gatedResolver) ResolveBatch(context.Context, protocol.ResolveBatchReque
 	return protocol.ResolveBatchReply{}, protocol.Errorf(protocol.CodeInternal, "not used")
 }
 
-func (r *gatedResolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
+func (r *gatedResolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
 	r.mu.Lock()
 	r.requests = append(r.requests, slices.Clone(req.AgentIDs))
 	gate := r.gate
@@ -58,19 +58,16 @@ func (r *gatedResolver) ResolveAgents(ctx context.Context, req protocol.ResolveA
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return protocol.ResolveAgentsReply{}, ctx.Err()
+			return protocol.ResolveSetsReply{}, ctx.Err()
 		}
 	}
-	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{
-		{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{"env":"prod"}}`), Version: 3},
-	}}
+	set := protocol.ConfigSet{ClientID: "c", EnvironmentID: "e", Configs: map[string]int{"labels": 0}}
 	for _, id := range req.AgentIDs {
-		reply.Hosts = append(reply.Hosts, protocol.AgentConfigs{
-			Host:    protocol.HostRef{HostID: "h-" + id, AgentID: id, ClientID: "c", EnvironmentID: "e"},
-			Configs: map[string]int{"labels": 0},
-		})
+		set.Hosts = append(set.Hosts, protocol.SetHost{HostID: "h-" + id, AgentID: id})
 	}
-	return reply, nil
+	return protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{
+		{ConfigType: "labels", ConfigData: json.RawMessage(`{"static":{"env":"prod"}}`), Version: 3},
+	}, Sets: []protocol.ConfigSet{set}}, nil
 }
 
 func (r *gatedResolver) agentsRequested() [][]string {

@@ -1,6 +1,7 @@
 package natsapi
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/configsync/configsync/libs/protocol"
@@ -13,9 +14,18 @@ func decodeResolveRequest(data []byte) (protocol.ResolveRequest, error) {
 	return req, decodeStrict(data, &req)
 }
 
-// decodeResolveAgentsRequest decodes a resolve_agents request body.
-func decodeResolveAgentsRequest(data []byte) (protocol.ResolveAgentsRequest, error) {
-	var req protocol.ResolveAgentsRequest
+// decodeResolveSetsRequest decodes a resolve_sets request body. Its contract is read first, leniently:
+// a request of another contract (which may have fields this resolver does not know) is refused as a
+// contract mismatch, which the caller retries, not as a malformed request.
+func decodeResolveSetsRequest(data []byte) (protocol.ResolveSetsRequest, error) {
+	var head struct {
+		Contract int `json:"contract"`
+	}
+	if err := json.Unmarshal(data, &head); err == nil && head.Contract != protocol.ResolveSetsContract {
+		return protocol.ResolveSetsRequest{}, fmt.Errorf("%w: request of contract %d, this resolver speaks %d",
+			resolve.ErrContractMismatch, head.Contract, protocol.ResolveSetsContract)
+	}
+	var req protocol.ResolveSetsRequest
 	return req, decodeStrict(data, &req)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/configsync/configsync/libs/protocol"
 )
@@ -75,14 +76,27 @@ func encodeBatchReply(reply protocol.ResolveBatchReply, maxBytes int) (json.RawM
 // appendBatchHost appends h's JSON encoding. Hosts without an override are the bulk of a page, so
 // they are written directly when no character needs escaping.
 func appendBatchHost(buf []byte, h protocol.BatchHost) ([]byte, error) {
-	if h.Override == nil && plainJSON(h.HostID) && plainJSON(h.AgentID) {
-		buf = append(buf, `{"host_id":"`...)
-		buf = append(buf, h.HostID...)
-		buf = append(buf, `","agent_id":"`...)
-		buf = append(buf, h.AgentID...)
-		return append(buf, `"}`...), nil
+	if h.Override == nil {
+		return appendHostIDs(buf, h.HostID, h.AgentID, h)
 	}
-	b, err := json.Marshal(h)
+	return appendJSON(buf, h)
+}
+
+// appendHostIDs appends {"host_id":…,"agent_id":…}, directly when no character needs escaping, else
+// the JSON encoding of v (which must encode to the same object).
+func appendHostIDs(buf []byte, hostID, agentID string, v any) ([]byte, error) {
+	if !plainJSON(hostID) || !plainJSON(agentID) {
+		return appendJSON(buf, v)
+	}
+	buf = append(buf, `{"host_id":"`...)
+	buf = append(buf, hostID...)
+	buf = append(buf, `","agent_id":"`...)
+	buf = append(buf, agentID...)
+	return append(buf, `"}`...), nil
+}
+
+func appendJSON(buf []byte, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return buf, err
 	}
@@ -100,41 +114,55 @@ func plainJSON(s string) bool {
 	return true
 }
 
-// encodeAgentsReply encodes reply within maxBytes (no limit when not positive), each config and host
-// once. The hosts that do not fit are moved to Remaining for the caller to ask again, with the configs
-// only they use. A first host that does not fit even alone can never be answered: it is listed in
-// Failed (internal) and the others in Remaining, so every reply makes progress.
+// encodeSetsReply encodes reply within maxBytes (no limit when not positive), each config once. This is
+// where a resolve_sets reply meets the NATS max payload: hosts that do not fit are moved to Remaining
+// for the caller to ask again, with the configs and sets only they use. A first host that does not fit
+// even alone (its set's configs exceed the payload) can never be answered: it is listed in Failed and
+// the others in Remaining, so every reply makes progress.
 //
-// It relies on how Resolver.ResolveAgents numbers configs: in order of first use by the hosts, so the
-// configs of the first k hosts are a prefix of Configs.
-func encodeAgentsReply(reply protocol.ResolveAgentsReply, maxBytes int) (json.RawMessage, error) {
+// It relies on how Resolver.ResolveSets numbers configs: in order of first use by the sets, so the
+// configs of the first k sets are a prefix of Configs.
+func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMessage, error) {
 	missing, err := json.Marshal(reply.Missing)
 	if err != nil {
 		return nil, fmt.Errorf("encode missing agents: %w", err)
 	}
 	// Room for the object around the lists and, should hosts be cut, the agent ids of every host (an
 	// upper bound of the remaining list).
-	reserve := len(`{"configs":[],"hosts":[],"missing":,"remaining":[]}`) + len(missing)
-	for _, h := range reply.Hosts {
-		reserve += len(h.Host.AgentID) + 3
+	reserve := len(`{"contract":,"configs":[],"sets":[],"missing":,"remaining":[]}`) + 20 + len(missing)
+	for _, set := range reply.Sets {
+		for _, h := range set.Hosts {
+			reserve += len(h.AgentID) + 3
+		}
 	}
 	configs := make([][]byte, 0, len(reply.Configs))
-	hosts := make([][]byte, 0, len(reply.Hosts))
+	sets := make([][]byte, 0, len(reply.Sets))
 	size := reserve
+	answered := 0
 	var (
 		remaining []string
 		failed    []protocol.AgentError
 	)
-	for i, h := range reply.Hosts {
-		grow := 0
+	cut := func(from int, hosts []protocol.SetHost) {
+		for _, h := range hosts {
+			remaining = append(remaining, h.AgentID)
+		}
+		for _, set := range reply.Sets[from:] {
+			for _, h := range set.Hosts {
+				remaining = append(remaining, h.AgentID)
+			}
+		}
+	}
+	for i, set := range reply.Sets {
 		used := len(configs)
-		for _, n := range h.Configs {
+		for typ, n := range set.Configs {
 			if n < 0 || n >= len(reply.Configs) {
-				return nil, fmt.Errorf("host %s: config index %d of %d", h.Host.HostID, n, len(reply.Configs))
+				return nil, fmt.Errorf("set %d: %s config index %d of %d", i, typ, n, len(reply.Configs))
 			}
 			used = max(used, n+1)
 		}
 		added := configs
+		grow := 0
 		for _, c := range reply.Configs[len(configs):used] {
 			b, err := json.Marshal(c)
 			if err != nil {
@@ -143,32 +171,58 @@ func encodeAgentsReply(reply protocol.ResolveAgentsReply, maxBytes int) (json.Ra
 			added = append(added, b)
 			grow += len(b) + 1
 		}
-		b, err := json.Marshal(h)
+		head, err := json.Marshal(struct {
+			ClientID      string         `json:"client_id"`
+			EnvironmentID string         `json:"environment_id"`
+			Configs       map[string]int `json:"configs"`
+		}{set.ClientID, set.EnvironmentID, set.Configs})
 		if err != nil {
-			return nil, fmt.Errorf("encode host %s: %w", h.Host.HostID, err)
+			return nil, fmt.Errorf("encode set %d: %w", i, err)
 		}
-		grow += len(b) + 1
-		if maxBytes > 0 && size+grow > maxBytes {
-			rest := reply.Hosts[i:]
-			if i == 0 {
-				failed = append(failed, protocol.AgentError{AgentID: h.Host.AgentID,
+		buf := append(head[:len(head)-1:len(head)-1], `,"hosts":[`...)
+		grow += len(buf) + len(`]}`) + 1
+		kept := 0
+		for k, h := range set.Hosts {
+			start := len(buf)
+			if k > 0 {
+				buf = append(buf, ',')
+			}
+			if buf, err = appendSetHost(buf, h); err != nil {
+				return nil, fmt.Errorf("encode host %s: %w", h.HostID, err)
+			}
+			if maxBytes > 0 && size+grow+len(buf)-start > maxBytes {
+				buf = buf[:start]
+				break
+			}
+			grow += len(buf) - start
+			kept++
+		}
+		if kept == 0 {
+			rest := set.Hosts
+			if answered == 0 {
+				failed = append(failed, protocol.AgentError{AgentID: rest[0].AgentID,
 					Error: *protocol.Errorf(protocol.CodeInternal, "a single host's config exceeds the NATS max payload")})
 				rest = rest[1:]
 			}
-			for _, r := range rest {
-				remaining = append(remaining, r.Host.AgentID)
-			}
+			cut(i+1, rest)
 			break
 		}
 		configs, size = added, size+grow
-		hosts = append(hosts, b)
+		sets = append(sets, append(buf, `]}`...))
+		answered += kept
+		if kept < len(set.Hosts) {
+			cut(i+1, set.Hosts[kept:])
+			break
+		}
 	}
 
 	buf := make([]byte, 0, size)
-	buf = append(buf, `{"configs":`...)
+	buf = append(buf, `{"contract":`...)
+	buf = strconv.AppendInt(buf, int64(reply.Contract), 10)
+	buf = append(buf, `,"configs":`...)
 	buf = appendList(buf, configs)
-	buf = append(buf, `,"hosts":`...)
-	buf = appendList(buf, hosts)
+	buf = append(buf, `,"sets":`...)
+	buf = appendList(buf, sets)
 	if len(reply.Missing) > 0 {
 		buf = append(buf, `,"missing":`...)
 		buf = append(buf, missing...)
@@ -190,6 +244,12 @@ func encodeAgentsReply(reply protocol.ResolveAgentsReply, maxBytes int) (json.Ra
 		buf = append(buf, f...)
 	}
 	return append(buf, '}'), nil
+}
+
+// appendSetHost appends h's JSON encoding, directly when no character needs escaping (the bulk of a
+// reply is hosts).
+func appendSetHost(buf []byte, h protocol.SetHost) ([]byte, error) {
+	return appendHostIDs(buf, h.HostID, h.AgentID, h)
 }
 
 // appendList appends the encoded items as a JSON array.

@@ -10,31 +10,44 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 )
 
-// agentsReply has hosts hosts sharing one config and each with one config of its own of about
-// dataBytes bytes.
-func agentsReply(hosts int, dataBytes int) protocol.ResolveAgentsReply {
+// setsReply has one set per group of groupSize hosts, each set with one shared config and one config of
+// its own of about dataBytes bytes.
+func setsReply(sets, groupSize, dataBytes int) protocol.ResolveSetsReply {
 	data := json.RawMessage(`{"static":{"k":"` + strings.Repeat("v", dataBytes) + `"}}`)
-	reply := protocol.ResolveAgentsReply{Missing: []string{"gone-1", "gone-2"},
+	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Missing: []string{"gone-1", "gone-2"},
 		Configs: []protocol.EffectiveConfig{{ConfigType: "healthcheck", ConfigData: json.RawMessage(`{"interval_seconds":60}`), Version: 1}}}
-	for i := range hosts {
+	for i := range sets {
 		reply.Configs = append(reply.Configs, protocol.EffectiveConfig{ConfigType: "labels", ConfigData: data, Version: int64(7 + i), Source: "merged"})
-		reply.Hosts = append(reply.Hosts, protocol.AgentConfigs{
-			Host:    protocol.HostRef{HostID: fmt.Sprintf("h-%d", i), AgentID: fmt.Sprintf("agent-%d", i), ClientID: "c", EnvironmentID: "e"},
-			Configs: map[string]int{"healthcheck": 0, "labels": len(reply.Configs) - 1},
-		})
+		set := protocol.ConfigSet{ClientID: "c", EnvironmentID: "e", Configs: map[string]int{"healthcheck": 0, "labels": len(reply.Configs) - 1}}
+		for k := range groupSize {
+			set.Hosts = append(set.Hosts, protocol.SetHost{HostID: fmt.Sprintf("h-%d-%d", i, k), AgentID: fmt.Sprintf("agent-%d-%d", i, k)})
+		}
+		reply.Sets = append(reply.Sets, set)
 	}
 	return reply
 }
 
-// A reply that fits is encoded whole; one that does not is cut between hosts, within the limit, and
-// the hosts left out are named in remaining, so asking for them again completes the answer.
-func TestEncodeAgentsReply(t *testing.T) {
-	full := agentsReply(50, 1000)
-	b, err := encodeAgentsReply(full, 0)
+// agentsOf lists the agents of a reply's sets in order.
+func agentsOf(r protocol.ResolveSetsReply) []string {
+	var out []string
+	for _, s := range r.Sets {
+		for _, h := range s.Hosts {
+			out = append(out, h.AgentID)
+		}
+	}
+	return out
+}
+
+// A reply that fits is encoded whole; one that does not is cut between hosts (inside a set too),
+// within the limit, and the hosts left out are named in remaining, so asking for them again completes
+// the answer.
+func TestEncodeSetsReply(t *testing.T) {
+	full := setsReply(50, 3, 1000)
+	b, err := encodeSetsReply(full, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got protocol.ResolveAgentsReply
+	var got protocol.ResolveSetsReply
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("%v: %.200s", err, b)
 	}
@@ -42,56 +55,53 @@ func TestEncodeAgentsReply(t *testing.T) {
 		t.Fatalf("unlimited encoding changed the reply")
 	}
 
-	const limit = 20 << 10
-	b, err = encodeAgentsReply(full, limit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) > limit {
-		t.Fatalf("encoded %d bytes, limit %d", len(b), limit)
-	}
-	got = protocol.ResolveAgentsReply{}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Hosts) == 0 || len(got.Hosts)+len(got.Remaining) != 50 || len(got.Missing) != 2 {
-		t.Fatalf("%d hosts + %d remaining, %d missing", len(got.Hosts), len(got.Remaining), len(got.Missing))
-	}
-	for i, id := range got.Remaining {
-		if want := full.Hosts[len(got.Hosts)+i].Host.AgentID; id != want {
-			t.Fatalf("remaining[%d] = %s, want %s", i, id, want)
-		}
-	}
-	// Only the configs of the hosts sent are sent, and every host resolves to what it had.
-	if len(got.Configs) != len(got.Hosts)+1 {
-		t.Fatalf("%d configs for %d hosts, want %d", len(got.Configs), len(got.Hosts), len(got.Hosts)+1)
-	}
-	for i := range got.Hosts {
-		g, err := got.Resolved(i)
+	for _, limit := range []int{20 << 10, 20<<10 + 40, 20<<10 + 80} {
+		b, err = encodeSetsReply(full, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, _ := full.Resolved(i)
-		if !reflect.DeepEqual(normalized(t, g), normalized(t, w)) {
-			t.Fatalf("host %d: %+v, want %+v", i, g, w)
+		if len(b) > limit {
+			t.Fatalf("encoded %d bytes, limit %d", len(b), limit)
+		}
+		got = protocol.ResolveSetsReply{}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := got.Check(); err != nil {
+			t.Fatalf("cut reply: %v", err)
+		}
+		sent, all := agentsOf(got), agentsOf(full)
+		if len(sent) == 0 || !reflect.DeepEqual(append(sent, got.Remaining...), all) || len(got.Missing) != 2 {
+			t.Fatalf("limit %d: sent %v + remaining %v, want %d agents in order", limit, sent, got.Remaining, len(all))
+		}
+		// Only the configs of the sets sent are sent, and every host of a sent set has what it had.
+		if len(got.Configs) != len(got.Sets)+1 {
+			t.Fatalf("%d configs for %d sets, want %d", len(got.Configs), len(got.Sets), len(got.Sets)+1)
+		}
+		for i, set := range got.Sets {
+			for typ, n := range set.Configs {
+				if !reflect.DeepEqual(normalized(t, got.Configs[n]), normalized(t, full.Configs[full.Sets[i].Configs[typ]])) {
+					t.Fatalf("set %d %s differs", i, typ)
+				}
+			}
 		}
 	}
 
 	// A first host over the limit even alone fails on its own; the others are left for the next request.
-	b, err = encodeAgentsReply(agentsReply(3, 30<<10), limit)
+	b, err = encodeSetsReply(setsReply(2, 2, 30<<10), 20<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tooLarge protocol.ResolveAgentsReply
+	var tooLarge protocol.ResolveSetsReply
 	if err := json.Unmarshal(b, &tooLarge); err != nil {
 		t.Fatal(err)
 	}
-	if len(tooLarge.Hosts) != 0 || len(tooLarge.Failed) != 1 || tooLarge.Failed[0].AgentID != "agent-0" ||
-		tooLarge.Failed[0].Error.Code != protocol.CodeInternal || !reflect.DeepEqual(tooLarge.Remaining, []string{"agent-1", "agent-2"}) {
+	if len(tooLarge.Sets) != 0 || len(tooLarge.Failed) != 1 || tooLarge.Failed[0].AgentID != "agent-0-0" ||
+		tooLarge.Failed[0].Error.Code != protocol.CodeInternal || !reflect.DeepEqual(tooLarge.Remaining, []string{"agent-0-1", "agent-1-0", "agent-1-1"}) {
 		t.Fatalf("a single host over the limit: %s", b)
 	}
-	b, err = encodeAgentsReply(protocol.ResolveAgentsReply{Missing: []string{"x"}}, limit)
-	if err != nil || string(b) != `{"configs":[],"hosts":[],"missing":["x"]}` {
+	b, err = encodeSetsReply(protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Missing: []string{"x"}}, 20<<10)
+	if err != nil || string(b) != `{"contract":1,"configs":[],"sets":[],"missing":["x"]}` {
 		t.Fatalf("no hosts: %s, %v", b, err)
 	}
 }

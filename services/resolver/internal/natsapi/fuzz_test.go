@@ -33,11 +33,27 @@ func (s fuzzStore) LayersByHostID(_ context.Context, id string, _ []string) (res
 	return s.layers(), nil
 }
 
-func (s fuzzStore) LayersByAgentIDs(_ context.Context, agentIDs, _ []string) ([]resolve.HostLayers, error) {
+func (s fuzzStore) LayersByAgentID(_ context.Context, agentID string, _ []string) (resolve.HostLayers, error) {
+	if agentID != fuzzHost.AgentID {
+		return resolve.HostLayers{}, resolve.ErrNotFound
+	}
+	return s.layers(), nil
+}
+
+func (s fuzzStore) FetchRows(_ context.Context, agentIDs, _ []string) (resolve.FetchRows, error) {
 	if !slices.Contains(agentIDs, fuzzHost.AgentID) {
+		return resolve.FetchRows{}, nil
+	}
+	l := s.layers()
+	return resolve.FetchRows{Hosts: []resolve.FetchHost{{Host: fuzzHost, Overrides: l.Layers.Host}},
+		EnvironmentVersions: map[string]map[string]int64{fuzzHost.EnvironmentID: {"healthcheck": 1}}}, nil
+}
+
+func (s fuzzStore) EnvironmentRows(_ context.Context, envIDs, _ []string) (map[string]map[string]agentconfig.Layer, error) {
+	if !slices.Contains(envIDs, fuzzHost.EnvironmentID) {
 		return nil, nil
 	}
-	return []resolve.HostLayers{s.layers()}, nil
+	return map[string]map[string]agentconfig.Layer{fuzzHost.EnvironmentID: s.layers().Layers.Environment}, nil
 }
 
 func (fuzzStore) EnvironmentLayer(_ context.Context, envID, _ string) (resolve.EnvironmentLayer, error) {

@@ -1,5 +1,5 @@
 // Package natsapi exposes the resolver as the nats.go micro service "resolver" with the endpoints
-// configsync.svc.resolver.resolve, configsync.svc.resolver.resolve_agents and
+// configsync.svc.resolver.resolve, configsync.svc.resolver.resolve_sets.v1 and
 // configsync.svc.resolver.resolve_batch, served by libs/platform/natsrpc. Replicas share requests
 // through the endpoints' queue group. Requests are decoded here and answered from two bounded worker
 // pools (single hosts and agents; batch pages), with JSON or a protocol error code that replyError maps
@@ -79,7 +79,7 @@ func (s *Service) Start(nc *nats.Conn) error {
 		return fmt.Errorf("natsapi: %w", err)
 	}
 	// A queue of 0: a busy pool holds its subscriptions back (NATS keeps the pending requests). The
-	// agents request shares the single-host pool: it replaces as many single-host resolves on the
+	// sets request shares the single-host pool: it replaces as many single-host resolves on the
 	// fetch path.
 	resolvePool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.Workers}, s.handle)
 	batchPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.BatchWorkers}, s.handle)
@@ -88,7 +88,7 @@ func (s *Service) Start(nc *nats.Conn) error {
 		pool          *natsrpc.Pool
 	}{
 		{"resolve", protocol.ResolveSubject, resolvePool},
-		{"resolve_agents", protocol.ResolveAgentsSubject, resolvePool},
+		{"resolve_sets", protocol.ResolveSetsSubject, resolvePool},
 		{"resolve_batch", protocol.ResolveBatchSubject, batchPool},
 	}
 	for _, e := range endpoints {
@@ -116,8 +116,8 @@ func (s *Service) handle(ctx context.Context, req *natsrpc.Request) (any, error)
 	switch req.Endpoint {
 	case "resolve":
 		return s.resolve(ctx, req.Data)
-	case "resolve_agents":
-		return s.resolveAgents(ctx, req.Data, req.MaxPayload())
+	case "resolve_sets":
+		return s.resolveSets(ctx, req.Data, req.MaxPayload())
 	case "resolve_batch":
 		return s.resolveBatch(ctx, req.Data, req.MaxPayload())
 	}
@@ -133,17 +133,17 @@ func (s *Service) resolve(ctx context.Context, data []byte) (protocol.ResolveRep
 	return s.resolver.Resolve(ctx, req)
 }
 
-// resolveAgents decodes and answers one resolve_agents request body, encoded within maxBytes.
-func (s *Service) resolveAgents(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
-	req, err := decodeResolveAgentsRequest(data)
+// resolveSets decodes and answers one resolve_sets request body, encoded within maxBytes.
+func (s *Service) resolveSets(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
+	req, err := decodeResolveSetsRequest(data)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := s.resolver.ResolveAgents(ctx, req)
+	reply, err := s.resolver.ResolveSets(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return encodeAgentsReply(reply, maxBytes)
+	return encodeSetsReply(reply, maxBytes)
 }
 
 // resolveBatch decodes and answers one resolve_batch request body, encoded within maxBytes (the page
@@ -165,6 +165,9 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 	switch {
 	case errors.Is(err, resolve.ErrInvalidRequest):
 		return protocol.Errorf(protocol.CodeInvalidRequest, "%s", err.Error())
+	case errors.Is(err, resolve.ErrContractMismatch):
+		s.log.Warn("resolver request of another contract refused (rolling upgrade in progress?)", zap.String("endpoint", endpoint), zap.Error(err))
+		return protocol.Errorf(protocol.CodeContractMismatch, "%s", err.Error())
 	case errors.Is(err, resolve.ErrNotFound):
 		return protocol.Errorf(protocol.CodeNotFound, "%s", err.Error())
 	case errors.Is(err, errReplyTooLarge):

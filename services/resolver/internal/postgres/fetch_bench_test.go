@@ -48,9 +48,10 @@ func BenchmarkResolveAgent(b *testing.B) {
 	}
 }
 
-// BenchmarkResolveAgents32 resolves every type of 32 hosts by agent id in one request, as delivery
-// does for a batch of fetches; ns/op is per batch.
-func BenchmarkResolveAgents32(b *testing.B) {
+// BenchmarkResolveSets32 resolves every type of 32 hosts by agent id into config sets in one request,
+// as delivery does for a batch of fetches; ns/op is per batch. (Before the sets contract this was
+// BenchmarkResolveAgents32.)
+func BenchmarkResolveSets32(b *testing.B) {
 	r, agents := fetchFixture(b)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -60,9 +61,13 @@ func BenchmarkResolveAgents32(b *testing.B) {
 		for k := range batch {
 			batch[k] = agents[(i+k)%len(agents)]
 		}
-		reply, err := r.ResolveAgents(ctx, protocol.ResolveAgentsRequest{AgentIDs: batch})
-		if err != nil || len(reply.Hosts) != 32 {
-			b.Fatalf("resolve agents: %d hosts, %v", len(reply.Hosts), err)
+		reply, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: batch})
+		hosts := 0
+		for _, s := range reply.Sets {
+			hosts += len(s.Hosts)
+		}
+		if err != nil || hosts != 32 {
+			b.Fatalf("resolve sets: %d hosts, %v", hosts, err)
 		}
 		i += 32
 	}

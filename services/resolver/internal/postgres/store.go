@@ -42,7 +42,7 @@ func NewStore(db DB) *Store {
 	return &Store{db: o, q: sqlcdb.New(o)}
 }
 
-// layerRow is a row of LayersByHostID and LayersByAgentIDs (sqlc generates one identical type for each).
+// layerRow is a row of LayersByHostID and LayersByAgentID (sqlc generates one identical type for each).
 type layerRow = struct {
 	Level         string
 	HostID        uuid.UUID
@@ -90,22 +90,80 @@ func (s *Store) LayersByHostID(ctx context.Context, hostID string, types []strin
 	return hosts[0], nil
 }
 
-// LayersByAgentIDs returns the non-revoked hosts of agentIDs (unknown ones are left out) with their
-// rows of types at both levels, in one query that reads each environment's rows once (one agent: a
-// variant of it with scalar parameters, which PostgreSQL plans once).
-func (s *Store) LayersByAgentIDs(ctx context.Context, agentIDs, types []string) ([]resolve.HostLayers, error) {
-	if len(agentIDs) == 1 {
-		rows, err := s.q.LayersByAgentID(ctx, sqlcdb.LayersByAgentIDParams{AgentID: agentIDs[0], ConfigTypes: types})
-		if err != nil {
-			return nil, fmt.Errorf("postgres: read host and config rows: %w", err)
-		}
-		return hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDRow) layerRow { return layerRow(r) })), nil
-	}
-	rows, err := s.q.LayersByAgentIDs(ctx, sqlcdb.LayersByAgentIDsParams{AgentIds: agentIDs, ConfigTypes: types})
+// LayersByAgentID returns the non-revoked host of agentID and its rows of types at both levels, in one
+// query with scalar parameters (which PostgreSQL plans once).
+func (s *Store) LayersByAgentID(ctx context.Context, agentID string, types []string) (resolve.HostLayers, error) {
+	rows, err := s.q.LayersByAgentID(ctx, sqlcdb.LayersByAgentIDParams{AgentID: agentID, ConfigTypes: types})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: read hosts and config rows: %w", err)
+		return resolve.HostLayers{}, fmt.Errorf("postgres: read host and config rows: %w", err)
 	}
-	return hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDsRow) layerRow { return layerRow(r) })), nil
+	hosts := hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDRow) layerRow { return layerRow(r) }))
+	if len(hosts) == 0 {
+		return resolve.HostLayers{}, fmt.Errorf("postgres: agent: %w", resolve.ErrNotFound)
+	}
+	return hosts[0], nil
+}
+
+// FetchRows returns the non-revoked hosts of agentIDs with their own rows of types and the versions of
+// their environments' rows (not their data), in one query (FetchHostsByAgentIDs).
+func (s *Store) FetchRows(ctx context.Context, agentIDs, types []string) (resolve.FetchRows, error) {
+	rows, err := s.q.FetchHostsByAgentIDs(ctx, sqlcdb.FetchHostsByAgentIDsParams{AgentIds: agentIDs, ConfigTypes: types})
+	if err != nil {
+		return resolve.FetchRows{}, fmt.Errorf("postgres: read hosts and their rows: %w", err)
+	}
+	out := resolve.FetchRows{EnvironmentVersions: map[string]map[string]int64{}}
+	index := map[uuid.UUID]int{}
+	overrides := map[uuid.UUID]map[string]agentconfig.Layer{}
+	for _, r := range rows {
+		switch r.Level {
+		case "host":
+			index[r.HostID] = len(out.Hosts)
+			out.Hosts = append(out.Hosts, resolve.FetchHost{Host: resolve.Host{
+				ID: r.HostID.String(), AgentID: r.AgentID, ClientID: r.ClientID.String(), EnvironmentID: r.EnvironmentID.String(),
+			}})
+		case "override":
+			if overrides[r.HostID] == nil {
+				overrides[r.HostID] = map[string]agentconfig.Layer{}
+			}
+			overrides[r.HostID][r.ConfigType] = agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
+		case "environment":
+			env := r.EnvironmentID.String()
+			if out.EnvironmentVersions[env] == nil {
+				out.EnvironmentVersions[env] = map[string]int64{}
+			}
+			out.EnvironmentVersions[env][r.ConfigType] = r.Version
+		}
+	}
+	for id, rows := range overrides {
+		if i, ok := index[id]; ok {
+			out.Hosts[i].Overrides = rows
+		}
+	}
+	return out, nil
+}
+
+// EnvironmentRows returns the rows of types of the given environments, in one query.
+func (s *Store) EnvironmentRows(ctx context.Context, environmentIDs, types []string) (map[string]map[string]agentconfig.Layer, error) {
+	ids := make([]uuid.UUID, len(environmentIDs))
+	for i, id := range environmentIDs {
+		var err error
+		if ids[i], err = uuid.Parse(id); err != nil {
+			return nil, fmt.Errorf("postgres: environment id: %w", err)
+		}
+	}
+	rows, err := s.q.EnvironmentRows(ctx, sqlcdb.EnvironmentRowsParams{EnvironmentIds: ids, ConfigTypes: types})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read environment rows: %w", err)
+	}
+	out := make(map[string]map[string]agentconfig.Layer, len(environmentIDs))
+	for _, r := range rows {
+		env := r.EnvironmentID.String()
+		if out[env] == nil {
+			out[env] = map[string]agentconfig.Layer{}
+		}
+		out[env][r.ConfigType] = agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
+	}
+	return out, nil
 }
 
 // hostLayers assembles the level-tagged rows of a layers query into hosts. The hosts of one

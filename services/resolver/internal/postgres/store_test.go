@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -39,20 +40,23 @@ func TestStore(t *testing.T) {
 		if h := hl.Host; err != nil || h.ID != h1 || h.AgentID != "agent-1" || h.EnvironmentID != env || h.ClientID != db.ClientOf(env) {
 			t.Fatalf("LayersByHostID = %+v, %v", hl, err)
 		}
-		hosts, err := store.LayersByAgentIDs(ctx, []string{"agent-2"}, types)
-		if err != nil || len(hosts) != 1 || hosts[0].Host.ID != h2 || hosts[0].Host.ClientID != db.ClientOf(env) {
-			t.Fatalf("LayersByAgentIDs = %+v, %v", hosts, err)
+		hl, err = store.LayersByAgentID(ctx, "agent-2", types)
+		if err != nil || hl.Host.ID != h2 || hl.Host.ClientID != db.ClientOf(env) {
+			t.Fatalf("LayersByAgentID = %+v, %v", hl, err)
 		}
 		for _, id := range []string{h3, "5f0c1c1e-0000-4000-8000-000000000000"} {
 			if _, err := store.LayersByHostID(ctx, id, types); !errors.Is(err, resolve.ErrNotFound) {
 				t.Errorf("revoked or missing host %s: err = %v, want ErrNotFound", id, err)
 			}
 		}
-		for _, agents := range [][]string{{"agent-3"}, {"agent-404"}, {"agent-3", "agent-404"}} {
-			hosts, err = store.LayersByAgentIDs(ctx, agents, types)
-			if err != nil || len(hosts) != 0 {
-				t.Errorf("revoked or missing agents %v: %+v, %v", agents, hosts, err)
+		for _, agent := range []string{"agent-3", "agent-404"} {
+			if hl, err = store.LayersByAgentID(ctx, agent, types); !errors.Is(err, resolve.ErrNotFound) {
+				t.Errorf("revoked or missing agent %s: %+v, %v", agent, hl, err)
 			}
+		}
+		rows, err := store.FetchRows(ctx, []string{"agent-3", "agent-404"}, types)
+		if err != nil || len(rows.Hosts) != 0 || len(rows.EnvironmentVersions) != 0 {
+			t.Errorf("FetchRows of revoked and missing agents: %+v, %v", rows, err)
 		}
 	})
 
@@ -78,18 +82,25 @@ func TestStore(t *testing.T) {
 		if len(hl.Layers.Environment)+len(hl.Layers.Host) != 0 || hl.Host.ID != h2 {
 			t.Errorf("type filter ignored or host lost: %+v", hl)
 		}
-		hosts, err := store.LayersByAgentIDs(ctx, []string{"agent-1", "agent-2", "agent-3"}, []string{"healthcheck", "tracing"})
-		if err != nil || len(hosts) != 2 {
-			t.Fatalf("LayersByAgentIDs = %+v, %v", hosts, err)
+		// A batch of fetches: the hosts with their own rows, and only the versions of their
+		// environment's rows; the rows themselves come from EnvironmentRows.
+		rows, err := store.FetchRows(ctx, []string{"agent-1", "agent-2", "agent-3"}, []string{"healthcheck", "tracing"})
+		if err != nil || len(rows.Hosts) != 2 {
+			t.Fatalf("FetchRows = %+v, %v", rows, err)
 		}
-		for _, hl := range hosts {
-			want := map[string]int64{h1: hostV, h2: hostTomb}[hl.Host.ID]
-			if got := hl.Layers.Host["healthcheck"]; got.Version != want || len(hl.Layers.Host) != 1 {
-				t.Errorf("host %s rows = %+v, want healthcheck at %d", hl.Host.AgentID, hl.Layers.Host, want)
+		for _, fh := range rows.Hosts {
+			want := map[string]int64{h1: hostV, h2: hostTomb}[fh.Host.ID]
+			if got := fh.Overrides["healthcheck"]; got.Version != want || len(fh.Overrides) != 1 || fh.Host.EnvironmentID != env {
+				t.Errorf("host %s rows = %+v, want healthcheck at %d", fh.Host.AgentID, fh.Overrides, want)
 			}
-			if len(hl.Layers.Environment) != 2 || hl.Layers.Environment["healthcheck"].Version != envV {
-				t.Errorf("host %s environment rows = %+v", hl.Host.AgentID, hl.Layers.Environment)
-			}
+		}
+		if got := rows.EnvironmentVersions; len(got) != 1 || !reflect.DeepEqual(got[env], map[string]int64{"healthcheck": envV, "tracing": envTomb}) {
+			t.Errorf("environment versions = %+v", got)
+		}
+		envRows, err := store.EnvironmentRows(ctx, []string{env}, []string{"healthcheck", "tracing", "labels"})
+		if err != nil || len(envRows[env]) != 2 || envRows[env]["healthcheck"].Version != envV || len(envRows[env]["healthcheck"].Data) == 0 ||
+			envRows[env]["tracing"].Version != envTomb || envRows[env]["tracing"].Data != nil {
+			t.Errorf("EnvironmentRows = %+v, %v", envRows, err)
 		}
 	})
 

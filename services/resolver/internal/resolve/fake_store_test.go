@@ -20,6 +20,8 @@ type fakeStore struct {
 	hostRows   map[string]map[string]agentconfig.Layer // host id -> type -> row
 	pageCalls  int
 	agentCalls int
+	fetchCalls int
+	envReads   int // EnvironmentRows calls
 }
 
 type fakeHost struct {
@@ -74,12 +76,50 @@ func (s *fakeStore) LayersByHostID(_ context.Context, id string, types []string)
 	return s.layers(h.Host, types), nil
 }
 
-func (s *fakeStore) LayersByAgentIDs(_ context.Context, agentIDs, types []string) ([]resolve.HostLayers, error) {
+func (s *fakeStore) LayersByAgentID(_ context.Context, agentID string, types []string) (resolve.HostLayers, error) {
 	s.agentCalls++
-	var out []resolve.HostLayers
 	for _, h := range s.hosts {
-		if slices.Contains(agentIDs, h.AgentID) && !h.revoked {
-			out = append(out, s.layers(h.Host, types))
+		if h.AgentID == agentID && !h.revoked {
+			return s.layers(h.Host, types), nil
+		}
+	}
+	return resolve.HostLayers{}, fmt.Errorf("fake: %w", resolve.ErrNotFound)
+}
+
+func (s *fakeStore) FetchRows(_ context.Context, agentIDs, types []string) (resolve.FetchRows, error) {
+	s.fetchCalls++
+	out := resolve.FetchRows{EnvironmentVersions: map[string]map[string]int64{}}
+	for _, h := range s.hosts {
+		if !slices.Contains(agentIDs, h.AgentID) || h.revoked {
+			continue
+		}
+		l := s.layers(h.Host, types)
+		fh := resolve.FetchHost{Host: h.Host}
+		if len(l.Layers.Host) > 0 {
+			fh.Overrides = l.Layers.Host
+		}
+		out.Hosts = append(out.Hosts, fh)
+		for t, row := range l.Layers.Environment {
+			if out.EnvironmentVersions[h.EnvironmentID] == nil {
+				out.EnvironmentVersions[h.EnvironmentID] = map[string]int64{}
+			}
+			out.EnvironmentVersions[h.EnvironmentID][t] = row.Version
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) EnvironmentRows(_ context.Context, envIDs, types []string) (map[string]map[string]agentconfig.Layer, error) {
+	s.envReads++
+	out := map[string]map[string]agentconfig.Layer{}
+	for _, e := range envIDs {
+		for _, t := range types {
+			if row, ok := s.envRows[e][t]; ok {
+				if out[e] == nil {
+					out[e] = map[string]agentconfig.Layer{}
+				}
+				out[e][t] = row
+			}
 		}
 	}
 	return out, nil

@@ -1,7 +1,10 @@
 // Package resolve computes hosts' effective configs: it merges the environment default of each config
 // type with the host's override (libs/agentconfig does the type-specific merge) and answers the
-// resolver's two use cases, one host with all or some types and one type across a page of an
-// environment's hosts. It reads rows through the Store port and knows nothing of SQL or NATS.
+// resolver's use cases: one host with all or some types (Resolve); a batch of agents' fetches as the
+// distinct configs and the distinct sets they form, each with its hosts (ResolveSets, the contract
+// delivery builds its replies from, with environment-level configs cached by row version); and one type
+// across a page of an environment's hosts (ResolveBatch). It reads rows through the Store port and knows
+// nothing of SQL or NATS.
 package resolve
 
 import (
@@ -10,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -23,6 +27,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidRequest: the request is malformed (bad id, unknown config type, bad paging).
 	ErrInvalidRequest = errors.New("invalid request")
+	// ErrContractMismatch: the request is of another contract version than this resolver speaks (a
+	// rolling upgrade in progress); the caller retries, by then talking to a resolver of its version.
+	ErrContractMismatch = errors.New("contract mismatch")
 	// ErrUnavailable: the store cannot be reached or takes no work right now (a database outage);
 	// the same request may succeed later. Store adapters wrap their outages with it.
 	ErrUnavailable = errors.New("store unavailable")
@@ -41,12 +48,17 @@ const maxTypes = 256
 type Options struct {
 	// MaxPage caps the hosts of one batch page; 0 means DefaultMaxPage.
 	MaxPage int
+	// EnvCacheEntries bounds the environment cache of ResolveSets; 0 means DefaultEnvCacheEntries.
+	EnvCacheEntries int
 }
 
 // Resolver answers resolve requests from the rows its Store reads.
 type Resolver struct {
 	store   Store
 	maxPage int
+	envs    *envCache
+
+	envHits, envMisses atomic.Int64
 }
 
 // New returns a Resolver reading through store.
@@ -54,7 +66,7 @@ func New(store Store, opts Options) *Resolver {
 	if opts.MaxPage <= 0 {
 		opts.MaxPage = DefaultMaxPage
 	}
-	return &Resolver{store: store, maxPage: opts.MaxPage}
+	return &Resolver{store: store, maxPage: opts.MaxPage, envs: newEnvCache(opts.EnvCacheEntries)}
 }
 
 // Resolve returns the effective configs of one host, for the requested types or every registered type.
@@ -71,77 +83,6 @@ func (r *Resolver) Resolve(ctx context.Context, req protocol.ResolveRequest) (pr
 		return protocol.ResolveReply{}, err
 	}
 	return hostReply(hl, types, req.Explain)
-}
-
-// ResolveAgents resolves the hosts of many agents in one read of the store (delivery serves
-// concurrent fetches this way). Each host gets what Resolve returns for it (without provenance); unknown
-// and revoked agents are listed in Missing. Duplicate agent ids are answered once.
-func (r *Resolver) ResolveAgents(ctx context.Context, req protocol.ResolveAgentsRequest) (protocol.ResolveAgentsReply, error) {
-	switch {
-	case len(req.AgentIDs) == 0:
-		return protocol.ResolveAgentsReply{}, fmt.Errorf("%w: agent_ids is required", ErrInvalidRequest)
-	case len(req.AgentIDs) > protocol.MaxResolveAgents:
-		return protocol.ResolveAgentsReply{}, fmt.Errorf("%w: at most %d agent_ids per request", ErrInvalidRequest, protocol.MaxResolveAgents)
-	}
-	ids := make([]string, 0, len(req.AgentIDs))
-	seen := make(map[string]bool, len(req.AgentIDs))
-	for _, id := range req.AgentIDs {
-		if !protocol.ValidAgentID(id) {
-			return protocol.ResolveAgentsReply{}, fmt.Errorf("%w: agent_ids must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
-		}
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	types, err := requestTypes(req.Types)
-	if err != nil {
-		return protocol.ResolveAgentsReply{}, err
-	}
-	hosts, err := r.store.LayersByAgentIDs(ctx, ids, types)
-	if err != nil {
-		return protocol.ResolveAgentsReply{}, fmt.Errorf("resolve agents: read %d hosts: %w", len(ids), err)
-	}
-	byAgent := make(map[string]HostLayers, len(hosts))
-	for _, hl := range hosts {
-		byAgent[hl.Host.AgentID] = hl
-	}
-	reply := protocol.ResolveAgentsReply{Configs: []protocol.EffectiveConfig{}, Hosts: make([]protocol.AgentConfigs, 0, len(hosts))}
-	// A host without a row of its own for a type takes its environment's config: merged once per
-	// request and environment, and sent once.
-	shared := map[[2]string]int{}
-	for _, id := range ids {
-		hl, ok := byAgent[id]
-		if !ok {
-			reply.Missing = append(reply.Missing, id)
-			continue
-		}
-		host := protocol.AgentConfigs{Host: hostRef(hl.Host), Configs: make(map[string]int, len(types))}
-		for _, t := range types {
-			env, hasEnv := hl.Layers.Environment[t]
-			over, hasHost := hl.Layers.Host[t]
-			if !hasEnv && !hasHost {
-				continue
-			}
-			key := [2]string{hl.Host.EnvironmentID, t}
-			if n, ok := shared[key]; ok && !hasHost {
-				host.Configs[t] = n
-				continue
-			}
-			ec, err := effective(hl.Host, t, env, over, false)
-			if err != nil {
-				return protocol.ResolveAgentsReply{}, err
-			}
-			n := len(reply.Configs)
-			reply.Configs = append(reply.Configs, ec)
-			if !hasHost {
-				shared[key] = n
-			}
-			host.Configs[t] = n
-		}
-		reply.Hosts = append(reply.Hosts, host)
-	}
-	return reply, nil
 }
 
 // hostReply merges hl's rows of types into its reply.
@@ -201,16 +142,14 @@ func (r *Resolver) lookupHost(ctx context.Context, req protocol.ResolveRequest, 
 		if !protocol.ValidAgentID(req.AgentID) {
 			return HostLayers{}, fmt.Errorf("%w: agent_id must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
 		}
-		hosts, err := r.store.LayersByAgentIDs(ctx, []string{req.AgentID}, types)
+		hl, err := r.store.LayersByAgentID(ctx, req.AgentID, types)
+		if errors.Is(err, ErrNotFound) {
+			return HostLayers{}, fmt.Errorf("%w: agent %s", ErrNotFound, req.AgentID)
+		}
 		if err != nil {
 			return HostLayers{}, fmt.Errorf("resolve: agent %s: %w", req.AgentID, err)
 		}
-		for _, hl := range hosts {
-			if hl.Host.AgentID == req.AgentID {
-				return hl, nil
-			}
-		}
-		return HostLayers{}, fmt.Errorf("%w: agent %s", ErrNotFound, req.AgentID)
+		return hl, nil
 	default:
 		return HostLayers{}, fmt.Errorf("%w: host_id or agent_id is required", ErrInvalidRequest)
 	}

@@ -59,16 +59,36 @@ type PageHost struct {
 	Override *agentconfig.Layer
 }
 
+// FetchHost is a host of a batch of fetches with its own rows (overrides and tombstones) of the
+// requested types; a type without a row is absent from Overrides.
+type FetchHost struct {
+	Host      Host
+	Overrides map[string]agentconfig.Layer
+}
+
+// FetchRows is what a batch of fetches reads in one query: its hosts with their own rows, and for each
+// of their environments the version of each of its rows (environment id -> type -> version), without
+// the rows' data (the Resolver keeps that in its environment cache).
+type FetchRows struct {
+	Hosts               []FetchHost
+	EnvironmentVersions map[string]map[string]int64
+}
+
 // Store reads the config tables. Implementations return an error wrapping ErrNotFound for a host that
 // does not exist or is revoked and for an environment that does not exist. IDs passed in are valid UUIDs
 // and agent ids valid agent ids.
 type Store interface {
 	// LayersByHostID returns the host with its rows of the given types at both levels, in one query.
 	LayersByHostID(ctx context.Context, hostID string, types []string) (HostLayers, error)
-	// LayersByAgentIDs returns the hosts of the given agent ids, each with its rows of the given types
-	// at both levels, in one query. Unknown and revoked agents are left out (no error). Hosts of one
-	// environment may share its Environment map: callers must not modify Layers.
-	LayersByAgentIDs(ctx context.Context, agentIDs, types []string) ([]HostLayers, error)
+	// LayersByAgentID returns the host of the agent id with its rows of the given types at both levels,
+	// in one query.
+	LayersByAgentID(ctx context.Context, agentID string, types []string) (HostLayers, error)
+	// FetchRows returns the hosts of the given agent ids (unknown and revoked ones left out) with their
+	// own rows of the given types and their environments' row versions, in one query.
+	FetchRows(ctx context.Context, agentIDs, types []string) (FetchRows, error)
+	// EnvironmentRows returns the rows of the given types of the given environments (environment id
+	// -> type -> row), in one query.
+	EnvironmentRows(ctx context.Context, environmentIDs, types []string) (map[string]map[string]agentconfig.Layer, error)
 	// EnvironmentLayer returns the environment's row of one type, in one query.
 	EnvironmentLayer(ctx context.Context, environmentID, configType string) (EnvironmentLayer, error)
 	// HostPage returns up to q.Limit hosts with their overrides of q.ConfigType, in one query.

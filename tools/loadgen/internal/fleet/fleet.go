@@ -95,6 +95,8 @@ type Fleet struct {
 	bgStop  context.CancelFunc
 	bgDone  sync.WaitGroup
 
+	retry retryState // agents' fetch retries (retry.go)
+
 	// perAgentConns: every agent has its own connection (Connect), conns[i] being agent i's.
 	perAgentConns bool
 }
@@ -279,6 +281,10 @@ type StartOptions struct {
 	// Fetch makes every agent fetch its configs at startup, each after a random delay in [0, Jitter).
 	Fetch  bool
 	Jitter time.Duration
+	// RetryFor, when positive, makes an agent whose startup fetch failed retry as the real agent does
+	// (the backend's retry_after_ms, else its own backoff) until it has its config or RetryFor has
+	// passed since the boot began; the boot ends when every agent has its config or gave up.
+	RetryFor time.Duration
 }
 
 // Start boots every agent as a real one does: (optionally) sleep a random jitter, fetch, then send a
@@ -288,11 +294,12 @@ func (f *Fleet) Start(opts StartOptions) <-chan struct{} {
 	done := make(chan struct{})
 	var booted sync.WaitGroup
 	booted.Add(len(f.agents))
+	f.retry.begin(time.Now(), opts.RetryFor)
 	for _, a := range f.agents {
 		boot := func() {
 			defer booted.Done()
 			if opts.Fetch {
-				f.fetch(a)
+				f.fetchUntilConfigured(a, f.fetch(a))
 			}
 			f.sendHeartbeat(a, time.Now())
 		}
@@ -322,8 +329,22 @@ func (f *Fleet) Start(opts StartOptions) <-chan struct{} {
 	return done
 }
 
-// fetch runs one agent's startup fetch and records its latency and outcome.
-func (f *Fleet) fetch(a *Agent) {
+// fetch runs one agent's startup fetch and records its latency and outcome. It returns why it failed
+// (a *protocol.Error for an error reply), nil on success.
+func (f *Fleet) fetch(a *Agent) error {
+	elapsed, kind, err := f.fetchOnce(a)
+	if err != nil {
+		f.fetchFailed(kind)
+		return err
+	}
+	f.counters.fetchOK.Add(1)
+	f.fetchLatency.Record(elapsed)
+	return nil
+}
+
+// fetchOnce makes one fetch request and applies the reply: its round trip, or why it failed (a short
+// kind for the report, and the error).
+func (f *Fleet) fetchOnce(a *Agent) (time.Duration, string, error) {
 	req, _ := json.Marshal(protocol.FetchRequest{AgentID: a.ID})
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.FetchTimeout)
 	defer cancel()
@@ -331,32 +352,29 @@ func (f *Fleet) fetch(a *Agent) {
 	msg, err := a.replies.request(ctx, a.ID, protocol.FetchSubject(a.ID), req)
 	elapsed := time.Since(start)
 	if err != nil {
-		f.fetchFailed(fetchErrorKind(err))
-		return
-	}
-	// A micro endpoint may answer an error in headers only.
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		f.fetchFailed("error " + code)
-		return
+		return elapsed, fetchErrorKind(err), err
 	}
 	var reply protocol.FetchReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil {
-		f.fetchFailed("undecodable reply")
-		return
+		// A micro endpoint may answer an error in headers only.
+		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+			return elapsed, "error " + code, &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
+		}
+		return elapsed, "undecodable reply", err
 	}
 	if reply.Error != nil {
-		f.fetchFailed("error " + reply.Error.Code)
-		return
+		return elapsed, "error " + reply.Error.Code, reply.Error
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return elapsed, "error " + code, &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
 	}
 	if err := a.applyFetch(f.table, reply); err != nil {
-		f.fetchFailed("unusable reply")
-		return
+		return elapsed, "unusable reply", err
 	}
 	if len(reply.TypeErrors) > 0 {
 		f.counters.fetchTypeErrors.Add(1)
 	}
-	f.counters.fetchOK.Add(1)
-	f.fetchLatency.Record(elapsed)
+	return elapsed, "", nil
 }
 
 func (f *Fleet) fetchFailed(kind string) {

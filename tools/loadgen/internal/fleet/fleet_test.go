@@ -47,6 +47,9 @@ type fakeBackend struct {
 	acks       map[string][]protocol.Ack
 	heartbeats map[string][]protocol.Heartbeat
 	bad        []string
+	// refuseFirst, when positive, refuses each agent's first fetch as a busy delivery does, asking it
+	// to come back after that many milliseconds.
+	refuseFirst int64
 }
 
 func newFakeBackend(t *testing.T, url string) *fakeBackend {
@@ -80,9 +83,12 @@ func (b *fakeBackend) onFetch(m *nats.Msg) {
 	}
 	b.mu.Lock()
 	b.fetches[token]++
+	first := b.fetches[token] == 1
 	b.mu.Unlock()
 	var reply protocol.FetchReply
-	if strings.HasSuffix(token, "-unknown") {
+	if first && b.refuseFirst > 0 {
+		reply.Error = &protocol.Error{Code: protocol.CodeUnavailable, Message: "delivery is busy, retry later", RetryAfterMS: b.refuseFirst}
+	} else if strings.HasSuffix(token, "-unknown") {
 		reply.Error = &protocol.Error{Code: protocol.CodeNotFound, Message: "unknown agent"}
 	} else {
 		reply = protocol.FetchReply{

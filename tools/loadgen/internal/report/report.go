@@ -87,6 +87,14 @@ func Checks(r *scenario.Result) []Check {
 			Check{Scenario: "herd", Metric: "fetch latency p99 (p50 / p95)",
 				Measured: fmt.Sprintf("%s (%s / %s)", dur(h.Latency.P99), dur(h.Latency.P50), dur(h.Latency.P95)),
 				Target:   "p99 ≤ " + dur(HerdP99Target), Verdict: verdict(h.Latency.Count > 0 && h.Latency.P99 <= HerdP99Target)})
+		if h.RetryFor > 0 {
+			measured := "every agent configured " + dur(h.Retry.AllConfigured) + " after boot"
+			if h.Retry.AllConfigured == 0 {
+				measured = fmt.Sprintf("%d agents left without config after %s", int64(h.Agents)-h.OK-h.Retry.RetriedOK, dur(h.RetryFor))
+			}
+			out = append(out, Check{Scenario: "herd", Metric: "agents retrying as the agent does: time until every agent has its config",
+				Measured: measured, Target: "0 agents left without config", Verdict: verdict(h.Retry.AllConfigured > 0)})
+		}
 	}
 	if h := r.Heartbeat; h != nil {
 		out = append(out, heartbeatCheck(r.Agents, h))
@@ -221,7 +229,13 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 		if len(h.Errors) > 0 {
 			p("  fetch errors: %s", kv(h.Errors))
 		}
-		p("  CPU: %s", cpuLine(h.CPU, h.OK, "fetch"))
+		if h.Retry.Retries > 0 {
+			p("  retries (as the agent does): %d, of which %d waited the backend's retry_after_ms; %d agents configured by a retry, %d left without config; every agent configured %s after boot",
+				h.Retry.Retries, h.Retry.ServerDelays, h.Retry.RetriedOK, h.Retry.GaveUp, dur(h.Retry.AllConfigured))
+			p("  CPU: %s", cpuLine(h.CPU, h.OK+h.Retry.RetriedOK, "configured agent (retries included)"))
+		} else {
+			p("  CPU: %s", cpuLine(h.CPU, h.OK, "fetch"))
+		}
 		if h.Injects >= 0 {
 			p("  credential inject requests caused by the herd: %d (each decrypts its distinct credentials once; delivery injects one batch of fetches per request, %d credentials in play)", h.Injects, h.Credentials)
 		}

@@ -41,7 +41,9 @@ type Options struct {
 	// Scenarios to run (Push, Herd, Heartbeat).
 	Scenarios map[string]bool
 	// Jitter is the boot window of the herd (agents fetch at a random point within it).
-	Jitter       time.Duration
+	Jitter time.Duration
+	// RetryFor: agents whose startup fetch failed retry as the agent does for this long from the boot.
+	RetryFor     time.Duration
 	FetchTimeout time.Duration
 	// HeartbeatInterval is each agent's background heartbeat period (keeps the fleet online).
 	HeartbeatInterval time.Duration
@@ -444,6 +446,9 @@ type HerdResult struct {
 	// when, from the boot, the credential service stopped receiving them.
 	LateInjects int64         `json:"late_inject_requests"`
 	QuietAfter  time.Duration `json:"quiet_after_ns"`
+	// Retry is what agents whose first fetch failed did, retrying as the agent does for RetryFor.
+	Retry    fleet.RetryStats `json:"retry"`
+	RetryFor time.Duration    `json:"retry_for_ns"`
 
 	beforeInjects, endInjects int64
 }
@@ -460,7 +465,7 @@ func (r *Runner) boot(ctx context.Context) error {
 	}
 	cpu0 := r.cpuSnapshot()
 	start := time.Now()
-	booted := r.fleet.Start(fleet.StartOptions{Fetch: herd, Jitter: r.opts.Jitter})
+	booted := r.fleet.Start(fleet.StartOptions{Fetch: herd, Jitter: r.opts.Jitter, RetryFor: r.opts.RetryFor})
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 wait:
@@ -476,7 +481,8 @@ wait:
 			}
 			s := r.fleet.Stats()
 			if herd {
-				r.logf("  herd: %d fetched, %d failed (%.1f s)", s.FetchOK, s.FetchFailed, time.Since(start).Seconds())
+				rs := r.fleet.RetryStats()
+				r.logf("  herd: %d fetched, %d failed (%.1f s); %d retries configured %d agents", s.FetchOK, s.FetchFailed, time.Since(start).Seconds(), rs.Retries, rs.RetriedOK)
 			}
 		}
 	}
@@ -485,7 +491,8 @@ wait:
 	if herd {
 		s := r.fleet.Stats()
 		h := &HerdResult{Agents: r.opts.Agents, Window: r.opts.Jitter, Elapsed: elapsed, OK: s.FetchOK, Failed: s.FetchFailed,
-			Errors: s.FetchErrors, TypeErrors: s.FetchTypeErrors, Latency: s.FetchLatency, Injects: -1, Credentials: len(r.credIDs), CPU: cpu}
+			Errors: s.FetchErrors, TypeErrors: s.FetchTypeErrors, Latency: s.FetchLatency, Injects: -1, Credentials: len(r.credIDs), CPU: cpu,
+			Retry: r.fleet.RetryStats(), RetryFor: r.opts.RetryFor}
 		if elapsed > 0 {
 			h.PerSecond = float64(s.FetchOK) / elapsed.Seconds()
 		}
@@ -496,6 +503,10 @@ wait:
 			h.Latency.P50.Round(time.Microsecond), h.Latency.P95.Round(time.Microsecond), h.Latency.P99.Round(time.Microsecond))
 		if h.TypeErrors > 0 {
 			r.note("%d fetches withheld a type (type_errors)", h.TypeErrors)
+		}
+		if h.Failed > 0 && h.RetryFor > 0 {
+			r.logf("herd: retries: %d (%d waited the backend's retry_after_ms), %d agents configured by a retry, %d left without config; every agent configured %s after boot",
+				h.Retry.Retries, h.Retry.ServerDelays, h.Retry.RetriedOK, h.Retry.GaveUp, h.Retry.AllConfigured.Round(time.Millisecond))
 		}
 	}
 	if err := r.fleet.Flush(30 * time.Second); err != nil {

@@ -39,6 +39,124 @@ func (q *Queries) BatchEnvironment(ctx context.Context, arg BatchEnvironmentPara
 	return i, err
 }
 
+const environmentRows = `-- name: EnvironmentRows :many
+SELECT ec.environment_id, ec.config_type, ec.config_data, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY ($1::uuid[]) AND ec.config_type = ANY ($2::text[])
+`
+
+type EnvironmentRowsParams struct {
+	EnvironmentIds []uuid.UUID
+	ConfigTypes    []string
+}
+
+type EnvironmentRowsRow struct {
+	EnvironmentID uuid.UUID
+	ConfigType    string
+	ConfigData    []byte
+	Version       int64
+}
+
+// The rows of the given types of the given environments (config_data NULL = tombstone): what
+// FetchHostsByAgentIDs found newer than the resolver's cache.
+func (q *Queries) EnvironmentRows(ctx context.Context, arg EnvironmentRowsParams) ([]EnvironmentRowsRow, error) {
+	rows, err := q.db.Query(ctx, environmentRows, arg.EnvironmentIds, arg.ConfigTypes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EnvironmentRowsRow
+	for rows.Next() {
+		var i EnvironmentRowsRow
+		if err := rows.Scan(
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.ConfigData,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const fetchHostsByAgentIDs = `-- name: FetchHostsByAgentIDs :many
+WITH h AS MATERIALIZED (
+    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
+    FROM hosts hs
+    WHERE hs.agent_id = ANY ($1::text[]) AND hs.revoked_at IS NULL
+)
+SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+FROM h
+UNION ALL
+SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       hc.config_type, hc.config_data, hc.version
+FROM host_configs hc
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY ($2::text[])
+UNION ALL
+SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
+       ec.config_type, NULL::jsonb, ec.version
+FROM environment_configs ec
+WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
+`
+
+type FetchHostsByAgentIDsParams struct {
+	AgentIds    []string
+	ConfigTypes []string
+}
+
+type FetchHostsByAgentIDsRow struct {
+	Level         string
+	HostID        uuid.UUID
+	ClientID      uuid.UUID
+	EnvironmentID uuid.UUID
+	AgentID       string
+	ConfigType    string
+	ConfigData    []byte
+	Version       int64
+}
+
+// The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows of the
+// given types, in one round trip, tagged by level as in LayersByHostID; but an 'environment' row
+// carries only the version of its environment's row, never its data (config_data is always NULL): the
+// resolver keeps environments' effective configs in memory, keyed by that version, and reads an
+// environment's data only when its cached version is not the current one. This version check is how
+// every resolver replica sees every write without listening to events. Every access is an index
+// lookup by key (hosts by agent_id, host_configs and environment_configs by primary key).
+func (q *Queries) FetchHostsByAgentIDs(ctx context.Context, arg FetchHostsByAgentIDsParams) ([]FetchHostsByAgentIDsRow, error) {
+	rows, err := q.db.Query(ctx, fetchHostsByAgentIDs, arg.AgentIds, arg.ConfigTypes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FetchHostsByAgentIDsRow
+	for rows.Next() {
+		var i FetchHostsByAgentIDsRow
+		if err := rows.Scan(
+			&i.Level,
+			&i.HostID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.AgentID,
+			&i.ConfigType,
+			&i.ConfigData,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const hostPage = `-- name: HostPage :many
 WITH page AS MATERIALIZED (
     SELECT hs.id, hs.agent_id
@@ -143,8 +261,8 @@ type LayersByAgentIDRow struct {
 	Version       int64
 }
 
-// LayersByAgentIDs for one agent. Its parameters are scalars, so PostgreSQL soon settles on one generic
-// plan for it instead of planning each fetch anew (an array parameter keeps it re-planning).
+// LayersByHostID by agent id (a single resolve by agent). Its parameters are scalars, so PostgreSQL soon
+// settles on one generic plan for it instead of planning each request anew.
 func (q *Queries) LayersByAgentID(ctx context.Context, arg LayersByAgentIDParams) ([]LayersByAgentIDRow, error) {
 	rows, err := q.db.Query(ctx, layersByAgentID, arg.AgentID, arg.ConfigTypes)
 	if err != nil {
@@ -154,75 +272,6 @@ func (q *Queries) LayersByAgentID(ctx context.Context, arg LayersByAgentIDParams
 	var items []LayersByAgentIDRow
 	for rows.Next() {
 		var i LayersByAgentIDRow
-		if err := rows.Scan(
-			&i.Level,
-			&i.HostID,
-			&i.ClientID,
-			&i.EnvironmentID,
-			&i.AgentID,
-			&i.ConfigType,
-			&i.ConfigData,
-			&i.Version,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const layersByAgentIDs = `-- name: LayersByAgentIDs :many
-WITH h AS MATERIALIZED (
-    SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
-    FROM hosts hs
-    WHERE hs.agent_id = ANY ($1::text[]) AND hs.revoked_at IS NULL
-)
-SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
-       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
-FROM h
-UNION ALL
-SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
-       hc.config_type, hc.config_data, hc.version
-FROM host_configs hc
-WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY ($2::text[])
-UNION ALL
-SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
-       ec.config_type, ec.config_data, ec.version
-FROM environment_configs ec
-WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
-`
-
-type LayersByAgentIDsParams struct {
-	AgentIds    []string
-	ConfigTypes []string
-}
-
-type LayersByAgentIDsRow struct {
-	Level         string
-	HostID        uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.UUID
-	AgentID       string
-	ConfigType    string
-	ConfigData    []byte
-	Version       int64
-}
-
-// The non-revoked hosts of the given agent ids (unknown ones are left out) with their config rows of
-// the given types at both levels, in one round trip, tagged as in LayersByHostID. The rows of an
-// environment are sent once, however many of its hosts are asked for.
-func (q *Queries) LayersByAgentIDs(ctx context.Context, arg LayersByAgentIDsParams) ([]LayersByAgentIDsRow, error) {
-	rows, err := q.db.Query(ctx, layersByAgentIDs, arg.AgentIds, arg.ConfigTypes)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []LayersByAgentIDsRow
-	for rows.Next() {
-		var i LayersByAgentIDsRow
 		if err := rows.Scan(
 			&i.Level,
 			&i.HostID,

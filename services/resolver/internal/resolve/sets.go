@@ -1,0 +1,182 @@
+package resolve
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
+)
+
+// ResolveSets resolves the hosts of many agents (a batch of fetches) into their distinct effective
+// configs and the distinct sets those form, each set with the hosts that hold it: the contract
+// delivery builds its replies from without grouping hosts again.
+//
+// Cost: one query reads the hosts, their own rows and the versions of their environments' rows
+// (Store.FetchRows). Environment-level configs come from the environment cache when it holds the
+// current version, else from one more query for the environments that changed; they are merged once
+// per version, not per host or per batch. So a batch of hosts without overrides costs one indexed
+// query whatever its size, and nothing else in the database.
+//
+// Configs are numbered in order of first use by the sets, so the configs of the first k sets are a
+// prefix of Configs (the NATS adapter relies on it to cut a reply to the max payload).
+func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
+	if req.Contract != protocol.ResolveSetsContract {
+		return protocol.ResolveSetsReply{}, fmt.Errorf("%w: request of contract %d, this resolver speaks %d", ErrContractMismatch, req.Contract, protocol.ResolveSetsContract)
+	}
+	ids, err := agentIDs(req.AgentIDs)
+	if err != nil {
+		return protocol.ResolveSetsReply{}, err
+	}
+	types, err := requestTypes(req.Types)
+	if err != nil {
+		return protocol.ResolveSetsReply{}, err
+	}
+	rows, err := r.store.FetchRows(ctx, ids, types)
+	if err != nil {
+		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve sets: read %d hosts: %w", len(ids), err)
+	}
+	envs, err := r.environments(ctx, rows.EnvironmentVersions, types)
+	if err != nil {
+		return protocol.ResolveSetsReply{}, err
+	}
+
+	byAgent := make(map[string]*FetchHost, len(rows.Hosts))
+	for i := range rows.Hosts {
+		byAgent[rows.Hosts[i].Host.AgentID] = &rows.Hosts[i]
+	}
+	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{}, Sets: []protocol.ConfigSet{}}
+	envConfig := map[[2]string]int{} // environment id, type -> index in Configs
+	envSet := map[string]int{}       // environment id -> its set of hosts without a row of their own
+	for _, id := range ids {
+		h, ok := byAgent[id]
+		if !ok {
+			reply.Missing = append(reply.Missing, id)
+			continue
+		}
+		host := protocol.SetHost{HostID: h.Host.ID, AgentID: h.Host.AgentID}
+		shared := len(h.Overrides) == 0
+		if n, ok := envSet[h.Host.EnvironmentID]; ok && shared {
+			reply.Sets[n].Hosts = append(reply.Sets[n].Hosts, host)
+			continue
+		}
+		set := protocol.ConfigSet{ClientID: h.Host.ClientID, EnvironmentID: h.Host.EnvironmentID,
+			Configs: make(map[string]int, len(types)), Hosts: []protocol.SetHost{host}}
+		for _, t := range types {
+			env, hasEnv := envs[h.Host.EnvironmentID][t]
+			over, hasHost := h.Overrides[t]
+			switch {
+			case hasHost:
+				ec, err := effective(h.Host, t, env.layer, over, false)
+				if err != nil {
+					return protocol.ResolveSetsReply{}, err
+				}
+				set.Configs[t] = len(reply.Configs)
+				reply.Configs = append(reply.Configs, ec)
+			case hasEnv:
+				k := [2]string{h.Host.EnvironmentID, t}
+				n, ok := envConfig[k]
+				if !ok {
+					n = len(reply.Configs)
+					envConfig[k] = n
+					reply.Configs = append(reply.Configs, env.effective)
+				}
+				set.Configs[t] = n
+			}
+		}
+		if shared {
+			envSet[h.Host.EnvironmentID] = len(reply.Sets)
+		}
+		reply.Sets = append(reply.Sets, set)
+	}
+	return reply, nil
+}
+
+// environments returns the rows (and environment-level effective configs) of the given environments
+// at the given versions: from the cache where it holds exactly those versions, the rest read in one
+// query and cached.
+func (r *Resolver) environments(ctx context.Context, versions map[string]map[string]int64, types []string) (map[string]map[string]envEntry, error) {
+	out := make(map[string]map[string]envEntry, len(versions))
+	var stale []string
+	for envID, rows := range versions {
+		entries := make(map[string]envEntry, len(rows))
+		for t, v := range rows {
+			e, ok := r.envs.get(envKey{EnvironmentID: envID, ConfigType: t}, v)
+			if !ok {
+				stale = append(stale, envID)
+				break
+			}
+			entries[t] = e
+		}
+		out[envID] = entries
+	}
+	if len(stale) == 0 {
+		r.envHits.Add(int64(len(versions)))
+		return out, nil
+	}
+	r.envHits.Add(int64(len(versions) - len(stale)))
+	r.envMisses.Add(int64(len(stale)))
+	slices.Sort(stale)
+	read, err := r.store.EnvironmentRows(ctx, stale, types)
+	if err != nil {
+		return nil, fmt.Errorf("resolve sets: read %d environments: %w", len(stale), err)
+	}
+	for _, envID := range stale {
+		// What the second read returns may be newer than the versions the first one saw (a write in
+		// between): the newer rows are served, as a fetch a moment later would.
+		entries := make(map[string]envEntry, len(read[envID]))
+		for _, t := range slices.Sorted(maps.Keys(read[envID])) {
+			row := read[envID][t]
+			eff, err := agentconfig.Resolve(t, row, agentconfig.Layer{})
+			if err != nil {
+				return nil, fmt.Errorf("resolve sets: merge %s of environment %s: %w", t, envID, err)
+			}
+			ec, err := effectiveConfig(eff, false)
+			if err != nil {
+				return nil, fmt.Errorf("resolve sets: %s of environment %s: %w", t, envID, err)
+			}
+			e := envEntry{layer: row, effective: ec}
+			r.envs.put(envKey{EnvironmentID: envID, ConfigType: t}, e)
+			entries[t] = e
+		}
+		out[envID] = entries
+	}
+	return out, nil
+}
+
+// EnvCacheStats is how often ResolveSets found an environment's rows in the cache at their current
+// versions (hits) and how often it read them from the database (misses), counted per environment of
+// a request.
+type EnvCacheStats struct {
+	Hits, Misses int64
+	Entries      int
+}
+
+// EnvCacheStats returns the environment cache's counts so far.
+func (r *Resolver) EnvCacheStats() EnvCacheStats {
+	return EnvCacheStats{Hits: r.envHits.Load(), Misses: r.envMisses.Load(), Entries: r.envs.len()}
+}
+
+// agentIDs validates the agent ids of a request, folding duplicates (first occurrence wins the order).
+func agentIDs(requested []string) ([]string, error) {
+	switch {
+	case len(requested) == 0:
+		return nil, fmt.Errorf("%w: agent_ids is required", ErrInvalidRequest)
+	case len(requested) > protocol.MaxResolveAgents:
+		return nil, fmt.Errorf("%w: at most %d agent_ids per request", ErrInvalidRequest, protocol.MaxResolveAgents)
+	}
+	ids := make([]string, 0, len(requested))
+	seen := make(map[string]bool, len(requested))
+	for _, id := range requested {
+		if !protocol.ValidAgentID(id) {
+			return nil, fmt.Errorf("%w: agent_ids must be 1-128 letters, digits, '-' or '_'", ErrInvalidRequest)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
