@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
@@ -147,7 +148,7 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	hosts := seedHosts(t, pool, 6)
+	hosts := seed.Hosts(t, pool, 6)
 	s := NewStore(pool)
 	beat := func(agent string, at time.Time) ingest.HostHeartbeat {
 		return ingest.HostHeartbeat{HostID: hosts[agent], Heartbeat: ingest.Heartbeat{AgentID: agent, ReceivedAt: at,
