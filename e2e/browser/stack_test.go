@@ -62,6 +62,8 @@ func startStack(t *testing.T) *stack {
 		"LOG_FORMAT":         "console",
 		"CREDENTIAL_CIPHER":  "local",
 		"CONFIGSYNC_KEYRING": "v1:" + base64.StdEncoding.EncodeToString(key),
+		// The overview's drifted and stale counts are the fleet stats, recomputed this often.
+		"CONFIGAPI_FLEET_METRICS_INTERVAL": "1s",
 	} {
 		t.Setenv(k, v)
 	}

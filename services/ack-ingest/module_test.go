@@ -21,6 +21,7 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
+	"github.com/configsync/configsync/services/ack-ingest/internal/seed"
 )
 
 // The module runs as cmd/ack-ingest composes it: configured from the environment, on the platform
@@ -60,7 +61,7 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	hosts := seedHosts(t, pool, 1)
+	hosts := seed.Hosts(t, pool, 1)
 	nc := srv.Connect(t)
 	data, _ := json.Marshal(ack("agent-0", "labels", 4, protocol.AckApplied, ""))
 	if err := nc.Publish(protocol.AckSubject("agent-0"), data); err != nil {

@@ -4,6 +4,11 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
 )
 
 // benchHosts is the size of the environment the console benchmark renders.
@@ -11,7 +16,8 @@ const benchHosts = 10_000
 
 // seedFleet fills tenant tn's environment up to n hosts straight in SQL (registration through the API
 // would take minutes): every host has heartbeat state and three acknowledged types, every 50th a failed
-// apply, every 7th an old heartbeat, every 100th a labels override; the environment has three configs.
+// apply, every 7th an old heartbeat, every 100th a labels override (so it reports a labels version behind
+// its effective one: drifted); the environment has three configs.
 func seedFleet(h *harness, tn tenant, n int) {
 	env := tn.env.String()
 	for _, doc := range []struct{ typ, data string }{
@@ -55,6 +61,15 @@ func BenchmarkConsolePages(b *testing.B) {
 	if err := h.pool.QueryRow(b.Context(), `SELECT id::text FROM hosts WHERE agent_id = 'bench-agent-500'`).Scan(&host); err != nil {
 		b.Fatal(err)
 	}
+	// The fleet stats the overview shows, as the fleet metrics lease holder computes them each period
+	// (its cost is measured below, not per page).
+	refresh := func() error {
+		_, err := sqlcdb.New(h.pool).RefreshEnvironmentFleetStats(b.Context(), pgtype.Interval{Microseconds: (90 * time.Second).Microseconds(), Valid: true})
+		return err
+	}
+	if err := refresh(); err != nil {
+		b.Fatal(err)
+	}
 	c := h.signIn(h.admin)
 	env := tn.env.String()
 	after := url.Values{"env": {env}, "after": {"web-05000.example.internal"}, "after_id": {host}}.Encode()
@@ -64,16 +79,16 @@ func BenchmarkConsolePages(b *testing.B) {
 		{"hosts_first_page", "/ui/hosts?env=" + env},
 		{"hosts_deep_page", "/ui/hosts?" + after},
 		{"hosts_failed_filter", "/ui/hosts?env=" + env + "&status=failed"},
+		{"hosts_drifted_filter", "/ui/hosts?env=" + env + "&status=drifted"},
 		{"hosts_hostname_filter", "/ui/hosts?env=" + env + "&hostname=web-09"},
 		{"host_detail", "/ui/hosts/" + host},
 		{"env_editor", "/ui/environments/" + env + "/configs/labels"},
 		{"host_editor", "/ui/hosts/" + host + "/configs/labels"},
 		{"revisions", "/ui/environments/" + env + "/configs/labels/revisions"},
 		{"apply_progress", "/ui/environments/" + env + "/configs/watch_files/progress"},
+		{"host_apply_progress", "/ui/hosts/" + host + "/configs/labels/progress"},
 		{"credentials", "/ui/credentials?client=" + tn.client.String()},
 		{"audit", "/ui/audit"},
-		// The whole environment's drift report (10,000 expected hashes): loaded lazily by the overview.
-		{"drift_fragment", "/ui/fragments/drift/" + env},
 	}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
@@ -84,6 +99,15 @@ func BenchmarkConsolePages(b *testing.B) {
 			}
 		})
 	}
+	// The periodic computation of every environment's fleet stats (not a page: the lease holder runs it
+	// once per CONFIGAPI_FLEET_METRICS_INTERVAL).
+	b.Run("fleet_stats_refresh", func(b *testing.B) {
+		for b.Loop() {
+			if err := refresh(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// The dry run of an environment change (10,000 affected hosts, 50 shown with their diff).
 	b.Run("dry_run", func(b *testing.B) {
 		form := url.Values{"config_data": {`{"static": {"team": "checkout"}}`}}

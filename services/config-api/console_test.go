@@ -17,9 +17,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgtype"
 	"go.uber.org/zap"
 
 	configapi "github.com/configsync/configsync/services/config-api"
+	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
 )
 
 // consoleClient is a browser stand-in for the web console: a cookie jar, no redirect following (so
@@ -256,7 +258,7 @@ func consolePages(tn tenant) []string {
 	return []string{
 		"/ui/",
 		"/ui/fragments/overview/" + env,
-		"/ui/fragments/drift/" + env,
+		"/ui/hosts?env=" + env + "&status=drifted",
 		"/ui/hosts?env=" + env,
 		"/ui/hosts?env=" + env + "&status=failed&hostname=web",
 		"/ui/hosts/" + host,
@@ -266,6 +268,8 @@ func consolePages(tn tenant) []string {
 		"/ui/fragments/progress/" + env + "/collectors",
 		"/ui/hosts/" + host + "/configs/collectors",
 		"/ui/hosts/" + host + "/configs/collectors/revisions",
+		"/ui/hosts/" + host + "/configs/collectors/progress",
+		"/ui/fragments/progress/hosts/" + host + "/collectors",
 		"/ui/credentials?client=" + tn.client.String(),
 		"/ui/audit",
 		"/ui/audit?actor=" + url.QueryEscape(hostile),
@@ -369,8 +373,9 @@ func TestConsoleTenantIsolation(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"/ui/clients/" + b.client.String() + "/credentials",
-		"/ui/clients/" + b.client.String() + "/credentials/" + uuid.NewString() + "/delete"} {
-		r := c.post(p, url.Values{"name": {"x"}, "secret_password": {"y"}, "confirm": {"yes"}})
+		"/ui/clients/" + b.client.String() + "/credentials/" + uuid.NewString() + "/delete",
+		"/ui/clients/" + b.client.String() + "/credentials/" + uuid.NewString() + "/targets"} {
+		r := c.post(p, url.Values{"name": {"x"}, "secret_password": {"y"}, "confirm": {"yes"}, "allowed_targets": {"a:1"}})
 		if r.status != http.StatusNotFound {
 			t.Errorf("client alpha POST %s: status %d, want 404:\n%s", p, r.status, r.body)
 		}
@@ -399,10 +404,11 @@ func TestConsoleRefusesStateChangesWithoutCSRFToken(t *testing.T) {
 	credBase := "/ui/clients/" + tn.client.String() + "/credentials"
 	posts := []string{env + "/dry-run", env + "/save", env + "/delete", env + "/rollback", host + "/dry-run", host + "/save",
 		host + "/delete", host + "/rollback", credBase, credBase + "/" + cred.ID.String() + "/rotate",
-		credBase + "/" + cred.ID.String() + "/delete", "/ui/signout"}
+		credBase + "/" + cred.ID.String() + "/delete", credBase + "/" + cred.ID.String() + "/targets", "/ui/signout"}
 	revisions, credentials := h.count(`SELECT count(*) FROM config_revisions`), h.count(`SELECT count(*) FROM audit_events WHERE action LIKE 'credential_%'`)
 	form := func() url.Values {
-		return url.Values{"config_data": {`{"static": {"a": "2"}}`}, "confirm": {"yes"}, "revision": {"1"}, "name": {"n"}, "secret_password": {"x"}}
+		return url.Values{"config_data": {`{"static": {"a": "2"}}`}, "confirm": {"yes"}, "revision": {"1"}, "name": {"n"}, "secret_password": {"x"},
+			"allowed_targets": {"db.example:5432"}}
 	}
 	for _, p := range posts {
 		noToken := form()
@@ -584,6 +590,105 @@ func TestConsoleCredentialsSecretTypedOnce(t *testing.T) {
 	h.noLogContains(secret)
 }
 
+func TestConsoleCredentialAllowedTargets(t *testing.T) {
+	h := newHarness(t)
+	tn := h.newTenant("acme")
+	c := h.signIn(tn.token)
+	base := "/ui/clients/" + tn.client.String() + "/credentials"
+	c.get("/ui/credentials")
+	targets := func(name string) string {
+		t.Helper()
+		var got string
+		if err := h.pool.QueryRow(context.Background(), `SELECT COALESCE(array_to_string(allowed_targets, ','), 'NULL') FROM credentials WHERE name = $1`, name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// Created with targets, one a line (blank lines and commas tolerated); shown in the list as text.
+	r := c.must(http.StatusSeeOther, c.post(base, url.Values{"name": {"orders-db"}, "secret_password": {"pw"},
+		"allowed_targets": {"db1.example.internal:5432\r\n\r\n db2.example.internal:5432 ,"}}), "create with targets")
+	if got := targets("orders-db"); got != "db1.example.internal:5432,db2.example.internal:5432" {
+		t.Fatalf("allowed targets after create: %s", got)
+	}
+	list := string(c.must(http.StatusOK, c.get(r.header.Get("Location")), "list").body)
+	if !strings.Contains(list, "<code>db2.example.internal:5432</code>") {
+		t.Fatalf("the list does not show the allowed targets: %s", list)
+	}
+	var id uuid.UUID
+	if err := h.pool.QueryRow(context.Background(), `SELECT id FROM credentials WHERE name = 'orders-db'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// Replaced, then cleared; a rotation of the secret leaves them alone; an invalid pattern is a 400
+	// naming it, shown on the page, and changes nothing.
+	c.must(http.StatusSeeOther, c.post(base+"/"+id.String()+"/targets", url.Values{"allowed_targets": {"db3.example.internal:5432"}}), "set targets")
+	if got := targets("orders-db"); got != "db3.example.internal:5432" {
+		t.Fatalf("allowed targets after set: %s", got)
+	}
+	c.must(http.StatusSeeOther, c.post(base+"/"+id.String()+"/rotate", url.Values{"secret_password": {"pw2"}}), "rotate")
+	if got := targets("orders-db"); got != "db3.example.internal:5432" {
+		t.Fatalf("a rotation changed the allowed targets: %s", got)
+	}
+	bad := c.post(base+"/"+id.String()+"/targets", url.Values{"allowed_targets": {"<script>alert(1)</script>"}})
+	if bad.status != http.StatusBadRequest || !strings.Contains(string(bad.body), "allowed_targets") || strings.Contains(string(bad.body), "<script>alert") {
+		t.Fatalf("invalid target: %d %s", bad.status, bad.body)
+	}
+	c.must(http.StatusBadRequest, c.post(base+"/"+id.String()+"/targets", url.Values{}), "set targets without the field")
+	if got := targets("orders-db"); got != "db3.example.internal:5432" {
+		t.Fatalf("a refused change altered the allowed targets: %s", got)
+	}
+	c.must(http.StatusSeeOther, c.post(base+"/"+id.String()+"/targets", url.Values{"allowed_targets": {""}}), "clear targets")
+	if got := targets("orders-db"); got != "" && got != "NULL" {
+		t.Fatalf("allowed targets after clearing: %s", got)
+	}
+}
+
+func TestConsoleHostApplyProgress(t *testing.T) {
+	h := newHarness(t)
+	tn := h.newTenant("acme")
+	c := h.signIn(tn.token)
+	page := "/ui/hosts/" + tn.host.String() + "/configs/labels/progress"
+	fragment := "/ui/fragments/progress/hosts/" + tn.host.String() + "/labels"
+	if body := string(c.must(http.StatusOK, c.get(page), "progress without a config").body); !strings.Contains(body, "The host has no effective labels config") {
+		t.Fatalf("progress without a config: %s", body)
+	}
+	h.must(200, "PUT", "/api/v1/hosts/"+tn.host.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
+	version := h.count(`SELECT version FROM host_configs WHERE host_id = $1 AND config_type = 'labels'`, tn.host)
+	counts := func(path string) string {
+		t.Helper()
+		body := string(c.must(http.StatusOK, c.get(path), path).body)
+		var out []string
+		for _, key := range []string{"applied", "failed", "pending"} {
+			m := regexp.MustCompile(`data-count="` + key + `">(\d+)<`).FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("no %s count in %s", key, body)
+			}
+			out = append(out, m[1])
+		}
+		return strings.Join(out, "/")
+	}
+	// An acknowledgement of an older version leaves the change pending on an online host (one that
+	// never heartbeated counts as offline, as in the apply-status API); the host's ack at the new
+	// version turns it applied, or failed with its error (shown as text).
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now() WHERE id = $1`, tn.host)
+	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, applied_at) VALUES ($1, 'labels', $2, 'applied', now())`, tn.host, version-1)
+	if got := counts(page); got != "0/0/1" {
+		t.Fatalf("applied/failed/pending before the ack: %s, want 0/0/1", got)
+	}
+	h.exec(`UPDATE host_config_apply_status SET version = $2 WHERE host_id = $1`, tn.host, version)
+	if got := counts(fragment); got != "1/0/0" {
+		t.Fatalf("applied/failed/pending after the ack: %s, want 1/0/0", got)
+	}
+	h.exec(`UPDATE host_config_apply_status SET status = 'failed', error = $2 WHERE host_id = $1`, tn.host, hostile)
+	body := string(c.get(fragment).body)
+	if got := counts(fragment); got != "0/1/0" || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") || strings.Contains(body, "<script>alert") {
+		t.Fatalf("a failed ack: %s, %s", got, body)
+	}
+	// The editor of the host override links to it.
+	if body := string(c.get("/ui/hosts/" + tn.host.String() + "/configs/labels").body); !strings.Contains(body, `href="/ui/hosts/`+tn.host.String()+`/configs/labels/progress"`) {
+		t.Errorf("the host editor does not link to its apply progress: %s", body)
+	}
+}
+
 func TestAuditLogReadRoute(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.newTenant("alpha"), h.newTenant("bravo")
@@ -725,7 +830,22 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 		return o.ID
 	}
 	failing, stale, fine, revoked := register(a, "failing"), register(a, "stale"), register(a, "fine"), register(a, "revoked")
-	h.exec(`UPDATE hosts SET last_heartbeat_at = now() WHERE id IN ($1, $2)`, failing, fine)
+	behind := register(a, "behind")
+	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"team": "a"}}}`)
+	labels := h.count(`SELECT version FROM environment_configs WHERE environment_id = $1 AND config_type = 'labels'`, a.env)
+	// Versions as the agents report them: fine holds the effective labels, failing reports a version
+	// ahead of it (drifted, not stale), behind reports none (drifted and stale); stale is offline, so
+	// not checked.
+	// fine also has a labels override of its own, newer than the environment's: its effective labels
+	// version is the override's, which it reports.
+	h.must(200, "PUT", "/api/v1/hosts/"+fine.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
+	fineLabels := h.count(`SELECT version FROM host_configs WHERE host_id = $1 AND config_type = 'labels'`, fine)
+	if fineLabels <= labels {
+		t.Fatalf("the override's version %d is not after the environment's %d", fineLabels, labels)
+	}
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint) WHERE id = $1`, fine, fineLabels)
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint) WHERE id = $1`, failing, labels+100)
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = '{}' WHERE id = $1`, behind)
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now() - interval '1 hour' WHERE id = $1`, stale)
 	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, error, applied_at) VALUES
 	        ($1, 'labels', 1, 'failed', 'x', now()), ($1, 'intervals', 1, 'failed', 'y', now()), ($2, 'labels', 1, 'applied', NULL, now())`, failing, fine)
@@ -740,7 +860,18 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	}
 	admin := h.signIn(h.admin)
 	body := string(admin.must(http.StatusOK, admin.get("/ui/fragments/overview/"+a.env.String()), "alpha's summary").body)
-	for key, want := range map[string]string{"online": "2", "offline": "2", "never": "1", "failed": "1", "active": "4", "revoked": "1"} {
+	if !strings.Contains(body, `data-count="drifted" data-pending="true"`) || !strings.Contains(body, "not computed yet") {
+		t.Fatalf("before the first fleet stats, the summary claims drift counts: %s", body)
+	}
+	// The fleet stats, as the fleet metrics lease holder computes them every period.
+	if _, err := sqlcdb.New(h.pool).RefreshEnvironmentFleetStats(context.Background(), pgtype.Interval{Microseconds: (90 * time.Second).Microseconds(), Valid: true}); err != nil {
+		t.Fatal(err)
+	}
+	body = string(admin.must(http.StatusOK, admin.get("/ui/fragments/overview/"+a.env.String()), "alpha's summary").body)
+	if !strings.Contains(body, "Drifted and stale as of") {
+		t.Fatalf("the summary does not say when drift was computed: %s", body)
+	}
+	for key, want := range map[string]string{"online": "3", "offline": "2", "never": "1", "failed": "1", "active": "5", "revoked": "1", "drifted": "2", "stale": "1"} {
 		if got := count(body, key); got != want {
 			t.Errorf("alpha's %s count is %s, want %s", key, got, want)
 		}
@@ -754,11 +885,24 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	if strings.Join(names, ",") != "failing,alpha-web-1,stale" {
 		t.Fatalf("worst offenders %v, want failing, alpha-web-1 (never seen), stale", names)
 	}
+	// The drifted filter lists exactly the hosts the count counts.
+	list := string(admin.must(http.StatusOK, admin.get("/ui/hosts?env="+a.env.String()+"&status=drifted"), "drifted hosts").body)
+	var listed []string
+	for _, m := range regexp.MustCompile(`<td><a href="/ui/hosts/[^"]+">([^<]+)</a></td>`).FindAllStringSubmatch(list, -1) {
+		listed = append(listed, m[1])
+	}
+	if strings.Join(listed, ",") != "behind,failing" {
+		t.Fatalf("drifted hosts %v, want behind, failing", listed)
+	}
+	if !strings.Contains(list, `<option value="drifted" selected>`) {
+		t.Errorf("the status filter does not show drifted selected: %s", list)
+	}
 	// The whole overview shows both clients' environments with the same numbers to an admin, and only
 	// alpha's to alpha.
 	page := string(admin.get("/ui/").body)
 	if !strings.Contains(page, "alpha / prod") || !strings.Contains(page, "bravo / prod") ||
-		!strings.Contains(page, `<td><a href="/ui/hosts/`+failing.String()+`">failing</a></td><td>2</td>`) {
+		!strings.Contains(page, `<td><a href="/ui/hosts/`+failing.String()+`">failing</a></td><td>2</td>`) ||
+		!strings.Contains(page, `<dd data-count="drifted">2</dd>`) {
 		t.Fatalf("admin overview: %s", page)
 	}
 	own := h.signIn(a.token)

@@ -75,7 +75,8 @@ type Config struct {
 	// ConsoleSessionTTL is how long a web console session lasts.
 	ConsoleSessionTTL time.Duration `env:"CONFIGSYNC_CONSOLE_SESSION_TTL" default:"12h"`
 	// FleetMetricsInterval is how often the replica holding the fleet metrics lease recomputes the
-	// fleet gauges (one aggregate query); only with metrics.Module.
+	// per-environment fleet stats (one aggregate statement): the console overview's drifted and stale
+	// counts and, with metrics.Module, the fleet gauges.
 	FleetMetricsInterval time.Duration `env:"CONFIGAPI_FLEET_METRICS_INTERVAL" default:"30s"`
 }
 
@@ -85,11 +86,9 @@ var Module = fx.Module("config-api",
 	fx.Invoke(register, runFleetMetrics),
 )
 
-// runFleetMetrics runs the fleet gauges' lease loop for the app's lifetime when the app has metrics.
+// runFleetMetrics runs the fleet stats' lease loop for the app's lifetime: the console's overview reads
+// what it stores, and the fleet gauges are registered when the app has metrics.
 func runFleetMetrics(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) {
-	if m.Metrics == nil {
-		return
-	}
 	fleet := fleetmetrics.New(pool, m.Metrics, fleetmetrics.Options{Interval: cfg.FleetMetricsInterval, OnlineWindow: cfg.OnlineWindow}, log.Named("config-api"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

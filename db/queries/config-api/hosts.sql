@@ -29,32 +29,12 @@ WHERE agent_id = ANY(@agent_ids::text[])
    OR (environment_id = @environment_id AND hostname = ANY(@hostnames::text[]));
 
 -- name: GetHost :one
-SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
-       COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
-                   'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
-       h.heartbeat_interval_ms,
-       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
-                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
-       h.inventory_labels
-FROM hosts h
+SELECT h.* FROM host_details h
 WHERE h.id = @id
   AND (sqlc.narg(client_filter)::uuid IS NULL OR h.client_id = sqlc.narg(client_filter)::uuid);
 
 -- name: ListHosts :many
-SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
-       COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
-                   'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
-       h.heartbeat_interval_ms,
-       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
-                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
-       h.inventory_labels
-FROM hosts h
+SELECT h.* FROM host_details h
 WHERE h.environment_id = @environment_id
   AND (sqlc.narg(after)::uuid IS NULL OR h.id > sqlc.narg(after)::uuid)
 ORDER BY h.id

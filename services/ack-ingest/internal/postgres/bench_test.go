@@ -8,12 +8,13 @@ import (
 
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
+	"github.com/configsync/configsync/services/ack-ingest/internal/seed"
 )
 
 // BenchmarkUpdateHeartbeats measures the heartbeat write alone: batches of 1,000 hosts.
 func BenchmarkUpdateHeartbeats(b *testing.B) {
 	pool := testinfra.Postgres(b)
-	hosts := seedHosts(b, pool, 10000)
+	hosts := seed.Hosts(b, pool, 10000)
 	rows := make([]ingest.HostHeartbeat, 0, len(hosts))
 	for agent, id := range hosts {
 		rows = append(rows, ingest.HostHeartbeat{HostID: id, Heartbeat: ingest.Heartbeat{AgentID: agent, AgentVersion: "1.0.0",
@@ -44,7 +45,7 @@ func BenchmarkUpdateHeartbeats(b *testing.B) {
 // BenchmarkUpsertApplyStatuses measures the ack write alone: batches of 1,000 (host, type) rows.
 func BenchmarkUpsertApplyStatuses(b *testing.B) {
 	pool := testinfra.Postgres(b)
-	hosts := seedHosts(b, pool, 10000)
+	hosts := seed.Hosts(b, pool, 10000)
 	var rows []ingest.ApplyStatus
 	for agent, id := range hosts {
 		rows = append(rows, ingest.ApplyStatus{HostID: id, Ack: ingest.Ack{AgentID: agent, ConfigType: "collectors", Status: "applied"}})

@@ -13,39 +13,8 @@ import (
 
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
+	"github.com/configsync/configsync/services/ack-ingest/internal/seed"
 )
-
-// seedHosts registers n hosts (agents agent-0 ...) in one environment and returns their ids by agent.
-func seedHosts(t testing.TB, pool *pgxpool.Pool, n int) map[string]uuid.UUID {
-	t.Helper()
-	ctx := context.Background()
-	var clientID, envID uuid.UUID
-	if err := pool.QueryRow(ctx, `INSERT INTO clients (name) VALUES ('acme') RETURNING id`).Scan(&clientID); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO environments (client_id, name) VALUES ($1, 'prod') RETURNING id`, clientID).Scan(&envID); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := pool.Query(ctx, `INSERT INTO hosts (client_id, environment_id, hostname, agent_id)
-		SELECT $1, $2, 'host-agent-' || i, 'agent-' || i FROM generate_series(0, $3::int - 1) AS i RETURNING agent_id, id`, clientID, envID, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	hosts := map[string]uuid.UUID{}
-	for rows.Next() {
-		var agent string
-		var id uuid.UUID
-		if err := rows.Scan(&agent, &id); err != nil {
-			t.Fatal(err)
-		}
-		hosts[agent] = id
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return hosts
-}
 
 func sortHeartbeats(rows []ingest.HostHeartbeat) {
 	slices.SortFunc(rows, func(a, b ingest.HostHeartbeat) int { return bytes.Compare(a.HostID[:], b.HostID[:]) })
@@ -59,7 +28,7 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func TestLookupHostIDs(t *testing.T) {
 	pool := testinfra.Postgres(t)
-	hosts := seedHosts(t, pool, 3)
+	hosts := seed.Hosts(t, pool, 3)
 	got, err := NewStore(pool).LookupHostIDs(context.Background(), []string{"agent-0", "agent-2", "ghost"})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +40,7 @@ func TestLookupHostIDs(t *testing.T) {
 
 func TestUpsertApplyStatusesNeverRegresses(t *testing.T) {
 	pool := testinfra.Postgres(t)
-	hosts := seedHosts(t, pool, 2)
+	hosts := seed.Hosts(t, pool, 2)
 	s := NewStore(pool)
 	ctx := context.Background()
 	row := func(agent, typ string, version int64, status, errText string) ingest.ApplyStatus {
@@ -119,7 +88,7 @@ func TestUpsertApplyStatusesNeverRegresses(t *testing.T) {
 
 func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
 	pool := testinfra.Postgres(t)
-	hosts := seedHosts(t, pool, 1)
+	hosts := seed.Hosts(t, pool, 1)
 	s := NewStore(pool)
 	ctx := context.Background()
 	beat := func(at time.Time, hash string, version int64) ingest.HostHeartbeat {
@@ -150,7 +119,7 @@ func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
 func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 	pool := testinfra.Postgres(t)
 	// A status the table's CHECK refuses: the rows are at fault, not the database.
-	hosts := seedHosts(t, pool, 1)
+	hosts := seed.Hosts(t, pool, 1)
 	err := NewStore(pool).UpsertApplyStatuses(context.Background(), []ingest.ApplyStatus{{HostID: hosts["agent-0"],
 		Ack: ingest.Ack{AgentID: "agent-0", ConfigType: "labels", Version: 1, Status: "bogus", AppliedAt: t0}}})
 	if !errors.Is(err, ingest.ErrRejected) {
@@ -179,7 +148,7 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	hosts := seedHosts(t, pool, 6)
+	hosts := seed.Hosts(t, pool, 6)
 	s := NewStore(pool)
 	beat := func(agent string, at time.Time) ingest.HostHeartbeat {
 		return ingest.HostHeartbeat{HostID: hosts[agent], Heartbeat: ingest.Heartbeat{AgentID: agent, ReceivedAt: at,

@@ -25,11 +25,14 @@ const (
 	StateOnline  = "online"
 	StateOffline = "offline" // active, no heartbeat within the online window (or never)
 	StateFailed  = "failed"  // active, the last apply of some type failed
+	// StateDrifted: online, some reported per-type version differs from the effective one (the rule of
+	// Stats.Drifted, so the overview's count and the filtered list agree).
+	StateDrifted = "drifted"
 	StateRevoked = "revoked"
 )
 
 // States lists the states a search accepts.
-var States = []string{StateAll, StateOnline, StateOffline, StateFailed, StateRevoked}
+var States = []string{StateAll, StateOnline, StateOffline, StateFailed, StateDrifted, StateRevoked}
 
 // Limits.
 const (
@@ -39,8 +42,23 @@ const (
 )
 
 // Counts are an environment's hosts by state. Online+Offline = Active; NeverSeen is part of Offline.
+// Stats is nil until the environment's fleet stats were first computed.
 type Counts struct {
 	Active, Online, Offline, NeverSeen, Failed, Revoked int
+	Stats                                               *Stats
+}
+
+// Stats are the figures of an environment that need every host's effective versions, so they are not
+// computed per page: config-api's fleet metrics lease holder stores them once per period
+// (internal/fleetmetrics), and At says when.
+type Stats struct {
+	At time.Time
+	// Online is the number of online hosts when the stats were computed: the hosts checked.
+	Online int
+	// Drifted: online hosts whose reported per-type versions differ from the effective ones.
+	Drifted int
+	// Stale: the drifted hosts with some reported version behind the effective one.
+	Stale int
 }
 
 // Offender is a host that needs attention.
@@ -81,18 +99,19 @@ type Cursor struct {
 	ID       uuid.UUID
 }
 
-// Store runs the read queries. onlineSince is the oldest heartbeat that still counts as online.
+// Store runs the read queries. onlineWindow is the deployment's online window: a host is online by
+// protocol.Online at the database's clock.
 type Store interface {
-	HostCounts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time) (Counts, error)
-	WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time, limit int) ([]Offender, error)
-	SearchHosts(ctx context.Context, environmentID uuid.UUID, s Search, onlineSince time.Time) ([]hosts.Host, error)
+	HostCounts(ctx context.Context, environmentID uuid.UUID, onlineWindow time.Duration) (Counts, error)
+	WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineWindow time.Duration, limit int) ([]Offender, error)
+	SearchHosts(ctx context.Context, environmentID uuid.UUID, s Search, onlineWindow time.Duration) ([]hosts.Host, error)
 	// FleetSummaries counts the hosts of every environment within filter (not Valid: all), by client
 	// name then environment name; Worst is left empty.
-	FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time) ([]Summary, error)
+	FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration) ([]Summary, error)
 	// VisibleEnvironments lists every environment within filter with its client's name.
 	VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) ([]EnvironmentRef, error)
 	// FleetWorstHosts returns at most perEnv offenders of every environment within filter, by environment.
-	FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time, perEnv int) (map[uuid.UUID][]Offender, error)
+	FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration, perEnv int) (map[uuid.UUID][]Offender, error)
 }
 
 // Environments finds an environment the caller can see (auditing cross-tenant attempts).
@@ -105,18 +124,15 @@ type Service struct {
 	store        Store
 	environments Environments
 	onlineWindow time.Duration
-	now          func() time.Time
 }
 
 // NewService returns a Service; onlineWindow is config-api's online window.
 func NewService(store Store, environments Environments, onlineWindow time.Duration) *Service {
-	return &Service{store: store, environments: environments, onlineWindow: onlineWindow, now: time.Now}
+	return &Service{store: store, environments: environments, onlineWindow: onlineWindow}
 }
 
 // OnlineWindow is the window the service decides "online" by.
 func (s *Service) OnlineWindow() time.Duration { return s.onlineWindow }
-
-func (s *Service) onlineSince() time.Time { return s.now().Add(-s.onlineWindow) }
 
 // Summary counts an environment's hosts by state and names the worst offenders.
 func (s *Service) Summary(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID) (Summary, error) {
@@ -124,12 +140,11 @@ func (s *Service) Summary(ctx context.Context, p tenancy.Principal, environmentI
 	if err != nil {
 		return Summary{}, err
 	}
-	since := s.onlineSince()
-	counts, err := s.store.HostCounts(ctx, env.ID, since)
+	counts, err := s.store.HostCounts(ctx, env.ID, s.onlineWindow)
 	if err != nil {
 		return Summary{}, fmt.Errorf("fleet: summary: %w", err)
 	}
-	worst, err := s.store.WorstHosts(ctx, env.ID, since, WorstHosts)
+	worst, err := s.store.WorstHosts(ctx, env.ID, s.onlineWindow, WorstHosts)
 	if err != nil {
 		return Summary{}, fmt.Errorf("fleet: worst hosts: %w", err)
 	}
@@ -154,12 +169,11 @@ func (s *Service) Environments(ctx context.Context, p tenancy.Principal) ([]Envi
 // Overview summarises every environment the caller can see (an admin: all; a client-scoped caller: its
 // client's), in two queries whatever their number.
 func (s *Service) Overview(ctx context.Context, p tenancy.Principal) ([]Summary, error) {
-	since := s.onlineSince()
-	sums, err := s.store.FleetSummaries(ctx, p.Filter(), since)
+	sums, err := s.store.FleetSummaries(ctx, p.Filter(), s.onlineWindow)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: overview: %w", err)
 	}
-	worst, err := s.store.FleetWorstHosts(ctx, p.Filter(), since, WorstHosts)
+	worst, err := s.store.FleetWorstHosts(ctx, p.Filter(), s.onlineWindow, WorstHosts)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: overview worst hosts: %w", err)
 	}
@@ -178,7 +192,7 @@ func (s *Service) Search(ctx context.Context, p tenancy.Principal, environmentID
 		return Page{}, fault.Invalidf("limit must be at most %d", MaxPageSize)
 	}
 	if !validState(q.State) {
-		return Page{}, fault.Invalidf("status must be one of online, offline, failed, revoked")
+		return Page{}, fault.Invalidf("status must be one of %s", strings.Join(States[1:], ", "))
 	}
 	if len(q.Hostname) > 255 || strings.ContainsRune(q.Hostname, 0) {
 		return Page{}, fault.Invalidf("hostname filter must be at most 255 characters")
@@ -188,7 +202,7 @@ func (s *Service) Search(ctx context.Context, p tenancy.Principal, environmentID
 	}
 	limit := q.Limit
 	q.Limit = limit + 1
-	hs, err := s.store.SearchHosts(ctx, environmentID, q, s.onlineSince())
+	hs, err := s.store.SearchHosts(ctx, environmentID, q, s.onlineWindow)
 	if err != nil {
 		return Page{}, fmt.Errorf("fleet: search hosts: %w", err)
 	}

@@ -1,7 +1,9 @@
-// Package fleetmetrics computes the fleet gauges an on-call dashboard needs — hosts, hosts online,
-// drifted and with failed applies, totals only — once per period with one aggregate query, on the one
-// config-api replica holding a PostgreSQL advisory lock (the lease). Scrapes read the last result: no
-// scrape ever walks the hosts. Replicas without the lease export only configsync_fleet_lease_held 0.
+// Package fleetmetrics computes the fleet figures an on-call dashboard needs — hosts, hosts online,
+// drifted, stale and with failed applies, per environment — once per period with one aggregate statement,
+// on the one config-api replica holding a PostgreSQL advisory lock (the lease). The statement stores the
+// per-environment rows in environment_fleet_stats, which the web console's overview reads with their
+// time ("as of"), and the gauges are their sums: no scrape and no page ever walks the hosts. Replicas
+// without the lease export only configsync_fleet_lease_held 0.
 package fleetmetrics
 
 import (
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -38,14 +41,21 @@ type Fleet struct {
 
 	mu     sync.Mutex
 	leader bool
-	totals sqlcdb.FleetTotalsRow
+	totals Totals
 	at     time.Time
 
-	held, refreshed                          *prometheus.Desc
-	hosts, online, drifted, failed, failures *prometheus.Desc
+	held, refreshed                       *prometheus.Desc
+	hosts, online, drifted, stale, failed *prometheus.Desc
+	failures                              *prometheus.Desc
 }
 
-// New returns the fleet gauges over pool, registered on m. Run computes them.
+// Totals are the fleet's figures, summed over its environments.
+type Totals struct {
+	Hosts, Online, Drifted, Stale, FailedHosts, FailedApplies int64
+}
+
+// New returns the fleet gauges over pool, registered on m (nil: the figures are still computed and
+// stored for the console, without gauges). Run computes them.
 func New(pool *pgxpool.Pool, m *metrics.Metrics, opts Options, log *zap.Logger) *Fleet {
 	if opts.Interval <= 0 {
 		opts.Interval = 30 * time.Second
@@ -59,6 +69,7 @@ func New(pool *pgxpool.Pool, m *metrics.Metrics, opts Options, log *zap.Logger) 
 		hosts:     d("hosts", "Registered hosts, not revoked."),
 		online:    d("hosts_online", "Hosts whose last heartbeat is within the online window."),
 		drifted:   d("hosts_drifted", "Online hosts whose reported per-type config versions differ from the effective ones."),
+		stale:     d("hosts_stale", "Online hosts with a reported per-type config version behind the effective one."),
 		failed:    d("hosts_failed_apply", "Hosts whose last apply of at least one config type failed."),
 		failures:  d("failed_applies", "(host, config type) pairs whose last apply failed."),
 	}
@@ -68,7 +79,7 @@ func New(pool *pgxpool.Pool, m *metrics.Metrics, opts Options, log *zap.Logger) 
 
 // Describe implements prometheus.Collector.
 func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{f.held, f.refreshed, f.hosts, f.online, f.drifted, f.failed, f.failures} {
+	for _, d := range []*prometheus.Desc{f.held, f.refreshed, f.hosts, f.online, f.drifted, f.stale, f.failed, f.failures} {
 		ch <- d
 	}
 }
@@ -89,6 +100,7 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 	g(f.hosts, float64(t.Hosts))
 	g(f.online, float64(t.Online))
 	g(f.drifted, float64(t.Drifted))
+	g(f.stale, float64(t.Stale))
 	g(f.failed, float64(t.FailedHosts))
 	g(f.failures, float64(t.FailedApplies))
 }
@@ -153,9 +165,18 @@ func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) 
 		}
 		f.log.Info("fleet metrics lease taken")
 	}
-	totals, err := sqlcdb.New(conn).FleetTotals(qctx, time.Now().Add(-f.opts.OnlineWindow))
+	rows, err := sqlcdb.New(conn).RefreshEnvironmentFleetStats(qctx, pgtype.Interval{Microseconds: f.opts.OnlineWindow.Microseconds(), Valid: true})
 	if err != nil {
-		return fail(fmt.Errorf("fleet totals: %w", err))
+		return fail(fmt.Errorf("fleet stats: %w", err))
+	}
+	var totals Totals
+	for _, r := range rows {
+		totals.Hosts += r.Hosts
+		totals.Online += r.Online
+		totals.Drifted += r.Drifted
+		totals.Stale += r.Stale
+		totals.FailedHosts += r.FailedHosts
+		totals.FailedApplies += r.FailedApplies
 	}
 	f.mu.Lock()
 	f.leader, f.totals, f.at = true, totals, time.Now()

@@ -95,6 +95,7 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 		"configsync_fleet_hosts":              4, // the revoked one is not counted
 		"configsync_fleet_hosts_online":       3,
 		"configsync_fleet_hosts_drifted":      1, // host-2 reports labels v4 of v5
+		"configsync_fleet_hosts_stale":        1, // behind, too
 		"configsync_fleet_hosts_failed_apply": 1,
 		"configsync_fleet_failed_applies":     1,
 	} {
@@ -102,13 +103,36 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, v, want)
 		}
 	}
-	if n := testutil.CollectAndCount(a); n != 7 {
-		t.Errorf("the lease holder exports %d series, want 7", n)
+	if n := testutil.CollectAndCount(a); n != 8 {
+		t.Errorf("the lease holder exports %d series, want 8", n)
+	}
+	// The per-environment figures behind the gauges are stored for the console's overview.
+	var hosts, online, drifted, stale, failedHosts int
+	if err := pool.QueryRow(ctx, `SELECT hosts, online, drifted, stale, failed_hosts FROM environment_fleet_stats
+	        WHERE environment_id = '00000000-0000-0000-0000-0000000000e1' AND computed_at > now() - interval '1 minute'`).
+		Scan(&hosts, &online, &drifted, &stale, &failedHosts); err != nil {
+		t.Fatalf("stored fleet stats: %v", err)
+	}
+	if hosts != 4 || online != 3 || drifted != 1 || stale != 1 || failedHosts != 1 {
+		t.Errorf("stored stats hosts %d online %d drifted %d stale %d failed %d, want 4 3 1 1 1", hosts, online, drifted, stale, failedHosts)
 	}
 
 	// The totals move with the fleet: host-2 catches up, host-4 comes back.
 	exec(t, pool, `UPDATE hosts SET config_versions = '{"labels": 5}' WHERE hostname = 'host-2'`)
 	exec(t, pool, `UPDATE hosts SET last_heartbeat_at = now() WHERE hostname = 'host-4'`)
+	if connA, err = a.refresh(ctx, connA); err != nil {
+		t.Fatal(err)
+	}
+	// A host ahead of the effective version (reporting a version the server never made) is drifted,
+	// not stale.
+	exec(t, pool, `UPDATE hosts SET config_versions = '{"labels": 9}' WHERE hostname = 'host-1'`)
+	if connA, err = a.refresh(ctx, connA); err != nil {
+		t.Fatal(err)
+	}
+	if got(ma, "configsync_fleet_hosts_drifted") != 2 || got(ma, "configsync_fleet_hosts_stale") != 1 {
+		t.Errorf("drifted %v stale %v, want 2 and 1", got(ma, "configsync_fleet_hosts_drifted"), got(ma, "configsync_fleet_hosts_stale"))
+	}
+	exec(t, pool, `UPDATE hosts SET config_versions = '{"labels": 5}' WHERE hostname = 'host-1'`)
 	if connA, err = a.refresh(ctx, connA); err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,8 @@ func hostTarget(id, clientID, environmentID uuid.UUID, agentID string, revokedAt
 // readCurrent reads the rows of configType a write on t (locked by the caller) decides on.
 func readCurrent(ctx context.Context, q *sqlcdb.Queries, t configs.Target, configType string) (configs.Current, error) {
 	cur := configs.Current{Target: t}
-	env, err := envRecord(q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: t.EnvironmentID, ConfigType: configType}))
+	envRow, err := q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: t.EnvironmentID, ConfigType: configType})
+	env, err := optionalRecord(envRow, err, fromEnvConfig, "environment config")
 	if err != nil {
 		return cur, err
 	}
@@ -125,10 +126,9 @@ func readCurrent(ctx context.Context, q *sqlcdb.Queries, t configs.Target, confi
 		return cur, nil
 	}
 	cur.Env = env
-	if cur.Row, err = hostRecord(q.GetHostConfig(ctx, sqlcdb.GetHostConfigParams{HostID: t.HostID, ConfigType: configType})); err != nil {
-		return cur, err
-	}
-	return cur, nil
+	hostRow, err := q.GetHostConfig(ctx, sqlcdb.GetHostConfigParams{HostID: t.HostID, ConfigType: configType})
+	cur.Row, err = optionalRecord(hostRow, err, fromHostConfig, "host config")
+	return cur, err
 }
 
 func upsert(ctx context.Context, q *sqlcdb.Queries, t configs.Target, configType string, data []byte, actor string) (configs.Record, error) {
@@ -148,26 +148,16 @@ func upsert(ctx context.Context, q *sqlcdb.Queries, t configs.Target, configType
 	return fromEnvConfig(row), nil
 }
 
-// envRecord turns an optional row into a *Record (nil when there is none).
-func envRecord(row sqlcdb.EnvironmentConfig, err error) (*configs.Record, error) {
+// optionalRecord turns the result of a read of at most one row into a *Record (nil when there is none), with
+// toRecord for the table's row type; what names the row in the error.
+func optionalRecord[R any](row R, err error, toRecord func(R) configs.Record, what string) (*configs.Record, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: read environment config: %w", err)
+		return nil, fmt.Errorf("postgres: read %s: %w", what, err)
 	}
-	rec := fromEnvConfig(row)
-	return &rec, nil
-}
-
-func hostRecord(row sqlcdb.HostConfig, err error) (*configs.Record, error) {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: read host config: %w", err)
-	}
-	rec := fromHostConfig(row)
+	rec := toRecord(row)
 	return &rec, nil
 }
 

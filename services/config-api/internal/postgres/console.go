@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
@@ -59,8 +60,8 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context) (int64, error) {
 }
 
 // HostCounts counts an environment's hosts by state in one query.
-func (s *Store) HostCounts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time) (fleet.Counts, error) {
-	r, err := s.q.EnvironmentHostSummary(ctx, sqlcdb.EnvironmentHostSummaryParams{OnlineSince: onlineSince, EnvironmentID: environmentID})
+func (s *Store) HostCounts(ctx context.Context, environmentID uuid.UUID, onlineWindow time.Duration) (fleet.Counts, error) {
+	r, err := s.q.EnvironmentHostSummary(ctx, sqlcdb.EnvironmentHostSummaryParams{OnlineWindow: interval(onlineWindow), EnvironmentID: environmentID})
 	if err != nil {
 		return fleet.Counts{}, fmt.Errorf("postgres: host counts: %w", err)
 	}
@@ -71,12 +72,28 @@ func (s *Store) HostCounts(ctx context.Context, environmentID uuid.UUID, onlineS
 		NeverSeen: int(r.NeverSeen),
 		Failed:    int(r.Failed),
 		Revoked:   int(r.Revoked),
+		Stats:     fleetStats(r.StatsAt, r.StatsOnline, r.StatsDrifted, r.StatsStale),
 	}, nil
 }
 
+// fleetStats is an environment's stored fleet stats, nil when none were computed yet (the LEFT JOIN
+// found no row).
+func fleetStats(at *time.Time, online, drifted, stale *int64) *fleet.Stats {
+	if at == nil || online == nil || drifted == nil || stale == nil {
+		return nil
+	}
+	return &fleet.Stats{At: *at, Online: int(*online), Drifted: int(*drifted), Stale: int(*stale)}
+}
+
+// interval is d as a PostgreSQL interval (microseconds only, so adding it to a timestamptz never
+// depends on the session's time zone).
+func interval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+}
+
 // WorstHosts returns the active hosts with the most failed types, then the oldest heartbeats.
-func (s *Store) WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineSince time.Time, limit int) ([]fleet.Offender, error) {
-	rows, err := s.q.EnvironmentWorstHosts(ctx, sqlcdb.EnvironmentWorstHostsParams{EnvironmentID: environmentID, OnlineSince: onlineSince, MaxRows: int32(limit)})
+func (s *Store) WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineWindow time.Duration, limit int) ([]fleet.Offender, error) {
+	rows, err := s.q.EnvironmentWorstHosts(ctx, sqlcdb.EnvironmentWorstHostsParams{EnvironmentID: environmentID, OnlineWindow: interval(onlineWindow), MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: worst hosts: %w", err)
 	}
@@ -88,8 +105,8 @@ func (s *Store) WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineS
 }
 
 // FleetSummaries counts the hosts of every environment within filter, in one query.
-func (s *Store) FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time) ([]fleet.Summary, error) {
-	rows, err := s.q.FleetSummary(ctx, sqlcdb.FleetSummaryParams{OnlineSince: onlineSince, ClientFilter: filter})
+func (s *Store) FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration) ([]fleet.Summary, error) {
+	rows, err := s.q.FleetSummary(ctx, sqlcdb.FleetSummaryParams{OnlineWindow: interval(onlineWindow), ClientFilter: filter})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: fleet summary: %w", err)
 	}
@@ -99,7 +116,8 @@ func (s *Store) FleetSummaries(ctx context.Context, filter uuid.NullUUID, online
 			Environment: tenants.Environment{ID: r.EnvironmentID, ClientID: r.ClientID, Name: r.EnvironmentName, CreatedAt: r.CreatedAt},
 			ClientName:  r.ClientName,
 			Counts: fleet.Counts{Active: int(r.Active), Online: int(r.Online), Offline: int(r.Active - r.Online),
-				NeverSeen: int(r.NeverSeen), Failed: int(r.Failed), Revoked: int(r.Revoked)},
+				NeverSeen: int(r.NeverSeen), Failed: int(r.Failed), Revoked: int(r.Revoked),
+				Stats: fleetStats(r.StatsAt, r.StatsOnline, r.StatsDrifted, r.StatsStale)},
 		}
 	}
 	return out, nil
@@ -119,8 +137,8 @@ func (s *Store) VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) (
 }
 
 // FleetWorstHosts returns the worst offenders of every environment within filter, in one query.
-func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineSince time.Time, perEnv int) (map[uuid.UUID][]fleet.Offender, error) {
-	rows, err := s.q.FleetWorstHosts(ctx, sqlcdb.FleetWorstHostsParams{PerEnv: int64(perEnv), ClientFilter: filter, OnlineSince: onlineSince})
+func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration, perEnv int) (map[uuid.UUID][]fleet.Offender, error) {
+	rows, err := s.q.FleetWorstHosts(ctx, sqlcdb.FleetWorstHostsParams{PerEnv: int64(perEnv), ClientFilter: filter, OnlineWindow: interval(onlineWindow)})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: fleet worst hosts: %w", err)
 	}
@@ -135,12 +153,12 @@ func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlin
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // SearchHosts returns a page of an environment's hosts by hostname.
-func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q fleet.Search, onlineSince time.Time) ([]hosts.Host, error) {
+func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q fleet.Search, onlineWindow time.Duration) ([]hosts.Host, error) {
 	p := sqlcdb.SearchHostsParams{
 		EnvironmentID: environmentID,
 		HostnameLike:  likeEscaper.Replace(q.Hostname),
 		State:         q.State,
-		OnlineSince:   onlineSince,
+		OnlineWindow:  interval(onlineWindow),
 		MaxRows:       int32(q.Limit),
 	}
 	if q.AfterID.Valid {
@@ -153,7 +171,7 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 	}
 	out := make([]hosts.Host, len(rows))
 	for i, r := range rows {
-		if out[i], err = hostFromRow(sqlcdb.ListHostsRow(r)); err != nil {
+		if out[i], err = hostFromRow(r); err != nil {
 			return nil, err
 		}
 	}

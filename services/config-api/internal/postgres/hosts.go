@@ -143,7 +143,7 @@ func (s *Store) Host(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (h
 	if err != nil {
 		return hosts.Host{}, classify(err, "host")
 	}
-	return hostFromRow(sqlcdb.ListHostsRow(row))
+	return hostFromRow(row)
 }
 
 // Hosts returns a page of an environment's hosts in id order.
@@ -185,7 +185,7 @@ type applyStatusJSON struct {
 	AppliedAt time.Time `json:"applied_at"`
 }
 
-func hostFromRow(r sqlcdb.ListHostsRow) (hosts.Host, error) {
+func hostFromRow(r sqlcdb.HostDetail) (hosts.Host, error) {
 	var err error
 	h := hosts.Host{
 		ID:              r.ID,

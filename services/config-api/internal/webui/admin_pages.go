@@ -71,6 +71,8 @@ func (c *Console) credentialList(w http.ResponseWriter, r *http.Request, req *re
 		d.Done = "Credential created. Its secret is stored encrypted and will not be shown again."
 	case "rotated":
 		d.Done = "Credential rotated; configs that use it were re-announced to the agents."
+	case "targets":
+		d.Done = "Allowed targets saved; configs that use the credential were re-announced to the agents."
 	case "deleted":
 		d.Done = "Credential deleted."
 	}
@@ -87,6 +89,26 @@ func secretFrom(r *http.Request) map[string]string {
 		}
 	}
 	return out
+}
+
+// targetsFrom reads the allowed targets of a credential form: host:port patterns, one a line (commas
+// separate too), blanks dropped. set is false when the form has no allowed_targets field at all (a
+// rotation that leaves them alone); an empty field clears them. The credential service validates each
+// pattern and names the one it refuses.
+func targetsFrom(r *http.Request) (targets []string, set bool) {
+	raw, ok := r.PostForm["allowed_targets"]
+	if !ok {
+		return nil, false
+	}
+	targets = []string{}
+	for _, v := range raw {
+		for _, t := range strings.FieldsFunc(v, func(c rune) bool { return c == '\n' || c == '\r' || c == ',' }) {
+			if t = strings.TrimSpace(t); t != "" {
+				targets = append(targets, t)
+			}
+		}
+	}
+	return targets, true
 }
 
 // credentialAction runs a credential change and answers with the list page: a redirect on success (so
@@ -118,6 +140,9 @@ func (c *Console) credentialAction(w http.ResponseWriter, r *http.Request, req *
 func (c *Console) createCredential(w http.ResponseWriter, r *http.Request, req *request) error {
 	return c.credentialAction(w, r, req, "created", func(clientID uuid.UUID) error {
 		in := credentials.CreateInput{Name: r.PostForm.Get("name"), Secret: secretFrom(r)}
+		if targets, set := targetsFrom(r); set && len(targets) > 0 {
+			in.AllowedTargets = targets
+		}
 		if v := r.PostForm.Get("environment_id"); v != "" {
 			id, err := uuid.Parse(v)
 			if err != nil {
@@ -137,6 +162,23 @@ func (c *Console) rotateCredential(w http.ResponseWriter, r *http.Request, req *
 			return err
 		}
 		_, err = c.svc.Credentials.Rotate(r.Context(), req.p, clientID, id, credentials.RotateInput{Secret: secretFrom(r)})
+		return err
+	})
+}
+
+// setCredentialTargets replaces a credential's allowed targets (a rotation without a new secret, as
+// the API's rotation request with only allowed_targets).
+func (c *Console) setCredentialTargets(w http.ResponseWriter, r *http.Request, req *request) error {
+	return c.credentialAction(w, r, req, "targets", func(clientID uuid.UUID) error {
+		id, err := pathID(r, "credID")
+		if err != nil {
+			return err
+		}
+		targets, set := targetsFrom(r)
+		if !set {
+			return fault.Invalidf("allowed_targets is required (empty: any target)")
+		}
+		_, err = c.svc.Credentials.Rotate(r.Context(), req.p, clientID, id, credentials.RotateInput{AllowedTargets: &targets})
 		return err
 	})
 }

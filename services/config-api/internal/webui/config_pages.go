@@ -155,19 +155,38 @@ func (c *Console) editorFor(r *http.Request, req *request, t target) (editorData
 	return d, nil
 }
 
-func (c *Console) editor(s scope) handlerFunc {
+// onTarget is a config page of scope s: fn runs for the environment or host the request addresses, as
+// the caller may see it (another client's is a 404).
+func (c *Console) onTarget(s scope, fn func(w http.ResponseWriter, r *http.Request, req *request, t target) error) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, req *request) error {
 		t, err := c.target(r, req, s)
 		if err != nil {
 			return err
 		}
+		return fn(w, r, req, t)
+	}
+}
+
+// onEditorPost is an editor form post of scope s: fn runs with the posted form read.
+func (c *Console) onEditorPost(s scope, fn func(w http.ResponseWriter, r *http.Request, req *request, d editorData) error) handlerFunc {
+	return c.onTarget(s, func(w http.ResponseWriter, r *http.Request, req *request, t target) error {
+		d, err := c.posted(r, t)
+		if err != nil {
+			return err
+		}
+		return fn(w, r, req, d)
+	})
+}
+
+func (c *Console) editor(s scope) handlerFunc {
+	return c.onTarget(s, func(w http.ResponseWriter, r *http.Request, req *request, t target) error {
 		d, err := c.editorFor(r, req, t)
 		if err != nil {
 			return err
 		}
 		c.render(w, http.StatusOK, "editor", req, t.ConfigType+" of "+t.Name, d)
 		return nil
-	}
+	})
 }
 
 // posted reads the editor form: the text, the version it was loaded at and the reviewed digest.
@@ -249,20 +268,12 @@ func (c *Console) invalid(w http.ResponseWriter, req *request, d editorData, err
 }
 
 func (c *Console) dryRun(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, req *request) error {
-		t, err := c.target(r, req, s)
-		if err != nil {
-			return err
-		}
-		d, err := c.posted(r, t)
-		if err != nil {
-			return err
-		}
+	return c.onEditorPost(s, func(w http.ResponseWriter, r *http.Request, req *request, d editorData) error {
 		data, err := document(d.Text)
 		if err != nil {
 			return c.invalid(w, req, d, err)
 		}
-		out, err := c.svc.Configs.DryRunPut(r.Context(), req.p, t.ref(), data)
+		out, err := c.svc.Configs.DryRunPut(r.Context(), req.p, d.T.ref(), data)
 		if err != nil {
 			return c.invalid(w, req, d, err)
 		}
@@ -274,19 +285,11 @@ func (c *Console) dryRun(s scope) handlerFunc {
 		d.DryRun, d.Reviewed = view, digest(d.Text)
 		c.renderEditor(w, req, http.StatusOK, d)
 		return nil
-	}
+	})
 }
 
 func (c *Console) save(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, req *request) error {
-		t, err := c.target(r, req, s)
-		if err != nil {
-			return err
-		}
-		d, err := c.posted(r, t)
-		if err != nil {
-			return err
-		}
+	return c.onEditorPost(s, func(w http.ResponseWriter, r *http.Request, req *request, d editorData) error {
 		if d.Reviewed == "" || d.Reviewed != digest(d.Text) {
 			return c.invalid(w, req, d, fault.Invalidf("run a dry run of this text first: the diff per host is shown before anything is saved"))
 		}
@@ -294,21 +297,41 @@ func (c *Console) save(s scope) handlerFunc {
 		if err != nil {
 			return c.invalid(w, req, d, err)
 		}
-		rec, err := c.svc.Configs.Put(r.Context(), req.p, t.ref(), data, d.precondition())
-		if fault.Is(err, fault.PreconditionFailed) {
-			return c.conflict(w, r, req, d, err)
+		rec, err := c.svc.Configs.Put(r.Context(), req.p, d.T.ref(), data, d.precondition())
+		return c.written(w, r, req, d, err, func() string { return fmt.Sprintf("Saved as version %d.", rec.Version) })
+	})
+}
+
+func (c *Console) deleteConfig(s scope) handlerFunc {
+	return c.onEditorPost(s, func(w http.ResponseWriter, r *http.Request, req *request, d editorData) error {
+		if r.PostForm.Get("confirm") != "yes" {
+			return c.invalid(w, req, d, fault.Invalidf("tick the confirmation box to delete this config"))
 		}
-		if err != nil {
-			return c.invalid(w, req, d, err)
+		rec, err := c.svc.Configs.Delete(r.Context(), req.p, d.T.ref(), d.precondition())
+		if fault.Is(err, fault.NotFound) {
+			// Nothing to delete is a mistake in the form, shown in the editor.
+			err = fault.Invalidf("%s", message(err))
 		}
-		fresh, err := c.editorFor(r, req, t)
-		if err != nil {
-			return err
-		}
-		fresh.Saved = fmt.Sprintf("Saved as version %d.", rec.Version)
-		c.renderEditor(w, req, http.StatusOK, fresh)
-		return nil
+		return c.written(w, r, req, d, err, func() string { return fmt.Sprintf("Deleted (version %d).", rec.Version) })
+	})
+}
+
+// written answers a save or delete from the editor: a lost update shows the conflict, another refusal
+// the error in the editor (keeping the text), success the editor reloaded with done's message.
+func (c *Console) written(w http.ResponseWriter, r *http.Request, req *request, d editorData, err error, done func() string) error {
+	if fault.Is(err, fault.PreconditionFailed) {
+		return c.conflict(w, r, req, d, err)
 	}
+	if err != nil {
+		return c.invalid(w, req, d, err)
+	}
+	fresh, err := c.editorFor(r, req, d.T)
+	if err != nil {
+		return err
+	}
+	fresh.Saved = done()
+	c.renderEditor(w, req, http.StatusOK, fresh)
+	return nil
 }
 
 // conflict shows a lost update: what is stored now against the operator's text, which is kept but not
@@ -324,39 +347,6 @@ func (c *Console) conflict(w http.ResponseWriter, r *http.Request, req *request,
 	d.Reviewed = ""
 	c.renderEditor(w, req, http.StatusPreconditionFailed, d)
 	return nil
-}
-
-func (c *Console) deleteConfig(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, req *request) error {
-		t, err := c.target(r, req, s)
-		if err != nil {
-			return err
-		}
-		d, err := c.posted(r, t)
-		if err != nil {
-			return err
-		}
-		if r.PostForm.Get("confirm") != "yes" {
-			return c.invalid(w, req, d, fault.Invalidf("tick the confirmation box to delete this config"))
-		}
-		rec, err := c.svc.Configs.Delete(r.Context(), req.p, t.ref(), d.precondition())
-		if fault.Is(err, fault.PreconditionFailed) {
-			return c.conflict(w, r, req, d, err)
-		}
-		if err != nil {
-			if fault.Is(err, fault.NotFound) {
-				return c.invalid(w, req, d, fault.Invalidf("%s", message(err)))
-			}
-			return c.invalid(w, req, d, err)
-		}
-		fresh, err := c.editorFor(r, req, t)
-		if err != nil {
-			return err
-		}
-		fresh.Saved = fmt.Sprintf("Deleted (version %d).", rec.Version)
-		c.renderEditor(w, req, http.StatusOK, fresh)
-		return nil
-	}
 }
 
 type revisionsData struct {
@@ -412,11 +402,7 @@ func (c *Console) revisionsFor(r *http.Request, req *request, t target, a, b int
 }
 
 func (c *Console) revisions(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, req *request) error {
-		t, err := c.target(r, req, s)
-		if err != nil {
-			return err
-		}
+	return c.onTarget(s, func(w http.ResponseWriter, r *http.Request, req *request, t target) error {
 		a, _ := strconv.ParseInt(r.URL.Query().Get("a"), 10, 64)
 		b, _ := strconv.ParseInt(r.URL.Query().Get("b"), 10, 64)
 		d, err := c.revisionsFor(r, req, t, a, b)
@@ -428,15 +414,11 @@ func (c *Console) revisions(s scope) handlerFunc {
 		}
 		c.render(w, http.StatusOK, "revisions", req, "History of "+t.ConfigType+" of "+t.Name, d)
 		return nil
-	}
+	})
 }
 
 func (c *Console) rollback(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, req *request) error {
-		t, err := c.target(r, req, s)
-		if err != nil {
-			return err
-		}
+	return c.onTarget(s, func(w http.ResponseWriter, r *http.Request, req *request, t target) error {
 		if err := parseForm(r); err != nil {
 			return err
 		}
@@ -470,22 +452,31 @@ func (c *Console) rollback(s scope) handlerFunc {
 		}
 		http.Redirect(w, r, t.Base+"/revisions?rolled_back="+url.QueryEscape(strconv.FormatInt(rec.Version, 10)), http.StatusSeeOther)
 		return nil
-	}
+	})
 }
 
 type progressData struct {
 	T        target
 	Exists   bool
 	Progress applystatus.Status
+	Fragment string // the URL the page polls
 }
 
-func (c *Console) progressFor(r *http.Request, req *request) (progressData, error) {
-	t, err := c.target(r, req, scopeEnvironment)
+// progressFor is the apply progress of the latest change at a scope, as the apply-status API answers
+// it (package applystatus): an environment's current version over its target hosts, or a host's
+// effective version on that host.
+func (c *Console) progressFor(r *http.Request, req *request, s scope) (progressData, error) {
+	t, err := c.target(r, req, s)
 	if err != nil {
 		return progressData{}, err
 	}
-	d := progressData{T: t}
-	d.Progress, err = c.svc.ApplyStatus.Environment(r.Context(), req.p, t.ID, t.ConfigType)
+	d := progressData{T: t, Fragment: Prefix + "/fragments/progress/" + t.ID.String() + "/" + t.ConfigType}
+	if s.name == protocol.ScopeHost {
+		d.Fragment = Prefix + "/fragments/progress/hosts/" + t.ID.String() + "/" + t.ConfigType
+		d.Progress, err = c.svc.ApplyStatus.Host(r.Context(), req.p, t.ID, t.ConfigType)
+	} else {
+		d.Progress, err = c.svc.ApplyStatus.Environment(r.Context(), req.p, t.ID, t.ConfigType)
+	}
 	if fault.Is(err, fault.NotFound) {
 		return d, nil
 	}
@@ -496,20 +487,24 @@ func (c *Console) progressFor(r *http.Request, req *request) (progressData, erro
 	return d, nil
 }
 
-func (c *Console) progress(w http.ResponseWriter, r *http.Request, req *request) error {
-	d, err := c.progressFor(r, req)
-	if err != nil {
-		return err
+func (c *Console) progress(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		d, err := c.progressFor(r, req, s)
+		if err != nil {
+			return err
+		}
+		c.render(w, http.StatusOK, "progress", req, "Apply progress of "+d.T.ConfigType, d)
+		return nil
 	}
-	c.render(w, http.StatusOK, "progress", req, "Apply progress of "+d.T.ConfigType, d)
-	return nil
 }
 
-func (c *Console) progressFragment(w http.ResponseWriter, r *http.Request, req *request) error {
-	d, err := c.progressFor(r, req)
-	if err != nil {
-		return err
+func (c *Console) progressFragment(s scope) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, req *request) error {
+		d, err := c.progressFor(r, req, s)
+		if err != nil {
+			return err
+		}
+		c.execute(w, http.StatusOK, "progress", "progress-body", c.view(req, "", d))
+		return nil
 	}
-	c.execute(w, http.StatusOK, "progress", "progress-body", c.view(req, "", d))
-	return nil
 }

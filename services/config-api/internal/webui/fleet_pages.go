@@ -12,7 +12,6 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
@@ -87,49 +86,6 @@ func (c *Console) overviewFragment(w http.ResponseWriter, r *http.Request, req *
 	env := envRef{ID: s.Environment.ID, Name: s.Environment.Name, ClientID: s.Environment.ClientID}
 	c.execute(w, http.StatusOK, "overview", "env-summary", c.view(req, "", envOverview{Env: env, Summary: s}))
 	return nil
-}
-
-// driftCounts is the drift report of one environment, split as the overview shows it.
-type driftCounts struct {
-	EnvID   uuid.UUID
-	Checked int
-	Drifted int // the reported config hash differs from the expected one (or none was reported)
-	Stale   int // some reported per-type version is behind the expected one
-}
-
-func (c *Console) driftFragment(w http.ResponseWriter, r *http.Request, req *request) error {
-	envID, err := pathID(r, "envID")
-	if err != nil {
-		return err
-	}
-	rep, err := c.svc.Drift.Environment(r.Context(), req.p, envID, selector.Selector{})
-	if err != nil {
-		return err
-	}
-	d := driftCounts{EnvID: envID, Checked: rep.CheckedHosts}
-	for _, h := range rep.Hosts {
-		if hashDiffers(h) {
-			d.Drifted++
-		}
-		if behind(h) {
-			d.Stale++
-		}
-	}
-	c.execute(w, http.StatusOK, "overview", "drift-counts", c.view(req, "", d))
-	return nil
-}
-
-func hashDiffers(h drift.Host) bool {
-	return h.ReportedHash == nil || *h.ReportedHash != h.ExpectedHash
-}
-
-func behind(h drift.Host) bool {
-	for t, want := range h.ExpectedVersions {
-		if got, ok := h.ReportedVersions[t]; !ok || got < want {
-			return true
-		}
-	}
-	return false
 }
 
 type hostListData struct {

@@ -135,11 +135,21 @@ func formatTime(t any) string {
 	return ""
 }
 
-func ago(t *time.Time) string {
-	if t == nil {
-		return "never"
+// ago is how long before now t was (a *time.Time, nil: never, or a time.Time).
+func ago(v any) string {
+	var t time.Time
+	switch v := v.(type) {
+	case *time.Time:
+		if v == nil {
+			return "never"
+		}
+		t = *v
+	case time.Time:
+		t = v
+	default:
+		return ""
 	}
-	d := time.Since(*t).Round(time.Second)
+	d := time.Since(t).Round(time.Second)
 	switch {
 	case d < 0:
 		return "just now"

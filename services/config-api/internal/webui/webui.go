@@ -127,7 +127,6 @@ func (c *Console) Handler() http.Handler {
 
 	get("/{$}", c.overview)
 	get("/fragments/overview/{envID}", c.overviewFragment)
-	get("/fragments/drift/{envID}", c.driftFragment)
 	get("/hosts", c.hostList)
 	get("/hosts/{hostID}", c.hostDetail)
 
@@ -140,12 +139,15 @@ func (c *Console) Handler() http.Handler {
 		get(base+"/revisions", c.revisions(s))
 		post(base+"/rollback", c.rollback(s))
 	}
-	get("/environments/{envID}/configs/{configType}/progress", c.progress)
-	get("/fragments/progress/{envID}/{configType}", c.progressFragment)
+	get("/environments/{envID}/configs/{configType}/progress", c.progress(scopeEnvironment))
+	get("/fragments/progress/{envID}/{configType}", c.progressFragment(scopeEnvironment))
+	get("/hosts/{hostID}/configs/{configType}/progress", c.progress(scopeHost))
+	get("/fragments/progress/hosts/{hostID}/{configType}", c.progressFragment(scopeHost))
 
 	get("/credentials", c.credentialList)
 	post("/clients/{clientID}/credentials", c.createCredential)
 	post("/clients/{clientID}/credentials/{credID}/rotate", c.rotateCredential)
+	post("/clients/{clientID}/credentials/{credID}/targets", c.setCredentialTargets)
 	post("/clients/{clientID}/credentials/{credID}/delete", c.deleteCredential)
 
 	get("/audit", c.auditLog)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const createConsoleSession = `-- name: CreateConsoleSession :exec
@@ -55,38 +56,47 @@ const environmentHostSummary = `-- name: EnvironmentHostSummary :one
 WITH failed AS (
     SELECT DISTINCT s.host_id
     FROM host_config_apply_status s JOIN hosts f ON f.id = s.host_id
-    WHERE s.status = 'failed' AND f.environment_id = $2
+    WHERE s.status = 'failed' AND f.environment_id = $1
+),
+counts AS (
+    SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
+           count(*) FILTER (WHERE h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $2::interval, statement_timestamp()))::bigint AS online,
+           count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
+           count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
+           count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
+    FROM hosts h
+    LEFT JOIN failed ON failed.host_id = h.id
+    WHERE h.environment_id = $1
 )
-SELECT count(*) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
-       count(*) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
-       count(*) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
-FROM hosts h
-LEFT JOIN failed ON failed.host_id = h.id
-WHERE h.environment_id = $2
+SELECT c.active, c.online, c.never_seen, c.failed, c.revoked,
+       st.drifted AS stats_drifted, st.stale AS stats_stale, st.online AS stats_online, st.computed_at AS stats_at
+FROM counts c
+LEFT JOIN environment_fleet_stats st ON st.environment_id = $1
 `
 
 type EnvironmentHostSummaryParams struct {
-	OnlineSince   time.Time
 	EnvironmentID uuid.UUID
+	OnlineWindow  pgtype.Interval
 }
 
 type EnvironmentHostSummaryRow struct {
-	Active    int64
-	Online    int64
-	NeverSeen int64
-	Failed    int64
-	Revoked   int64
+	Active       int64
+	Online       int64
+	NeverSeen    int64
+	Failed       int64
+	Revoked      int64
+	StatsDrifted *int64
+	StatsStale   *int64
+	StatsOnline  *int64
+	StatsAt      *time.Time
 }
 
-// Online is protocol.Online: a heartbeat within the window, or within 3 (protocol.OnlineHeartbeats) of the
-// host's own heartbeat intervals.
-// Counts of an environment's hosts by state, in one pass. online_since is the oldest heartbeat that still
-// counts as online (the caller computes it from its online window). Failed applies come from the
-// partial index of failed rows, joined once (not probed per host).
+// Counts of an environment's hosts by state, in one pass (online: host_online, the SQL form of
+// protocol.Online), with the environment's last stored fleet stats (drifted and stale hosts, computed
+// periodically by the fleet metrics lease holder; NULL before the first computation). Failed applies come
+// from the partial index of failed rows, joined once (not probed per host).
 func (q *Queries) EnvironmentHostSummary(ctx context.Context, arg EnvironmentHostSummaryParams) (EnvironmentHostSummaryRow, error) {
-	row := q.db.QueryRow(ctx, environmentHostSummary, arg.OnlineSince, arg.EnvironmentID)
+	row := q.db.QueryRow(ctx, environmentHostSummary, arg.EnvironmentID, arg.OnlineWindow)
 	var i EnvironmentHostSummaryRow
 	err := row.Scan(
 		&i.Active,
@@ -94,6 +104,10 @@ func (q *Queries) EnvironmentHostSummary(ctx context.Context, arg EnvironmentHos
 		&i.NeverSeen,
 		&i.Failed,
 		&i.Revoked,
+		&i.StatsDrifted,
+		&i.StatsStale,
+		&i.StatsOnline,
+		&i.StatsAt,
 	)
 	return i, err
 }
@@ -109,14 +123,14 @@ SELECT h.id, h.hostname, h.last_heartbeat_at, COALESCE(failed.types, 0)::bigint 
 FROM hosts h
 LEFT JOIN failed ON failed.host_id = h.id
 WHERE h.environment_id = $1 AND h.revoked_at IS NULL
-  AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $2::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
+  AND (NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $2::interval, statement_timestamp()) OR failed.host_id IS NOT NULL)
 ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT $3
 `
 
 type EnvironmentWorstHostsParams struct {
 	EnvironmentID uuid.UUID
-	OnlineSince   time.Time
+	OnlineWindow  pgtype.Interval
 	MaxRows       int32
 }
 
@@ -130,7 +144,7 @@ type EnvironmentWorstHostsRow struct {
 // The active hosts of an environment that most need attention: most failed config types first, then the
 // oldest (or missing) heartbeat.
 func (q *Queries) EnvironmentWorstHosts(ctx context.Context, arg EnvironmentWorstHostsParams) ([]EnvironmentWorstHostsRow, error) {
-	rows, err := q.db.Query(ctx, environmentWorstHosts, arg.EnvironmentID, arg.OnlineSince, arg.MaxRows)
+	rows, err := q.db.Query(ctx, environmentWorstHosts, arg.EnvironmentID, arg.OnlineWindow, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -160,21 +174,23 @@ WITH failed AS (
 )
 SELECT e.id AS environment_id, e.name AS environment_name, e.client_id, c.name AS client_name, e.created_at,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL)::bigint AS active,
-       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))::bigint AS online,
+       count(h.id) FILTER (WHERE h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $1::interval, statement_timestamp()))::bigint AS online,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND h.last_heartbeat_at IS NULL)::bigint AS never_seen,
        count(h.id) FILTER (WHERE h.revoked_at IS NULL AND failed.host_id IS NOT NULL)::bigint AS failed,
-       count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked
+       count(h.id) FILTER (WHERE h.revoked_at IS NOT NULL)::bigint AS revoked,
+       st.drifted AS stats_drifted, st.stale AS stats_stale, st.online AS stats_online, st.computed_at AS stats_at
 FROM environments e
 JOIN clients c ON c.id = e.client_id
+LEFT JOIN environment_fleet_stats st ON st.environment_id = e.id
 LEFT JOIN hosts h ON h.environment_id = e.id
 LEFT JOIN failed ON failed.host_id = h.id
 WHERE $2::uuid IS NULL OR e.client_id = $2::uuid
-GROUP BY e.id, c.name
+GROUP BY e.id, c.name, st.environment_id
 ORDER BY c.name, e.name
 `
 
 type FleetSummaryParams struct {
-	OnlineSince  time.Time
+	OnlineWindow pgtype.Interval
 	ClientFilter uuid.NullUUID
 }
 
@@ -189,12 +205,16 @@ type FleetSummaryRow struct {
 	NeverSeen       int64
 	Failed          int64
 	Revoked         int64
+	StatsDrifted    *int64
+	StatsStale      *int64
+	StatsOnline     *int64
+	StatsAt         *time.Time
 }
 
 // Every environment the caller can see (client_filter NULL: all) with its hosts counted by state, in one
-// query whatever the number of environments.
+// query whatever the number of environments, and its last stored fleet stats (NULL before the first).
 func (q *Queries) FleetSummary(ctx context.Context, arg FleetSummaryParams) ([]FleetSummaryRow, error) {
-	rows, err := q.db.Query(ctx, fleetSummary, arg.OnlineSince, arg.ClientFilter)
+	rows, err := q.db.Query(ctx, fleetSummary, arg.OnlineWindow, arg.ClientFilter)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +233,10 @@ func (q *Queries) FleetSummary(ctx context.Context, arg FleetSummaryParams) ([]F
 			&i.NeverSeen,
 			&i.Failed,
 			&i.Revoked,
+			&i.StatsDrifted,
+			&i.StatsStale,
+			&i.StatsOnline,
+			&i.StatsAt,
 		); err != nil {
 			return nil, err
 		}
@@ -235,7 +259,7 @@ CROSS JOIN LATERAL (
     FROM hosts h
     LEFT JOIN failed ON failed.host_id = h.id
     WHERE h.environment_id = e.id AND h.revoked_at IS NULL
-      AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $1::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()) OR failed.host_id IS NOT NULL)
+      AND (NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $1::interval, statement_timestamp()) OR failed.host_id IS NOT NULL)
     ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
     LIMIT $2::bigint
 ) w
@@ -243,7 +267,7 @@ WHERE $3::uuid IS NULL OR e.client_id = $3::uuid
 `
 
 type FleetWorstHostsParams struct {
-	OnlineSince  time.Time
+	OnlineWindow pgtype.Interval
 	PerEnv       int64
 	ClientFilter uuid.NullUUID
 }
@@ -259,7 +283,7 @@ type FleetWorstHostsRow struct {
 // The worst offenders of every environment the caller can see, at most per_env each, ranked as
 // EnvironmentWorstHosts ranks them (a top-N per environment, not a sort of every offender).
 func (q *Queries) FleetWorstHosts(ctx context.Context, arg FleetWorstHostsParams) ([]FleetWorstHostsRow, error) {
-	rows, err := q.db.Query(ctx, fleetWorstHosts, arg.OnlineSince, arg.PerEnv, arg.ClientFilter)
+	rows, err := q.db.Query(ctx, fleetWorstHosts, arg.OnlineWindow, arg.PerEnv, arg.ClientFilter)
 	if err != nil {
 		return nil, err
 	}
@@ -413,26 +437,28 @@ func (q *Queries) ListVisibleEnvironments(ctx context.Context, clientFilter uuid
 }
 
 const searchHosts = `-- name: SearchHosts :many
-SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
-       COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
-                   'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
-       h.heartbeat_interval_ms,
-       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
-                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
-       h.inventory_labels
-FROM hosts h
+SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version, h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at, h.apply_status, h.heartbeat_interval_ms, h.repairs, h.inventory_labels FROM host_details h
 WHERE h.environment_id = $1
   AND ($2::text = '' OR h.hostname ILIKE '%' || $2::text || '%')
   AND ($3::text IS NULL
        OR (h.hostname, h.id) > ($3::text, $4::uuid))
   AND CASE $5::text
-        WHEN 'online' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp())
-        WHEN 'offline' THEN h.revoked_at IS NULL AND (h.last_heartbeat_at IS NULL OR NOT (h.last_heartbeat_at >= $6::timestamptz OR h.last_heartbeat_at + COALESCE(h.heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp()))
+        WHEN 'online' THEN h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $6::interval, statement_timestamp())
+        WHEN 'offline' THEN h.revoked_at IS NULL AND NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $6::interval, statement_timestamp())
         WHEN 'failed' THEN h.revoked_at IS NULL AND EXISTS (
             SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')
+        WHEN 'drifted' THEN h.revoked_at IS NULL
+            AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $6::interval, statement_timestamp())
+            AND CASE WHEN EXISTS (SELECT 1 FROM host_configs hc WHERE hc.host_id = h.id)
+                     THEN host_version_drift(h.id, h.environment_id, h.config_versions) IS NOT NULL
+                     -- Without rows of its own, a host's effective versions are the environment's live
+                     -- rows, and host_version_drift is NULL exactly when its report contains them: one
+                     -- containment test (the environment's side computed once), not a call per host.
+                     ELSE NOT COALESCE(h.config_versions, '{}'::jsonb) @> (
+                         SELECT COALESCE(jsonb_object_agg(ec.config_type, ec.version), '{}'::jsonb)
+                         FROM environment_configs ec
+                         WHERE ec.environment_id = $1 AND ec.deleted_at IS NULL)
+                END
         WHEN 'revoked' THEN h.revoked_at IS NOT NULL
         ELSE true
       END
@@ -446,49 +472,31 @@ type SearchHostsParams struct {
 	AfterHostname *string
 	AfterID       uuid.NullUUID
 	State         string
-	OnlineSince   time.Time
+	OnlineWindow  pgtype.Interval
 	MaxRows       int32
 }
 
-type SearchHostsRow struct {
-	ID                  uuid.UUID
-	ClientID            uuid.UUID
-	EnvironmentID       uuid.UUID
-	Hostname            string
-	AgentID             string
-	RevokedAt           *time.Time
-	AgentVersion        *string
-	ConfigHash          *string
-	ConfigVersion       *int64
-	ConfigVersions      []byte
-	LastHeartbeatAt     *time.Time
-	CreatedAt           time.Time
-	NatsExpiresAt       *time.Time
-	ApplyStatus         []byte
-	HeartbeatIntervalMs *int64
-	Repairs             []byte
-	InventoryLabels     []byte
-}
-
 // A page of an environment's hosts by hostname (then id), filtered by a hostname substring and a state:
-// ” (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an apply failed), 'revoked'.
-func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]SearchHostsRow, error) {
+// ” (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an apply failed), 'drifted'
+// (online, some reported per-type version differs from the effective one: host_version_drift, the rule
+// the overview's drifted count uses), 'revoked'.
+func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]HostDetail, error) {
 	rows, err := q.db.Query(ctx, searchHosts,
 		arg.EnvironmentID,
 		arg.HostnameLike,
 		arg.AfterHostname,
 		arg.AfterID,
 		arg.State,
-		arg.OnlineSince,
+		arg.OnlineWindow,
 		arg.MaxRows,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []SearchHostsRow
+	var items []HostDetail
 	for rows.Next() {
-		var i SearchHostsRow
+		var i HostDetail
 		if err := rows.Scan(
 			&i.ID,
 			&i.ClientID,

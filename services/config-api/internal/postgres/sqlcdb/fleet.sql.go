@@ -7,71 +7,91 @@ package sqlcdb
 
 import (
 	"context"
-	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const fleetTotals = `-- name: FleetTotals :one
+const refreshEnvironmentFleetStats = `-- name: RefreshEnvironmentFleetStats :many
 WITH live AS MATERIALIZED (
-    SELECT id, environment_id, config_versions,
-           COALESCE(last_heartbeat_at >= $1::timestamptz
-                    OR last_heartbeat_at + COALESCE(heartbeat_interval_ms, 0) * interval '3 milliseconds' >= statement_timestamp(), false) AS online
-    FROM hosts
-    WHERE revoked_at IS NULL
+    SELECT l.id, l.environment_id, l.online,
+           CASE WHEN l.online THEN host_version_drift(l.id, l.environment_id, l.config_versions) END AS drift
+    FROM (
+        SELECT id, environment_id, config_versions,
+               host_online(last_heartbeat_at, heartbeat_interval_ms, $1::interval, statement_timestamp()) AS online
+        FROM hosts
+        WHERE revoked_at IS NULL
+    ) l
 ),
-expected AS (
-    SELECT l.id AS host_id, t.config_type, max(t.version)::bigint AS version
-    FROM live l
-    CROSS JOIN LATERAL (
-        SELECT ec.config_type, ec.version, ec.deleted_at IS NULL AS present
-        FROM environment_configs ec
-        WHERE ec.environment_id = l.environment_id
-        UNION ALL
-        SELECT hc.config_type, hc.version, hc.deleted_at IS NULL
-        FROM host_configs hc
-        WHERE hc.host_id = l.id
-    ) t
-    WHERE l.online
-    GROUP BY l.id, t.config_type
-    HAVING bool_or(t.present)
+failed AS (
+    SELECT s.host_id, count(*) AS types
+    FROM host_config_apply_status s
+    WHERE s.status = 'failed'
+    GROUP BY s.host_id
+),
+totals AS (
+    SELECT env.id AS environment_id,
+           count(l.id) AS hosts,
+           count(l.id) FILTER (WHERE l.online) AS online,
+           count(l.id) FILTER (WHERE l.drift IS NOT NULL) AS drifted,
+           count(l.id) FILTER (WHERE l.drift = 'behind') AS stale,
+           count(f.host_id) AS failed_hosts,
+           COALESCE(sum(f.types), 0) AS failed_applies
+    FROM environments env
+    LEFT JOIN live l ON l.environment_id = env.id
+    LEFT JOIN failed f ON f.host_id = l.id
+    GROUP BY env.id
 )
-SELECT
-    (SELECT count(*) FROM live)::bigint AS hosts,
-    (SELECT count(*) FROM live WHERE online)::bigint AS online,
-    (SELECT count(DISTINCT e.host_id)
-     FROM expected e JOIN live l ON l.id = e.host_id
-     WHERE COALESCE((l.config_versions ->> e.config_type)::bigint, 0) <> e.version)::bigint AS drifted,
-    (SELECT count(DISTINCT s.host_id)
-     FROM host_config_apply_status s JOIN live l ON l.id = s.host_id
-     WHERE s.status = 'failed')::bigint AS failed_hosts,
-    (SELECT count(*)
-     FROM host_config_apply_status s JOIN live l ON l.id = s.host_id
-     WHERE s.status = 'failed')::bigint AS failed_applies
+INSERT INTO environment_fleet_stats AS st (environment_id, computed_at, hosts, online, drifted, stale, failed_hosts, failed_applies)
+SELECT environment_id, statement_timestamp(), hosts, online, drifted, stale, failed_hosts, failed_applies
+FROM totals
+ON CONFLICT (environment_id) DO UPDATE
+SET computed_at = excluded.computed_at, hosts = excluded.hosts, online = excluded.online,
+    drifted = excluded.drifted, stale = excluded.stale, failed_hosts = excluded.failed_hosts,
+    failed_applies = excluded.failed_applies
+RETURNING st.environment_id, st.hosts, st.online, st.drifted, st.stale, st.failed_hosts, st.failed_applies
 `
 
-type FleetTotalsRow struct {
+type RefreshEnvironmentFleetStatsRow struct {
+	EnvironmentID uuid.UUID
 	Hosts         int64
 	Online        int64
 	Drifted       int64
+	Stale         int64
 	FailedHosts   int64
 	FailedApplies int64
 }
 
-// FleetTotals is the fleet as an on-call dashboard shows it, in one aggregate query (config-api's
-// fleet metrics run it once per period on the replica holding the lease, never per scrape): hosts not
-// revoked, those online (protocol.Online: a heartbeat at or after online_since, or within 3 of the host's own
-// heartbeat intervals), the online ones whose reported
-// per-type versions differ from the effective versions (max of the environment's and the host's row,
-// for every type with a live row at either level: the version part of drift), and the hosts and
-// (host, type) pairs whose last apply failed.
-func (q *Queries) FleetTotals(ctx context.Context, onlineSince time.Time) (FleetTotalsRow, error) {
-	row := q.db.QueryRow(ctx, fleetTotals, onlineSince)
-	var i FleetTotalsRow
-	err := row.Scan(
-		&i.Hosts,
-		&i.Online,
-		&i.Drifted,
-		&i.FailedHosts,
-		&i.FailedApplies,
-	)
-	return i, err
+// RefreshEnvironmentFleetStats recomputes the fleet as an on-call dashboard shows it, per environment,
+// in one statement (config-api's fleet metrics lease holder runs it once per period, never per scrape or
+// page) and stores it in environment_fleet_stats: hosts not revoked, those online (host_online, the
+// SQL form of protocol.Online), the online ones whose reported per-type versions differ from the
+// effective versions (host_version_drift: the version part of drift) and those among them behind it
+// (stale), and the hosts and (host, type) pairs whose last apply failed. It returns every environment's row for the gauges.
+func (q *Queries) RefreshEnvironmentFleetStats(ctx context.Context, onlineWindow pgtype.Interval) ([]RefreshEnvironmentFleetStatsRow, error) {
+	rows, err := q.db.Query(ctx, refreshEnvironmentFleetStats, onlineWindow)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RefreshEnvironmentFleetStatsRow
+	for rows.Next() {
+		var i RefreshEnvironmentFleetStatsRow
+		if err := rows.Scan(
+			&i.EnvironmentID,
+			&i.Hosts,
+			&i.Online,
+			&i.Drifted,
+			&i.Stale,
+			&i.FailedHosts,
+			&i.FailedApplies,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

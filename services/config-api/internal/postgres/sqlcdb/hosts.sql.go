@@ -227,17 +227,7 @@ func (q *Queries) FindHostConflicts(ctx context.Context, arg FindHostConflictsPa
 }
 
 const getHost = `-- name: GetHost :one
-SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
-       COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
-                   'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
-       h.heartbeat_interval_ms,
-       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
-                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
-       h.inventory_labels
-FROM hosts h
+SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version, h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at, h.apply_status, h.heartbeat_interval_ms, h.repairs, h.inventory_labels FROM host_details h
 WHERE h.id = $1
   AND ($2::uuid IS NULL OR h.client_id = $2::uuid)
 `
@@ -247,29 +237,9 @@ type GetHostParams struct {
 	ClientFilter uuid.NullUUID
 }
 
-type GetHostRow struct {
-	ID                  uuid.UUID
-	ClientID            uuid.UUID
-	EnvironmentID       uuid.UUID
-	Hostname            string
-	AgentID             string
-	RevokedAt           *time.Time
-	AgentVersion        *string
-	ConfigHash          *string
-	ConfigVersion       *int64
-	ConfigVersions      []byte
-	LastHeartbeatAt     *time.Time
-	CreatedAt           time.Time
-	NatsExpiresAt       *time.Time
-	ApplyStatus         []byte
-	HeartbeatIntervalMs *int64
-	Repairs             []byte
-	InventoryLabels     []byte
-}
-
-func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (GetHostRow, error) {
+func (q *Queries) GetHost(ctx context.Context, arg GetHostParams) (HostDetail, error) {
 	row := q.db.QueryRow(ctx, getHost, arg.ID, arg.ClientFilter)
-	var i GetHostRow
+	var i HostDetail
 	err := row.Scan(
 		&i.ID,
 		&i.ClientID,
@@ -367,17 +337,7 @@ func (q *Queries) ListActiveHostsWithOverride(ctx context.Context, arg ListActiv
 }
 
 const listHosts = `-- name: ListHosts :many
-SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version,
-       h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at,
-       COALESCE((SELECT jsonb_object_agg(s.config_type, jsonb_build_object(
-                   'version', s.version, 'status', s.status, 'error', s.error, 'applied_at', s.applied_at))
-                 FROM host_config_apply_status s WHERE s.host_id = h.id), '{}'::jsonb)::jsonb AS apply_status,
-       h.heartbeat_interval_ms,
-       COALESCE((SELECT jsonb_object_agg(r.config_type, jsonb_build_object(
-                   'version', r.version, 'attempts', r.attempts, 'first_at', r.first_at, 'last_at', r.last_at))
-                 FROM config_repairs r WHERE r.host_id = h.id), '{}'::jsonb)::jsonb AS repairs,
-       h.inventory_labels
-FROM hosts h
+SELECT h.id, h.client_id, h.environment_id, h.hostname, h.agent_id, h.revoked_at, h.agent_version, h.config_hash, h.config_version, h.config_versions, h.last_heartbeat_at, h.created_at, h.nats_expires_at, h.apply_status, h.heartbeat_interval_ms, h.repairs, h.inventory_labels FROM host_details h
 WHERE h.environment_id = $1
   AND ($2::uuid IS NULL OR h.id > $2::uuid)
 ORDER BY h.id
@@ -390,35 +350,15 @@ type ListHostsParams struct {
 	MaxRows       int32
 }
 
-type ListHostsRow struct {
-	ID                  uuid.UUID
-	ClientID            uuid.UUID
-	EnvironmentID       uuid.UUID
-	Hostname            string
-	AgentID             string
-	RevokedAt           *time.Time
-	AgentVersion        *string
-	ConfigHash          *string
-	ConfigVersion       *int64
-	ConfigVersions      []byte
-	LastHeartbeatAt     *time.Time
-	CreatedAt           time.Time
-	NatsExpiresAt       *time.Time
-	ApplyStatus         []byte
-	HeartbeatIntervalMs *int64
-	Repairs             []byte
-	InventoryLabels     []byte
-}
-
-func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]ListHostsRow, error) {
+func (q *Queries) ListHosts(ctx context.Context, arg ListHostsParams) ([]HostDetail, error) {
 	rows, err := q.db.Query(ctx, listHosts, arg.EnvironmentID, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListHostsRow
+	var items []HostDetail
 	for rows.Next() {
-		var i ListHostsRow
+		var i HostDetail
 		if err := rows.Scan(
 			&i.ID,
 			&i.ClientID,

@@ -110,6 +110,17 @@ type EnvironmentConfig struct {
 	UpdatedAt     time.Time
 }
 
+type EnvironmentFleetStat struct {
+	EnvironmentID uuid.UUID
+	ComputedAt    time.Time
+	Hosts         int64
+	Online        int64
+	Drifted       int64
+	Stale         int64
+	FailedHosts   int64
+	FailedApplies int64
+}
+
 type Host struct {
 	ID                  uuid.UUID
 	ClientID            uuid.UUID
@@ -152,6 +163,26 @@ type HostConfigApplyStatus struct {
 	AppliedAt  time.Time
 	UpdatedAt  time.Time
 	AckSeq     int64
+}
+
+type HostDetail struct {
+	ID                  uuid.UUID
+	ClientID            uuid.UUID
+	EnvironmentID       uuid.UUID
+	Hostname            string
+	AgentID             string
+	RevokedAt           *time.Time
+	AgentVersion        *string
+	ConfigHash          *string
+	ConfigVersion       *int64
+	ConfigVersions      []byte
+	LastHeartbeatAt     *time.Time
+	CreatedAt           time.Time
+	NatsExpiresAt       *time.Time
+	ApplyStatus         []byte
+	HeartbeatIntervalMs *int64
+	Repairs             []byte
+	InventoryLabels     []byte
 }
 
 type HostIdentityStatement struct {
