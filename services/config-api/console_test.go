@@ -666,8 +666,10 @@ func TestConsoleHostApplyProgress(t *testing.T) {
 		}
 		return strings.Join(out, "/")
 	}
-	// An acknowledgement of an older version leaves the change pending; the host's ack at the new
+	// An acknowledgement of an older version leaves the change pending on an online host (one that
+	// never heartbeated counts as offline, as in the apply-status API); the host's ack at the new
 	// version turns it applied, or failed with its error (shown as text).
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now() WHERE id = $1`, tn.host)
 	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, applied_at) VALUES ($1, 'labels', $2, 'applied', now())`, tn.host, version-1)
 	if got := counts(page); got != "0/0/1" {
 		t.Fatalf("applied/failed/pending before the ack: %s, want 0/0/1", got)
