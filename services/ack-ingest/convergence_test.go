@@ -171,14 +171,20 @@ func (r *repairs) all() []protocol.RepairHost {
 	return out
 }
 
-func TestAntiEntropyAsksRepairsAndBacksOff(t *testing.T) {
-	s := newStack(t, 3)
+// repairConfig asks a repair at the first heartbeat behind and not again within the test: no grace
+// (the tests write the config rows right before the heartbeats) and an hour's backoff.
+func repairConfig() ackingest.Config {
 	cfg := testConfig()
 	cfg.RepairBackoff, cfg.RepairMaxBackoff = time.Hour, time.Hour
-	cfg.RepairGrace = -1 // the rows are written right before the heartbeats
+	cfg.RepairGrace = -1
+	return cfg
+}
+
+func TestAntiEntropyAsksRepairsAndBacksOff(t *testing.T) {
+	s := newStack(t, 3)
 	var rep repairs
 	rep.subscribe(t, s.nc)
-	svc := s.startService(t, cfg)
+	svc := s.startService(t, repairConfig())
 	// The environment has labels at version 10 and tracing deleted at version 12; agent-2 overrides
 	// labels at version 15.
 	s.exec(t, `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
@@ -252,12 +258,9 @@ func TestAntiEntropyAsksRepairsAndBacksOff(t *testing.T) {
 // (within the backoff), and the heartbeat at the version one closed; each scrape moves by exactly that.
 func TestAntiEntropyRepairsAreExported(t *testing.T) {
 	s := newStack(t, 1)
-	cfg := testConfig()
-	cfg.RepairBackoff, cfg.RepairMaxBackoff = time.Hour, time.Hour
-	cfg.RepairGrace = -1 // the row is written right before the heartbeats
 	var rep repairs
 	rep.subscribe(t, s.nc)
-	_, scrape := s.startMetered(t, cfg)
+	_, scrape := s.startMetered(t, repairConfig())
 	const family = "configsync_antientropy_repairs_total"
 	results := []string{"requested", "backed_off", "refused", "closed"}
 	before := scrape()
