@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
@@ -18,7 +21,23 @@ import (
 // startService runs ack-ingest with cfg until the test ends and returns it (for its counters).
 func (s *stack) startService(t *testing.T, cfg ackingest.Config) *ackingest.Service {
 	t.Helper()
-	svc := ackingest.New(cfg, s.pool, s.js, s.log)
+	return s.run(t, ackingest.New(cfg, s.pool, s.js, s.log))
+}
+
+// startMetered is startService reporting to a registry of its own, and returns a scrape of that
+// registry's text exposition.
+func (s *stack) startMetered(t *testing.T, cfg ackingest.Config) (*ackingest.Service, func() metricstest.Scrape) {
+	t.Helper()
+	m := metrics.New()
+	svc := s.run(t, ackingest.NewWithMetrics(cfg, s.pool, s.js, s.log, m))
+	srv := httptest.NewServer(m.Handler())
+	t.Cleanup(srv.Close)
+	return svc, func() metricstest.Scrape { return metricstest.Get(t, srv.URL) }
+}
+
+// run starts svc and stops it when the test ends.
+func (s *stack) run(t *testing.T, svc *ackingest.Service) *ackingest.Service {
+	t.Helper()
 	svc.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -152,14 +171,20 @@ func (r *repairs) all() []protocol.RepairHost {
 	return out
 }
 
-func TestAntiEntropyAsksRepairsAndBacksOff(t *testing.T) {
-	s := newStack(t, 3)
+// repairConfig asks a repair at the first heartbeat behind and not again within the test: no grace
+// (the tests write the config rows right before the heartbeats) and an hour's backoff.
+func repairConfig() ackingest.Config {
 	cfg := testConfig()
 	cfg.RepairBackoff, cfg.RepairMaxBackoff = time.Hour, time.Hour
-	cfg.RepairGrace = -1 // the rows are written right before the heartbeats
+	cfg.RepairGrace = -1
+	return cfg
+}
+
+func TestAntiEntropyAsksRepairsAndBacksOff(t *testing.T) {
+	s := newStack(t, 3)
 	var rep repairs
 	rep.subscribe(t, s.nc)
-	svc := s.startService(t, cfg)
+	svc := s.startService(t, repairConfig())
 	// The environment has labels at version 10 and tracing deleted at version 12; agent-2 overrides
 	// labels at version 15.
 	s.exec(t, `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
@@ -225,6 +250,61 @@ func TestAntiEntropyAsksRepairsAndBacksOff(t *testing.T) {
 	}
 	if open != 0 {
 		t.Fatalf("agent-2 still has %d open repairs after reporting the version", open)
+	}
+}
+
+// configsync_antientropy_repairs_total follows anti-entropy through one repair: a heartbeat behind
+// the environment's version is one requested repair, the same gap at the next heartbeat one backed_off
+// (within the backoff), and the heartbeat at the version one closed; each scrape moves by exactly that.
+func TestAntiEntropyRepairsAreExported(t *testing.T) {
+	s := newStack(t, 1)
+	var rep repairs
+	rep.subscribe(t, s.nc)
+	_, scrape := s.startMetered(t, repairConfig())
+	const family = "configsync_antientropy_repairs_total"
+	results := []string{"requested", "backed_off", "refused", "closed"}
+	before := scrape()
+	for _, r := range results {
+		if !before.Has(family, map[string]string{"result": r}) {
+			t.Fatalf("%s{result=%q} not exported before any repair", family, r)
+		}
+	}
+	// moved waits until result has moved by want since before, then checks every result moved by
+	// exactly what wants says (the others by nothing).
+	moved := func(what string, wants map[string]float64) {
+		t.Helper()
+		eventually(t, what, func() (bool, string) {
+			now := scrape()
+			var got []string
+			ok := true
+			for _, r := range results {
+				d := now.Value(family, map[string]string{"result": r}) - before.Value(family, map[string]string{"result": r})
+				got = append(got, fmt.Sprintf("%s %+v", r, d))
+				ok = ok && d == wants[r]
+			}
+			return ok, fmt.Sprint(got)
+		})
+	}
+	s.exec(t, `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
+		SELECT id, 'labels', '{"static":{"a":"b"}}', 10 FROM environments`)
+	behind := protocol.Heartbeat{AgentID: "agent-0", ConfigHash: "h", ConfigVersions: map[string]int64{"labels": 9}}
+
+	s.publish(t, protocol.HeartbeatSubject("agent-0"), behind)
+	s.drained(t)
+	moved("one requested repair", map[string]float64{"requested": 1})
+	if all := rep.all(); len(all) != 1 || all[0].Types["labels"].Expected != 10 {
+		t.Fatalf("repairs asked: %+v, want labels v10 for agent-0", all)
+	}
+
+	s.publish(t, protocol.HeartbeatSubject("agent-0"), behind)
+	s.drained(t)
+	moved("the same gap backed off", map[string]float64{"requested": 1, "backed_off": 1})
+
+	s.publish(t, protocol.HeartbeatSubject("agent-0"), protocol.Heartbeat{AgentID: "agent-0", ConfigHash: "h", ConfigVersions: map[string]int64{"labels": 10}})
+	s.drained(t)
+	moved("the repair closed", map[string]float64{"requested": 1, "backed_off": 1, "closed": 1})
+	if n := len(rep.all()); n != 1 {
+		t.Fatalf("%d repairs asked, want 1", n)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
+	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
@@ -153,7 +156,23 @@ func testDeliveryConfig(t testing.TB) delivery.Config {
 
 func (s *stack) startDelivery(t testing.TB, cfg delivery.Config) (stop func()) {
 	t.Helper()
-	svc := delivery.New(cfg, s.nc, s.js, s.log.Named("delivery"))
+	return s.runDelivery(t, delivery.New(cfg, s.nc, s.js, s.log.Named("delivery")))
+}
+
+// startMetered is startDelivery reporting to a registry of its own, and returns a scrape of that
+// registry's text exposition.
+func (s *stack) startMetered(t testing.TB, cfg delivery.Config) (scrape func() metricstest.Scrape) {
+	t.Helper()
+	m := metrics.New()
+	s.runDelivery(t, delivery.NewWithMetrics(cfg, s.nc, s.js, s.log.Named("delivery"), m))
+	srv := httptest.NewServer(m.Handler())
+	t.Cleanup(srv.Close)
+	return func() metricstest.Scrape { return metricstest.Get(t, srv.URL) }
+}
+
+// runDelivery starts svc; stop (also run when the test ends) stops it.
+func (s *stack) runDelivery(t testing.TB, svc *delivery.Service) (stop func()) {
+	t.Helper()
 	if err := svc.Start(); err != nil {
 		t.Fatal(err)
 	}
