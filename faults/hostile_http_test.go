@@ -74,6 +74,8 @@ func validBody(r route) any {
 	switch {
 	case r.method == http.MethodPut:
 		return `{"config_data":{"interval_seconds":5,"timeout_seconds":1}}`
+	case r.method == http.MethodPatch:
+		return `{"labels":{"intruder":"yes"}}`
 	case r.method != http.MethodPost:
 		return nil
 	case strings.HasSuffix(r.path, "/rollback"):
