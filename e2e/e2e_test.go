@@ -148,23 +148,27 @@ func TestEndToEnd(t *testing.T) {
 	})
 	s.assertCacheRedacted(a, secret)
 
-	// 6. A cache changed by hand shows in the drift list (and only that host).
+	// 6. A cache changed by hand (value changed, signature kept) is not used at the next start: its
+	// signature no longer verifies, the agent drops the entry, fetches, and converges to what the
+	// resolver signed; no host stays in the drift list and the edited hash is never reported.
 	if !a.proc.stop(t) {
 		t.Errorf("host-a's agent needed SIGKILL to stop")
 	}
 	tampered := s.tamperCache(a, "labels")
 	a.proc.start(t)
-	s.eventually(recoverTimeout, "host-a (only) in the drift list with its hand-edited cache", func() error {
-		d, r, ok := s.drift(1)
-		if !ok {
-			return errors.New(r.String())
-		}
-		if len(d.Hosts) != 1 || d.Hosts[0].HostID != a.hostID || d.Hosts[0].ReportedHash == nil ||
-			*d.Hosts[0].ReportedHash != tampered || len(d.Hosts[0].Reasons) == 0 {
-			return errors.New(string(r.body))
+	s.eventually(recoverTimeout, "host-a refusing its hand-edited cache entry", func() error {
+		if len(a.proc.logLines("cached config not used: its signature does not verify")) == 0 {
+			return errors.New("host-a did not log the refused cache entry")
 		}
 		return nil
 	})
+	s.waitConverged(1, recoverTimeout)
+	if h, r, ok := s.host(1, a); !ok || h.ConfigHash == nil || *h.ConfigHash == tampered {
+		t.Errorf("host-a reports the hash of its hand-edited cache (or no hash): %s", r.String())
+	}
+	if e := s.mustCacheEntry(a, "labels"); strings.Contains(string(e.ConfigData), "edited_by_hand") {
+		t.Errorf("host-a still caches the hand-edited labels: %s", e.ConfigData)
+	}
 
 	s.assertNoSecretInLogs(secret)
 	if err := s.alive(); err != nil {
@@ -213,35 +217,46 @@ func (s *stack) assertCacheRedacted(a *agent, secret string) {
 }
 
 // tamperCache edits one entry of a stopped agent's cache file by hand: new data and a version far
-// ahead of the backend's (so the agent keeps it: it never goes back to an older version). It returns the
-// config_hash of the edited cache.
+// ahead of the backend's, its signed statement kept as it was. It returns the config_hash the edited
+// cache would report if the agent used it.
 func (s *stack) tamperCache(a *agent, configType string) string {
 	s.t.Helper()
 	if a.proc.running() {
 		s.t.Fatalf("tamperCache: %s is running", a.hostname)
 	}
-	entries, _, err := readCache(a)
+	raw, err := os.ReadFile(a.cachePath())
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	var entries []struct {
+		agentconfig.CacheEntry
+		Statement json.RawMessage `json:"statement,omitempty"`
+	}
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		s.t.Fatal(err)
+	}
 	found := false
+	hashed := make([]agentconfig.CacheEntry, 0, len(entries))
 	for i, e := range entries {
-		if e.ConfigType != configType {
-			continue
+		if e.ConfigType == configType {
+			found = true
+			if len(e.Statement) == 0 {
+				s.t.Fatalf("tamperCache: %s's cached %s carries no signed statement", a.hostname, configType)
+			}
+			var data map[string]any
+			if err := json.Unmarshal(e.ConfigData, &data); err != nil {
+				s.t.Fatalf("cached %s: %v", configType, err)
+			}
+			static, _ := data["static"].(map[string]any)
+			if static == nil {
+				static = map[string]any{}
+			}
+			static["edited_by_hand"] = "yes"
+			data["static"] = static
+			entries[i].ConfigData, _ = json.Marshal(data)
+			entries[i].Version += 1000
 		}
-		found = true
-		var data map[string]any
-		if err := json.Unmarshal(e.ConfigData, &data); err != nil {
-			s.t.Fatalf("cached %s: %v", configType, err)
-		}
-		static, _ := data["static"].(map[string]any)
-		if static == nil {
-			static = map[string]any{}
-		}
-		static["edited_by_hand"] = "yes"
-		data["static"] = static
-		entries[i].ConfigData, _ = json.Marshal(data)
-		entries[i].Version += 1000
+		hashed = append(hashed, entries[i].CacheEntry)
 	}
 	if !found {
 		s.t.Fatalf("tamperCache: %s has no cached %s", a.hostname, configType)
@@ -254,5 +269,5 @@ func (s *stack) tamperCache(a *agent, configType string) string {
 		s.t.Fatal(err)
 	}
 	s.t.Logf("edited %s's cache by hand: %s", a.hostname, strings.TrimSpace(string(out)))
-	return agentconfig.ConfigHash(entries)
+	return agentconfig.ConfigHash(hashed)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/natsserver"
 	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/resolver"
 )
 
 // onlineWindow is CONFIGSYNC_ONLINE_WINDOW for config-api and delivery: ten agent heartbeats.
@@ -83,6 +84,9 @@ type stack struct {
 	issuerFile string
 	signerFile string
 	keyring    string
+	// signingKey is the resolver's key file; trustKeys its public key as agents trust it.
+	signingKey string
+	trustKeys  []map[string]string
 
 	opts     stackOptions
 	services map[string][]*service
@@ -214,6 +218,16 @@ func (s *stack) writeSecrets() {
 	s.issuerFile = filepath.Join(secrets, "config-api-issuer.json")
 	s.signerFile = filepath.Join(secrets, "credential-account-signer.json")
 	s.keyring = filepath.Join(secrets, "keyring")
+	// The resolver signs every config; the agents trust its key (signing is on in e2e).
+	s.signingKey = filepath.Join(secrets, "signing.key")
+	trust, err := resolver.EnsureSigningKeyFile(s.signingKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range strings.Split(trust, ",") {
+		id, key, _ := strings.Cut(item, "=")
+		s.trustKeys = append(s.trustKeys, map[string]string{"id": id, "public_key": key})
+	}
 	// Every service connects as its own least-privilege user (natsauth.ServicePermissions).
 	s.svcCreds = map[string]string{}
 	for _, kind := range serviceNames {
@@ -275,6 +289,8 @@ func (s *stack) serviceEnv(kind, name, httpAddr, metricsAddr string) []string {
 			"NATS_SYSTEM_CREDS="+s.sysCreds,
 			"CONFIGSYNC_KEYRING_FILE="+s.keyring,
 		)
+	case "resolver":
+		env = append(env, "RESOLVER_SIGNING_KEY_FILE="+s.signingKey)
 	case "delivery":
 		env = append(env,
 			"NATS_MANAGE_STREAMS=false",
@@ -447,6 +463,7 @@ func (s *stack) addAgent(hostname string) *agent {
 		// The default local policy (no commands, reads under /etc, /var/log and /opt), with the interval
 		// floor lowered for the one-second heartbeat above: only the local YAML can lower it.
 		"policy": map[string]any{"limits": map[string]any{"min_interval": "1s"}},
+		"trust":  map[string]any{"public_keys": s.trustKeys},
 	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {

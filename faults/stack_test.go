@@ -240,7 +240,10 @@ func (s *stack) register(v *service) *service {
 func (s *stack) startResolver(tracer pgx.QueryTracer) *service {
 	s.t.Helper()
 	v := &service{name: "resolver", nc: s.serviceConn("resolver"), pool: s.newPool(svcAppPrefix+"resolver", tracer)}
-	svc := resolver.New(defaults[resolver.Config](s.t), v.pool, s.log.Named("resolver"))
+	svc, err := resolver.New(defaults[resolver.Config](s.t), v.pool, s.log.Named("resolver"))
+	if err != nil {
+		s.t.Fatalf("start resolver: %v", err)
+	}
 	if err := svc.Start(v.nc); err != nil {
 		s.t.Fatalf("start resolver: %v", err)
 	}

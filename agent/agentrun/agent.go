@@ -32,6 +32,7 @@ import (
 	"github.com/configsync/configsync/agent/internal/selflog"
 	"github.com/configsync/configsync/agent/internal/tracing"
 	"github.com/configsync/configsync/agent/internal/transport"
+	"github.com/configsync/configsync/agent/internal/trust"
 	"github.com/configsync/configsync/agent/internal/watchfiles"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/nats-io/nats.go"
@@ -87,6 +88,7 @@ type agent struct {
 	shipper *selflog.Shipper
 
 	cache   *configcache.Cache
+	trust   *trust.Verifier
 	sched   *scheduler.Scheduler
 	labels  *labels.Manager
 	metrics *metrics.Task
@@ -154,7 +156,16 @@ func newAgent(cfg Config) (*agent, error) {
 	a.log, a.shipper = selflog.New(cfg.LogOutput, cfg.LogFormat, a.level, cfg.AgentID)
 	a.log = a.log.With("agent_id", cfg.AgentID)
 
-	if a.cache, err = configcache.Open(cfg.DataDir, a.log); err != nil {
+	keys, err := cfg.Trust.keySet()
+	if err != nil {
+		return nil, fmt.Errorf("agentrun: %w", err)
+	}
+	a.trust = trust.Open(cfg.AgentID, keys, cfg.Trust.InsecureSkipVerify, cfg.DataDir, a.log)
+	var verifyCached func(configcache.Stored) error
+	if !a.trust.Skip() {
+		verifyCached = a.trust.Cached
+	}
+	if a.cache, err = configcache.OpenVerified(cfg.DataDir, a.log, verifyCached); err != nil {
 		return nil, fmt.Errorf("agentrun: %w", err)
 	}
 	a.tracing = tracing.New(func(s tracing.Span) { a.observe(KindTraces, s) })
@@ -179,7 +190,10 @@ func newAgent(cfg Config) (*agent, error) {
 		Log:          a.log,
 		LocalDefault: func(t string) json.RawMessage { return cfg.Defaults[t] },
 		Check:        a.checkPolicy,
-		Tracer:       a.tracer,
+		Verify: func(cmd protocol.Command) error {
+			return a.trust.Config(cmd.ConfigType, cmd.Version, cmd.Payload, cmd.SecretFields, cmd.Statement)
+		},
+		Tracer: a.tracer,
 	})
 	a.registerCallbacks()
 	a.syncer = &configsync.Syncer{
@@ -191,6 +205,7 @@ func newAgent(cfg Config) (*agent, error) {
 		FetchTimeout: cfg.FetchTimeout,
 		Tracer:       a.tracer,
 		Check:        a.checkPolicy,
+		Trust:        a.trust,
 		OnApplied:    cfg.hooks.applied,
 	}
 

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/configsync/configsync/agent/internal/logrelay"
 	"github.com/configsync/configsync/agent/internal/policy"
 	"github.com/configsync/configsync/agent/internal/transport"
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/agentconfig/signing"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/nats-io/nats.go"
 	"go.yaml.in/yaml/v3"
@@ -48,6 +50,9 @@ type Config struct {
 	Policy PolicyConfig `yaml:"policy"`
 	// AllowRoot acknowledges running with euid 0: the start-up warning is then an info line.
 	AllowRoot bool `yaml:"allow_root"`
+	// Trust holds the public keys of the config authority: a config whose signed statement does not
+	// verify with one of them is refused. One of public_keys and insecure_skip_verify is required.
+	Trust TrustConfig `yaml:"trust"`
 
 	// ConfigPath is the YAML file the config was loaded from (set by LoadConfig); the policy denies
 	// reading it, like the creds file and the data directory.
@@ -100,6 +105,46 @@ type NATSTLSConfig struct {
 	CertFile   string `yaml:"cert_file"`
 	KeyFile    string `yaml:"key_file"`
 	ServerName string `yaml:"server_name"`
+}
+
+// TrustConfig is trust in the agent's YAML.
+type TrustConfig struct {
+	// PublicKeys are the trusted ed25519 keys with their ids (the resolver's key ids).
+	PublicKeys []TrustedKey `yaml:"public_keys"`
+	// InsecureSkipVerify applies configs without checking signatures (logged loudly at every start).
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// TrustedKey is one trusted public key: its id and the base64 of its 32 bytes.
+type TrustedKey struct {
+	ID        string `yaml:"id"`
+	PublicKey string `yaml:"public_key"`
+}
+
+// keySet parses the trusted keys.
+func (t TrustConfig) keySet() (signing.KeySet, error) {
+	ks := signing.KeySet{}
+	for _, k := range t.PublicKeys {
+		if err := ks.Add(k.ID, k.PublicKey); err != nil {
+			return nil, fmt.Errorf("trust.public_keys: %w", err)
+		}
+	}
+	return ks, nil
+}
+
+// TrustKeys builds trust.public_keys from the "id=base64,..." form of CONFIGSYNC_TRUST_PUBLIC_KEYS.
+func TrustKeys(spec string) ([]TrustedKey, error) {
+	ks, err := signing.ParseKeys(spec)
+	if err != nil {
+		return nil, err
+	}
+	var out []TrustedKey
+	for _, item := range strings.Split(ks.String(), ",") {
+		if id, key, ok := strings.Cut(item, "="); ok {
+			out = append(out, TrustedKey{ID: id, PublicKey: key})
+		}
+	}
+	return out, nil
 }
 
 // Defaults maps config types to local default configs (JSON).
@@ -213,6 +258,11 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir is required"))
+	}
+	if ks, err := c.Trust.keySet(); err != nil {
+		errs = append(errs, err)
+	} else if len(ks) == 0 && !c.Trust.InsecureSkipVerify {
+		errs = append(errs, errors.New("trust.public_keys is required (the config authority's keys); only trust.insecure_skip_verify: true runs without, applying unsigned configs"))
 	}
 	if c.BootJitter < 0 || c.FetchTimeout < 0 {
 		errs = append(errs, errors.New("boot_jitter and fetch_timeout must not be negative"))

@@ -15,6 +15,10 @@ nats:
   url: nats://nats.example:4222
   creds_file: /etc/configsync/agent.creds
 data_dir: /var/lib/cs
+trust:
+  public_keys:
+    - id: local-1
+      public_key: 11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=
 defaults:
   intervals:
     metrics: 30s
@@ -35,7 +39,10 @@ defaults:
 	if !strings.Contains(string(cfg.Defaults["collectors"]), `"address":"127.0.0.1:22"`) {
 		t.Fatalf("collectors default %s", cfg.Defaults["collectors"])
 	}
-	cfg, err = ParseConfig([]byte("agent_id: a1\nboot_jitter: 0s\n"))
+	if len(cfg.Trust.PublicKeys) != 1 || cfg.Trust.InsecureSkipVerify {
+		t.Fatalf("trust %+v", cfg.Trust)
+	}
+	cfg, err = ParseConfig([]byte("agent_id: a1\nboot_jitter: 0s\ntrust: {insecure_skip_verify: true}\n"))
 	if err != nil || cfg.BootJitter != 0 {
 		t.Fatalf("boot_jitter 0: %v %v", cfg.BootJitter, err)
 	}

@@ -222,6 +222,8 @@ func testConfig(t *testing.T, url, agentID, dataDir string) Config {
 	cfg.BootJitter = 0
 	cfg.FetchTimeout = 2 * time.Second
 	cfg.AgentVersion = "1.0.0-test"
+	// The fake backend of these tests does not sign; signed_test.go runs agents that verify.
+	cfg.Trust.InsecureSkipVerify = true
 	// Tests run intervals of milliseconds; the local policy may lower its floor (a remote config cannot).
 	cfg.Policy.Limits.MinInterval = time.Millisecond
 	// Reconnect at once: the production backoff grows to a minute, which would make tests that restart

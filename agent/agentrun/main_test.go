@@ -39,7 +39,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	ns := startNATS(t, agentID, 0)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "agent.yaml")
-	yaml := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\n  user: %s\n  password: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 100ms\nlog_format: text\n",
+	yaml := fmt.Sprintf("agent_id: %s\nnats:\n  url: %s\n  user: %s\n  password: %s\ndata_dir: %s\nboot_jitter: 0s\nfetch_timeout: 100ms\nlog_format: text\ntrust: {insecure_skip_verify: true}\n",
 		agentID, ns.ClientURL(), agentUser, password, filepath.Join(dir, "data"))
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -177,6 +177,7 @@ func TestPolicyConfigYAML(t *testing.T) {
 	cfg, err := ParseConfig([]byte(`
 agent_id: a1
 data_dir: ` + dir + `
+trust: {insecure_skip_verify: true}
 policy:
   commands: [/bin/sh]
   read_paths: [/srv/app]
@@ -220,7 +221,7 @@ defaults:
 	}
 	// The config file itself, the creds file and the data directory are denied whatever read_paths says.
 	p2 := filepath.Join(dir, "agent.yaml")
-	os.WriteFile(p2, []byte("agent_id: a1\ndata_dir: "+dir+"/data\nnats: {creds_file: "+dir+"/agent.creds}\npolicy: {read_paths: ["+dir+"]}\n"), 0o600)
+	os.WriteFile(p2, []byte("agent_id: a1\ndata_dir: "+dir+"/data\nnats: {creds_file: "+dir+"/agent.creds}\npolicy: {read_paths: ["+dir+"]}\ntrust: {insecure_skip_verify: true}\n"), 0o600)
 	loaded, err := LoadConfig(p2)
 	if err != nil {
 		t.Fatal(err)

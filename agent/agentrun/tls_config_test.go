@@ -19,6 +19,7 @@ nats:
     key_file: /etc/configsync/agent-key.pem
     server_name: nats.internal
 data_dir: /var/lib/cs
+trust: {insecure_skip_verify: true}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +29,7 @@ data_dir: /var/lib/cs
 	if got := cfg.NATS.transportTLS(); got != want {
 		t.Fatalf("tls %+v, want %+v", got, want)
 	}
-	if plain, err := ParseConfig([]byte("agent_id: a1\nnats:\n  url: nats://n:4222\ndata_dir: /d\n")); err != nil || plain.NATS.transportTLS().Enabled() {
+	if plain, err := ParseConfig([]byte("agent_id: a1\nnats:\n  url: nats://n:4222\ndata_dir: /d\ntrust: {insecure_skip_verify: true}\n")); err != nil || plain.NATS.transportTLS().Enabled() {
 		t.Fatalf("no nats.tls: %+v, %v", plain.NATS.TLS, err)
 	}
 	for yaml, msg := range map[string]string{

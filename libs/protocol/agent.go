@@ -21,6 +21,13 @@ type FetchReply struct {
 	SecretFields map[string][]string        `json:"secret_fields,omitempty"`
 	TypeErrors   map[string]Error           `json:"type_errors,omitempty"`
 	Error        *Error                     `json:"error,omitempty"`
+	// Statements holds the signed statement of every type in Configs or Versions (deletions included);
+	// Identity binds the agent to its environment, so environment-scoped statements can be checked.
+	Statements map[string]Signed `json:"statements,omitempty"`
+	Identity   *Signed           `json:"identity,omitempty"`
+	// TrustedKeys is a signed list of trusted keys (rotation): the agent adopts it when a key it trusts
+	// signed it and it is newer than the last one it accepted.
+	TrustedKeys *Signed `json:"trusted_keys,omitempty"`
 }
 
 // Command types sent on CommandSubject.
@@ -38,6 +45,8 @@ type Command struct {
 	Payload      json.RawMessage `json:"payload"`
 	SecretFields []string        `json:"secret_fields,omitempty"`
 	IssuedAt     time.Time       `json:"issued_at,omitzero"`
+	// Statement is the resolver's signed statement of ConfigType at Version (a deletion too).
+	Statement *Signed `json:"statement,omitempty"`
 }
 
 // Apply statuses of an Ack.

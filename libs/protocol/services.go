@@ -24,6 +24,9 @@ type EffectiveConfig struct {
 	EnvironmentVersion int64           `json:"environment_version,omitempty"`
 	HostVersion        int64           `json:"host_version,omitempty"`
 	Provenance         json.RawMessage `json:"provenance,omitempty"`
+	// Statement is the signed statement of this config for its scope (the environment when the host has
+	// no row of its own for the type, else the agent); set by a resolver that signs.
+	Statement *Signed `json:"statement,omitempty"`
 }
 
 // ResolveRequest asks the resolver for one host's effective configs. Exactly one of HostID and AgentID
@@ -40,6 +43,8 @@ type ResolveRequest struct {
 type ResolveReply struct {
 	Host    HostRef                    `json:"host"`
 	Configs map[string]EffectiveConfig `json:"configs"`
+	// Identity is the host's signed identity statement (agent id -> environment id), when signing is on.
+	Identity *Signed `json:"identity,omitempty"`
 }
 
 // MaxResolveAgents is the most agent ids one ResolveSetsRequest may carry.
@@ -78,6 +83,8 @@ type ResolveSetsReply struct {
 	Missing   []string          `json:"missing,omitempty"`
 	Remaining []string          `json:"remaining,omitempty"`
 	Failed    []AgentError      `json:"failed,omitempty"`
+	// TrustedKeys is the current signed trusted-key list (key rotation), when the resolver has one.
+	TrustedKeys *Signed `json:"trusted_keys,omitempty"`
 }
 
 // ConfigSet is one distinct set of effective configs (one per type that has a row at either level) in
@@ -94,6 +101,8 @@ type ConfigSet struct {
 type SetHost struct {
 	HostID  string `json:"host_id"`
 	AgentID string `json:"agent_id"`
+	// Identity is the host's signed identity statement (agent id -> environment id), when signing is on.
+	Identity *Signed `json:"identity,omitempty"`
 }
 
 // AgentError is an agent a request could not answer, and why.

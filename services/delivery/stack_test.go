@@ -122,7 +122,10 @@ func defaults[T any](t testing.TB) T {
 
 func (s *stack) startResolver(t testing.TB) {
 	t.Helper()
-	svc := resolver.New(defaults[resolver.Config](t), s.pool, s.log.Named("resolver"))
+	svc, err := resolver.New(defaults[resolver.Config](t), s.pool, s.log.Named("resolver"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := svc.Start(s.nc); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ package resolver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,9 +21,11 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/services/resolver/internal/keyfile"
 	"github.com/configsync/configsync/services/resolver/internal/natsapi"
 	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
+	"github.com/configsync/configsync/services/resolver/internal/vaulttransit"
 )
 
 // Config tunes the resolver. Every field has a default.
@@ -35,6 +38,17 @@ type Config struct {
 	BatchMaxPage int `env:"RESOLVER_BATCH_MAX_PAGE" default:"5000"`
 	// RequestTimeout bounds the work on one request.
 	RequestTimeout time.Duration `env:"RESOLVER_REQUEST_TIMEOUT" default:"10s"`
+	// SigningKeyFile is the 0600 ed25519 key file (keyfile format) that signs statements when Vault is
+	// not configured. With neither, configs go out unsigned (agents that enforce signatures refuse them).
+	SigningKeyFile string `env:"RESOLVER_SIGNING_KEY_FILE"`
+	// VaultAddr, VaultToken and VaultSigningKey select a Vault Transit ed25519 key instead.
+	VaultAddr       string `env:"RESOLVER_VAULT_ADDR"`
+	VaultToken      string `env:"RESOLVER_VAULT_TOKEN"`
+	VaultMount      string `env:"RESOLVER_VAULT_TRANSIT_MOUNT" default:"transit"`
+	VaultSigningKey string `env:"RESOLVER_VAULT_SIGNING_KEY" default:"configsync-signing"`
+	// TrustedKeysFile holds a signed trusted-key list (`resolver sign-trusted-keys` writes one) that
+	// every fetch reply carries, so agents adopt a rotated key set without touching their YAML.
+	TrustedKeysFile string `env:"RESOLVER_TRUSTED_KEYS_FILE"`
 }
 
 // Module registers the resolver micro service on the app's NATS connection for the app's lifetime.
@@ -43,13 +57,17 @@ var Module = fx.Module("resolver",
 	fx.Invoke(register),
 )
 
-func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger, m metrics.Optional) {
+func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger, m metrics.Optional) error {
 	m.Metrics.BuildInfo("resolver")
-	svc := newService(cfg, pool, log.Named("resolver"), m.Metrics)
+	svc, err := newService(cfg, pool, log.Named("resolver"), m.Metrics)
+	if err != nil {
+		return err
+	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return svc.Start(nc) },
 		OnStop:  svc.Stop,
 	})
+	return nil
 }
 
 // Service is a resolver ready to be started on a NATS connection.
@@ -58,20 +76,59 @@ type Service struct {
 }
 
 // New builds the resolver over pool without fx; Start registers it on a connection.
-func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) *Service {
+func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Service, error) {
 	return newService(cfg, pool, log, nil)
 }
 
 // newService is New reporting to m (nil records nothing).
-func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metrics) *Service {
-	r := resolve.New(postgres.NewStore(pool), resolve.Options{MaxPage: cfg.BatchMaxPage})
+func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metrics) (*Service, error) {
+	store := postgres.NewStore(pool)
+	signer, err := newSigner(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	opts := resolve.Options{MaxPage: cfg.BatchMaxPage}
+	if signer != nil {
+		opts.Signer, opts.Statements, opts.SignObserver = signer, store, m.Signatures()
+	}
+	if cfg.TrustedKeysFile != "" {
+		if opts.TrustedKeys, err = readTrustedKeys(cfg.TrustedKeysFile); err != nil {
+			return nil, err
+		}
+	}
+	r := resolve.New(store, opts)
 	registerEnvCacheMetrics(m, r.EnvCacheStats)
 	return &Service{api: natsapi.New(r, natsapi.Options{
 		Workers:        cfg.Workers,
 		BatchWorkers:   cfg.BatchWorkers,
 		RequestTimeout: cfg.RequestTimeout,
 		Observer:       m.RPC(),
-	}, log)}
+	}, log)}, nil
+}
+
+// newSigner picks the signing key: Vault Transit when configured, else the key file, else none
+// (logged loudly: agents that verify refuse unsigned configs).
+func newSigner(cfg Config, log *zap.Logger) (resolve.Signer, error) {
+	switch {
+	case cfg.VaultAddr != "":
+		s, err := vaulttransit.New(vaulttransit.Config{Addr: cfg.VaultAddr, Token: cfg.VaultToken,
+			TransitMount: cfg.VaultMount, Key: cfg.VaultSigningKey, Timeout: cfg.RequestTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("resolver: signing key: %w", err)
+		}
+		log.Info("statements signed with Vault Transit", zap.String("key", cfg.VaultSigningKey))
+		return s, nil
+	case cfg.SigningKeyFile != "":
+		s, err := keyfile.LoadFile(cfg.SigningKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("resolver: signing key: %w", err)
+		}
+		log.Info("statements signed with a local key file", zap.String("key_id", s.KeyID()))
+		return s, nil
+	default:
+		log.Warn("SIGNING OFF: no RESOLVER_SIGNING_KEY_FILE or RESOLVER_VAULT_ADDR; configs go out unsigned and agents that verify signatures will refuse them")
+		return nil, nil
+	}
 }
 
 // Start registers the micro service and its endpoints on nc.

@@ -36,7 +36,10 @@ func newStack(t testing.TB, instances int, cfg resolver.Config) stack {
 	srv := testinfra.NATS(t)
 	for range instances {
 		log, _ := testinfra.Logger(t)
-		svc := resolver.New(cfg, pool, log)
+		svc, err := resolver.New(cfg, pool, log)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := svc.Start(srv.Connect(t)); err != nil {
 			t.Fatal(err)
 		}

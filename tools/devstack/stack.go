@@ -41,6 +41,7 @@ type stack struct {
 	dataDir     string
 	natsURL     string
 	natsCA      string // the local CA that signed NATS's certificate
+	trustKeys   string // the resolver's public signing key(s), "id=base64"; empty when Vault signs
 	databaseURL string
 	auth        *natsauth.Authority
 	log         *zap.Logger
@@ -82,6 +83,9 @@ type demo struct {
 	// MetricsURL is where the services' metrics are scraped (the one listener they share here); empty
 	// when off.
 	MetricsURL string
+	// TrustKeys are the public keys of the resolver's signing key ("id=base64"), what agents and any
+	// outside client verify statements with.
+	TrustKeys string
 }
 
 func (s *stack) start(ctx context.Context) error {
@@ -190,6 +194,7 @@ func (s *stack) environment() error {
 		"CREDENTIAL_NATS_ACCOUNT_SIGNER_FILE": signerFile,
 		"NATS_SYSTEM_CREDS":                   sysFile,
 		"METRICS_ADDR":                        s.opts.metrics,
+		"RESOLVER_SIGNING_KEY_FILE":           filepath.Join(s.dataDir, "signing.key"),
 	}
 	for k, v := range vars {
 		if _, set := os.LookupEnv(k); set && k != "NATS_URL" && k != "NATS_CREDS" && k != "NATS_INBOX_PREFIX" && k != "NATS_TLS_CA" {
@@ -198,6 +203,14 @@ func (s *stack) environment() error {
 		if err := os.Setenv(k, v); err != nil {
 			return err
 		}
+	}
+	if os.Getenv("RESOLVER_VAULT_ADDR") == "" && os.Getenv("RESOLVER_SIGNING_KEY_FILE") != "" {
+		// The signing key is generated on the first start; agents trust its public half.
+		keys, err := resolver.EnsureSigningKeyFile(os.Getenv("RESOLVER_SIGNING_KEY_FILE"))
+		if err != nil {
+			return err
+		}
+		s.trustKeys = keys
 	}
 	return nil
 }
@@ -213,7 +226,7 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 		metricsURL = s.metrics.URL()
 	}
 	if d, err := readDemo(s.envFile()); err == nil {
-		d.APIURL, d.NATSURL, d.NATSCA, d.MetricsURL = apiURL, s.natsURL, s.natsCA, metricsURL
+		d.APIURL, d.NATSURL, d.NATSCA, d.MetricsURL, d.TrustKeys = apiURL, s.natsURL, s.natsCA, metricsURL, s.trustKeys
 		if err := api(ctx, d, http.MethodGet, "/api/v1/hosts/"+d.HostID, nil, nil); err == nil {
 			return d, writeDemo(s.envFile(), d)
 		}
@@ -223,7 +236,7 @@ func (s *stack) seed(ctx context.Context, pool *pgxpool.Pool) (demo, error) {
 	if err != nil {
 		return demo{}, fmt.Errorf("bootstrap admin token: %w", err)
 	}
-	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL, NATSCA: s.natsCA, MetricsURL: metricsURL}
+	d := demo{APIURL: apiURL, Token: token, NATSURL: s.natsURL, NATSCA: s.natsCA, MetricsURL: metricsURL, TrustKeys: s.trustKeys}
 	var client, env struct{ ID string }
 	var host struct {
 		ID              string `json:"id"`
@@ -298,6 +311,14 @@ func (s *stack) startAgent(d demo) error {
 	cfg.NATS = agentrun.NATSConfig{URL: s.natsURL, CredsFile: credsFile, TLS: &agentrun.NATSTLSConfig{CAFile: s.natsCA}}
 	cfg.BootJitter = time.Second
 	cfg.Policy = demoPolicy()
+	if cfg.Trust.PublicKeys, err = agentrun.TrustKeys(d.TrustKeys); err != nil {
+		logFile.Close()
+		return fmt.Errorf("demo agent trust: %w", err)
+	}
+	if len(cfg.Trust.PublicKeys) == 0 {
+		// The operator pointed the resolver at Vault: the demo agent cannot know its keys here.
+		cfg.Trust.InsecureSkipVerify = true
+	}
 	cfg.LogOutput = logFile
 	ctx, cancel := context.WithCancel(context.Background())
 	s.agentStop = cancel
@@ -425,10 +446,10 @@ func api(ctx context.Context, d demo, method, path string, body, out any) error 
 }
 
 var demoKeys = []string{"CONFIGSYNC_API_URL", "CONFIGSYNC_TOKEN", "CONFIGSYNC_NATS_URL", "CONFIGSYNC_NATS_CA", "CONFIGSYNC_CLIENT_ID",
-	"CONFIGSYNC_ENVIRONMENT_ID", "CONFIGSYNC_HOST_ID", "CONFIGSYNC_AGENT_ID", "CONFIGSYNC_METRICS_URL"}
+	"CONFIGSYNC_ENVIRONMENT_ID", "CONFIGSYNC_HOST_ID", "CONFIGSYNC_AGENT_ID", "CONFIGSYNC_METRICS_URL", "CONFIGSYNC_TRUST_PUBLIC_KEYS"}
 
 func (d demo) values() []string {
-	return []string{d.APIURL, d.Token, d.NATSURL, d.NATSCA, d.ClientID, d.EnvironmentID, d.HostID, d.AgentID, d.MetricsURL}
+	return []string{d.APIURL, d.Token, d.NATSURL, d.NATSCA, d.ClientID, d.EnvironmentID, d.HostID, d.AgentID, d.MetricsURL, d.TrustKeys}
 }
 
 func writeDemo(path string, d demo) error {

@@ -42,7 +42,11 @@ type Options struct {
 	// Check, if set, decides whether a valid config may be applied at all (the agent's local policy).
 	// A refused config is acknowledged failed with the error and never cached: the running config of
 	// its type stays, and the agent keeps reporting the version it holds.
-	Check  func(configType string, data json.RawMessage) error
+	Check func(configType string, data json.RawMessage) error
+	// Verify, if set, checks the command's signed statement before anything else (trust.Verifier). A
+	// command it refuses is acknowledged failed (signature_invalid), never cached: the running config
+	// of its type stays.
+	Verify func(cmd protocol.Command) error
 	Tracer trace.Tracer
 	Now    func() time.Time
 }
@@ -106,7 +110,7 @@ func (h *ConfigHandler) HandleMessage(ctx context.Context, data []byte) {
 // Handle runs the config_update flow and returns the ack it published (ok false when the command was
 // rejected before it named a config type, so there was nothing to acknowledge):
 //
-//  1. reject an empty config_type; validate the payload and check it with Options.Check (a refusal is
+//  1. reject an empty config_type; check the signed statement (Options.Verify); validate the payload and check it with Options.Check (a refusal is
 //     acknowledged failed and changes nothing);
 //  2. cache.Put the payload (a null payload removes the type); a version older than the cached one is
 //     ignored and acknowledged with the cached version;
@@ -128,6 +132,13 @@ func (h *ConfigHandler) Handle(ctx context.Context, cmd protocol.Command) (proto
 		attribute.String("origin", "push")))
 	defer span.End()
 
+	if h.opts.Verify != nil {
+		if err := h.opts.Verify(cmd); err != nil {
+			log.Warn("config update refused: signature does not verify", "error", err)
+			span.SetAttributes(attribute.Bool("refused", true))
+			return h.ack(ctx, cmd.ConfigType, cmd.Version, err), true
+		}
+	}
 	deleted := agentconfig.IsNull(cmd.Payload)
 	if !deleted {
 		if err := agentconfig.ValidateDelivered(cmd.ConfigType, cmd.Payload, cmd.SecretFields); err != nil {
@@ -154,11 +165,10 @@ func (h *ConfigHandler) Handle(ctx context.Context, cmd protocol.Command) (proto
 		return h.ack(ctx, cmd.ConfigType, cmd.Version, nil), true
 	}
 
-	var err error
-	if deleted {
-		err = h.opts.Cache.Remove(cmd.ConfigType, cmd.Version)
-	} else {
-		err = h.opts.Cache.Put(cmd.ConfigType, cmd.Payload, cmd.Version, cmd.SecretFields)
+	errs, err := h.opts.Cache.Apply(configcache.Change{ConfigType: cmd.ConfigType, Data: cmd.Payload, Version: cmd.Version,
+		SecretFields: cmd.SecretFields, Delete: deleted, Statement: cmd.Statement})
+	if errs[0] != nil {
+		err = errs[0]
 	}
 	var stale *configcache.StaleError
 	switch {

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
 )
 
 // FileName is the cache file inside the data directory.
@@ -60,18 +61,26 @@ type Entry struct {
 }
 
 // Change is one update: a config to store, or with Delete set a type to drop (Version is then the
-// deletion's version).
+// deletion's version). Statement is the config's signed statement, stored with it so the entry can be
+// verified again when the cache is loaded.
 type Change struct {
 	ConfigType   string
 	Data         json.RawMessage
 	Version      int64
 	SecretFields []string
 	Delete       bool
+	Statement    *protocol.Signed
+}
+
+// Stored is one entry of the cache file: the config as cached (redacted) and its signed statement.
+type Stored struct {
+	agentconfig.CacheEntry
+	Statement *protocol.Signed `json:"statement,omitempty"`
 }
 
 type entry struct {
-	stored agentconfig.CacheEntry // exactly what is on disk
-	live   json.RawMessage        // un-redacted value; nil when only the redacted form is known
+	stored Stored          // exactly what is on disk
+	live   json.RawMessage // un-redacted value; nil when only the redacted form is known
 }
 
 // Cache is safe for concurrent use.
@@ -84,11 +93,20 @@ type Cache struct {
 	// deleted remembers the version of types deleted in this process, so a delayed older push cannot
 	// bring a deleted config back. It is not persisted.
 	deleted map[string]int64
+	// verify, if set, checks every entry when the file is loaded (its signature); failing entries are
+	// not used.
+	verify func(Stored) error
 }
 
 // Open creates dataDir (0700) if needed and loads the cache file. A missing file gives an empty cache;
 // a corrupt one is logged, set aside as config.cache.json.corrupt and also gives an empty cache.
-func Open(dataDir string, log *slog.Logger) (*Cache, error) {
+func Open(dataDir string, log *slog.Logger) (*Cache, error) { return OpenVerified(dataDir, log, nil) }
+
+// OpenVerified is Open checking each loaded entry with verify: an entry it refuses (a tampered value,
+// a missing or untrusted signature, e.g. an entry written by an agent release that did not sign) is
+// dropped with a warning, so the agent runs its local default for the type until a fetch brings a
+// signed config.
+func OpenVerified(dataDir string, log *slog.Logger, verify func(Stored) error) (*Cache, error) {
 	if dataDir == "" {
 		return nil, errors.New("configcache: data directory is required")
 	}
@@ -104,7 +122,7 @@ func Open(dataDir string, log *slog.Logger) (*Cache, error) {
 		log.Info("data directory permissions restricted", "path", dataDir, "was", st.Mode().Perm().String())
 	}
 	c := &Cache{dir: dataDir, path: filepath.Join(dataDir, FileName), log: log,
-		entries: map[string]*entry{}, deleted: map[string]int64{}}
+		entries: map[string]*entry{}, deleted: map[string]int64{}, verify: verify}
 	// Temp files left by a crash mid-write are garbage: the real file is either old or new.
 	if leftovers, _ := filepath.Glob(filepath.Join(dataDir, tmpGlob)); len(leftovers) > 0 {
 		for _, f := range leftovers {
@@ -128,14 +146,14 @@ func (c *Cache) load() {
 		c.log.Warn("config cache unreadable; starting empty", "path", c.path, "error", err)
 		return
 	}
-	var stored []agentconfig.CacheEntry
+	var stored []Stored
 	if err := json.Unmarshal(data, &stored); err != nil {
 		c.setAside(fmt.Errorf("decode: %w", err))
 		return
 	}
 	entries := map[string]*entry{}
 	for i, e := range stored {
-		if err := checkStored(e); err != nil {
+		if err := checkStored(e.CacheEntry); err != nil {
 			c.setAside(fmt.Errorf("entry %d: %w", i, err))
 			return
 		}
@@ -144,6 +162,13 @@ func (c *Cache) load() {
 			return
 		}
 		e.ConfigData = compact(e.ConfigData) // the file is indented; memory holds compact JSON
+		if c.verify != nil {
+			if err := c.verify(e); err != nil {
+				c.log.Warn("cached config not used: its signature does not verify", "config_type", e.ConfigType,
+					"version", e.Version, "error", err)
+				continue
+			}
+		}
 		ent := &entry{stored: e}
 		if !e.Redacted {
 			ent.live = e.ConfigData
@@ -268,7 +293,8 @@ func (c *Cache) Apply(changes ...Change) ([]error, error) {
 			errs[i] = fmt.Errorf("configcache: %s config is not valid JSON", ch.ConfigType)
 			continue
 		}
-		stored := agentconfig.CacheEntry{ConfigType: ch.ConfigType, ConfigData: compact(ch.Data), Version: ch.Version}
+		stored := Stored{CacheEntry: agentconfig.CacheEntry{ConfigType: ch.ConfigType, ConfigData: compact(ch.Data), Version: ch.Version},
+			Statement: ch.Statement}
 		if len(ch.SecretFields) > 0 {
 			red, err := agentconfig.Redact(ch.Data, ch.SecretFields)
 			if err != nil {
@@ -311,6 +337,15 @@ func (c *Cache) Entries() []agentconfig.CacheEntry {
 func (c *Cache) entriesLocked() []agentconfig.CacheEntry {
 	out := make([]agentconfig.CacheEntry, 0, len(c.entries))
 	for _, t := range slices.Sorted(maps.Keys(c.entries)) {
+		out = append(out, c.entries[t].stored.CacheEntry)
+	}
+	return out
+}
+
+// storedLocked is the file's content: the entries with their statements, sorted by type.
+func (c *Cache) storedLocked() []Stored {
+	out := make([]Stored, 0, len(c.entries))
+	for _, t := range slices.Sorted(maps.Keys(c.entries)) {
 		out = append(out, c.entries[t].stored)
 	}
 	return out
@@ -335,7 +370,7 @@ func (c *Cache) ConfigVersions() map[string]int64 {
 }
 
 func (c *Cache) persistLocked() error {
-	data, err := json.MarshalIndent(c.entriesLocked(), "", "  ")
+	data, err := json.MarshalIndent(c.storedLocked(), "", "  ")
 	if err != nil {
 		return fmt.Errorf("configcache: encode: %w", err)
 	}

@@ -35,6 +35,13 @@ var StartupOrder = func() []string {
 	return order
 }()
 
+// Verifier checks signed statements (trust.Verifier).
+type Verifier interface {
+	Rotate(s *protocol.Signed) error
+	SetIdentity(s *protocol.Signed) error
+	Config(configType string, version int64, data json.RawMessage, secretFields []string, s *protocol.Signed) error
+}
+
 // Syncer applies fetched configs through the ConfigHandler's callbacks.
 type Syncer struct {
 	Handler      *command.ConfigHandler
@@ -48,6 +55,10 @@ type Syncer struct {
 	// refused config is not cached and is acknowledged failed; the type keeps the config it had (at
 	// startup: the cache's, else the local default).
 	Check func(configType string, data json.RawMessage) error
+	// Trust, if set, verifies the reply's identity statement and each config's signed statement (a
+	// deletion's too) before anything is cached. A config that fails is refused like a policy refusal:
+	// acknowledged failed (signature_invalid), not cached, the type keeps the config it had.
+	Trust Verifier
 
 	// OnApplied, if set, is told of every config applied (tests and diagnostics).
 	OnApplied func(Resolved, error)
@@ -161,9 +172,37 @@ func (s *Syncer) populate(reply *protocol.FetchReply) (map[string]int64, map[str
 	var changes []configcache.Change
 	var cleanup []configcache.Change
 	before := s.Cache.ConfigVersions()
+	if s.Trust != nil {
+		// A new trusted-key list first: the statements of this reply may already use a new key.
+		if err := s.Trust.Rotate(reply.TrustedKeys); err != nil {
+			s.Log.Warn("fetched trusted-key list refused", "error", err)
+		}
+		if err := s.Trust.SetIdentity(reply.Identity); err != nil {
+			// Environment-wide configs cannot be checked without it; each is refused below.
+			s.Log.Warn("fetched identity statement refused", "error", err)
+		}
+	}
+	verify := func(t string, data json.RawMessage) bool {
+		if s.Trust == nil {
+			return true
+		}
+		var st *protocol.Signed
+		if v, ok := reply.Statements[t]; ok {
+			st = &v
+		}
+		if err := s.Trust.Config(t, reply.Versions[t], data, reply.SecretFields[t], st); err != nil {
+			s.Log.Warn("fetched config refused: signature does not verify", "config_type", t, "version", reply.Versions[t], "error", err)
+			refused[t] = refusal{version: reply.Versions[t], err: err}
+			return false
+		}
+		return true
+	}
 	for t, data := range reply.Configs {
 		if !agentconfig.Known(t) {
 			s.Log.Warn("fetched config of an unknown type ignored", "config_type", t)
+			continue
+		}
+		if !verify(t, data) {
 			continue
 		}
 		if agentconfig.IsNull(data) {
@@ -181,11 +220,17 @@ func (s *Syncer) populate(reply *protocol.FetchReply) (map[string]int64, map[str
 				continue
 			}
 		}
-		changes = append(changes, configcache.Change{ConfigType: t, Data: data, Version: reply.Versions[t],
-			SecretFields: reply.SecretFields[t]})
+		change := configcache.Change{ConfigType: t, Data: data, Version: reply.Versions[t], SecretFields: reply.SecretFields[t]}
+		if st, ok := reply.Statements[t]; ok {
+			change.Statement = &st
+		}
+		changes = append(changes, change)
 	}
 	for t, v := range reply.Versions {
 		if _, ok := reply.Configs[t]; !ok && agentconfig.Known(t) {
+			if !verify(t, nil) {
+				continue
+			}
 			changes = append(changes, configcache.Change{ConfigType: t, Version: v, Delete: true})
 		}
 	}

@@ -157,3 +157,41 @@ UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
 WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page));
+
+-- name: ConfigStatements :many
+-- The stored signed statements of the given (scope, config_type, version) keys (parallel arrays
+-- unnested in lockstep), in one round trip.
+SELECT s.scope, s.config_type, s.version, s.statement, s.key_id, s.signature
+FROM (SELECT unnest(@scopes::text[]) AS scope, unnest(@config_types::text[]) AS config_type,
+             unnest(@versions::bigint[]) AS version) AS k
+JOIN config_statements s ON s.scope = k.scope AND s.config_type = k.config_type AND s.version = k.version;
+
+-- name: SaveConfigStatements :exec
+-- Stores newly signed statements. A key another replica stored meanwhile keeps its row: both
+-- signatures are valid for the same statement.
+INSERT INTO config_statements (scope, config_type, version, statement, key_id, signature)
+SELECT v.scope, v.config_type, v.version, v.statement, v.key_id, v.signature
+FROM (SELECT unnest(@scopes::text[]) AS scope, unnest(@config_types::text[]) AS config_type,
+             unnest(@versions::bigint[]) AS version, unnest(@statements::bytea[]) AS statement,
+             unnest(@key_ids::text[]) AS key_id, unnest(@signatures::bytea[]) AS signature) AS v
+ON CONFLICT DO NOTHING;
+
+-- name: IdentityStatements :many
+-- The stored identity statements of the given hosts.
+SELECT host_id, statement, key_id, signature
+FROM host_identity_statements
+WHERE host_id = ANY (@host_ids::uuid[]);
+
+-- name: SaveIdentityStatements :exec
+INSERT INTO host_identity_statements (host_id, statement, key_id, signature)
+SELECT v.host_id, v.statement, v.key_id, v.signature
+FROM (SELECT unnest(@host_ids::uuid[]) AS host_id, unnest(@statements::bytea[]) AS statement,
+             unnest(@key_ids::text[]) AS key_id, unnest(@signatures::bytea[]) AS signature) AS v
+ON CONFLICT DO NOTHING;
+
+-- name: CredentialFields :many
+-- The secret field names (metadata, never values) of a client's credentials: what a collectors config
+-- looks like once injected and redacted, the form its statement hashes.
+SELECT id, fields
+FROM credentials
+WHERE client_id = @client_id AND id = ANY (@ids::uuid[]);

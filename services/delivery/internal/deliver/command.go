@@ -19,7 +19,7 @@ type commandTemplate struct {
 
 const commandIDPrefix = `{"command_id":"`
 
-func newCommandTemplate(configType string, version int64, payload json.RawMessage, secretFields []string, issuedAt time.Time) (commandTemplate, error) {
+func newCommandTemplate(configType string, version int64, payload json.RawMessage, secretFields []string, statement *protocol.Signed, issuedAt time.Time) (commandTemplate, error) {
 	if isNull(payload) {
 		payload = json.RawMessage("null")
 	}
@@ -30,6 +30,7 @@ func newCommandTemplate(configType string, version int64, payload json.RawMessag
 		Payload:      payload,
 		SecretFields: secretFields,
 		IssuedAt:     issuedAt,
+		Statement:    statement,
 	})
 	if err != nil {
 		return commandTemplate{}, fmt.Errorf("encode command: %w", err)

@@ -258,7 +258,7 @@ func TestPushErrors(t *testing.T) {
 }
 
 func TestCommandTemplate(t *testing.T) {
-	tmpl, err := newCommandTemplate("labels", 4, []byte(`{"static":{"a":"b"}}`), []string{"/x"}, fixedNow)
+	tmpl, err := newCommandTemplate("labels", 4, []byte(`{"static":{"a":"b"}}`), []string{"/x"}, nil, fixedNow)
 	if err != nil {
 		t.Fatal(err)
 	}

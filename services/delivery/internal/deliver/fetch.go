@@ -32,7 +32,9 @@ func (f *Fetcher) Fetch(ctx context.Context, agentID string) (protocol.FetchRepl
 	if res.Err != nil {
 		return protocol.FetchReply{}, res.Err
 	}
-	return *res.Reply, nil
+	reply := *res.Reply
+	reply.Identity = res.Identity
+	return reply, nil
 }
 
 // addCollectors adds injected collectors to a fetch reply.
@@ -47,4 +49,5 @@ func addCollectors(reply *protocol.FetchReply, version int64, in injected) {
 // withholdCollectors names collectors in a fetch reply's TypeErrors: they could not be delivered whole.
 func withholdCollectors(reply *protocol.FetchReply, e *protocol.Error) {
 	reply.TypeErrors = map[string]protocol.Error{agentconfig.Collectors: *e}
+	delete(reply.Statements, agentconfig.Collectors)
 }

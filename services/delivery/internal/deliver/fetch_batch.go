@@ -17,7 +17,9 @@ import (
 // of one config set share one Reply: it must not be modified.
 type FetchResult struct {
 	Reply *protocol.FetchReply
-	Err   error
+	// Identity is the agent's own signed identity statement (Reply, possibly shared, has none).
+	Identity *protocol.Signed
+	Err      error
 }
 
 // FetchBatch answers the fetches of many agents together, each exactly as Fetch would: one resolver
@@ -39,13 +41,17 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 	resolved, errs := f.resolveSets(ctx, ids)
 
 	replies := make(map[string]*protocol.FetchReply, len(ids))
+	identities := make(map[string]*protocol.Signed, len(ids))
 	lists := map[string]*injectList{}
 	var items []protocol.InjectItem
 	for r, res := range resolved {
 		for _, set := range res.Sets {
 			reply, collectors := setReply(res.Configs, set)
+			// Statements pass through untouched: delivery carries them, it never makes one.
+			reply.TrustedKeys = res.TrustedKeys
 			for _, h := range set.Hosts {
 				replies[h.AgentID] = reply
+				identities[h.AgentID] = h.Identity
 			}
 			if collectors < 0 {
 				continue
@@ -73,7 +79,7 @@ func (f *Fetcher) FetchBatch(ctx context.Context, agentIDs []string) []FetchResu
 	out := make([]FetchResult, len(agentIDs))
 	for i, id := range agentIDs {
 		if r, ok := replies[id]; ok {
-			out[i] = FetchResult{Reply: r}
+			out[i] = FetchResult{Reply: r, Identity: identities[id]}
 			continue
 		}
 		err := errs[id]
@@ -95,6 +101,14 @@ func setReply(configs []protocol.EffectiveConfig, set protocol.ConfigSet) (*prot
 	collectors := -1
 	for typ, n := range set.Configs {
 		ec := configs[n]
+		if ec.Statement != nil {
+			// Statements pass through untouched: delivery carries them, it never makes one
+			// (withholdCollectors drops the statement of collectors it cannot deliver).
+			if reply.Statements == nil {
+				reply.Statements = make(map[string]protocol.Signed, len(set.Configs))
+			}
+			reply.Statements[typ] = *ec.Statement
+		}
 		if isNull(ec.ConfigData) {
 			reply.Versions[typ] = ec.Version
 			continue

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -267,4 +268,81 @@ func (r *fakeResolver) host(agent string) fakeHost {
 		}
 	}
 	return fakeHost{}
+}
+
+// signedResolver is agentsResolver with signing on: every distinct config carries a statement naming
+// its type and version, every host an identity naming its agent, the reply a trusted-key list.
+type signedResolver struct {
+	*agentsResolver
+	trusted *protocol.Signed
+}
+
+func (s *signedResolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
+	reply, err := s.agentsResolver.ResolveSets(ctx, req)
+	if err != nil {
+		return reply, err
+	}
+	for i := range reply.Configs {
+		ec := &reply.Configs[i]
+		ec.Statement = &protocol.Signed{Statement: []byte(ec.ConfigType + "@" + strconv.FormatInt(ec.Version, 10)), KeyID: "k1", Signature: []byte{byte(i)}}
+	}
+	for i := range reply.Sets {
+		for j := range reply.Sets[i].Hosts {
+			h := &reply.Sets[i].Hosts[j]
+			h.Identity = &protocol.Signed{Statement: []byte("identity:" + h.AgentID), KeyID: "k1", Signature: []byte("id")}
+		}
+	}
+	reply.TrustedKeys = s.trusted
+	return reply, nil
+}
+
+// Delivery carries the resolver's statements untouched into every agent's fetch reply: the statement
+// of each config of its set it delivers (none for a collectors config withheld), its own
+// identity (never another agent's, though agents of one set share a reply), and the trusted-key list.
+func TestFetchBatchPassesStatementsThrough(t *testing.T) {
+	r, inj := batchFleet()
+	trusted := &protocol.Signed{Statement: []byte(`{"kind":"trusted_keys"}`), KeyID: "k1", Signature: []byte("tk")}
+	f := NewFetcher(&signedResolver{agentsResolver: r, trusted: trusted}, inj, zap.NewNop())
+	ids := batchAgents(r)
+	results := f.FetchBatch(context.Background(), ids)
+	for i, id := range ids {
+		res := results[i]
+		if res.Err != nil {
+			t.Fatalf("%s: %v", id, res.Err)
+		}
+		if res.Identity == nil || string(res.Identity.Statement) != "identity:"+id {
+			t.Errorf("%s: identity %+v", id, res.Identity)
+		}
+		if !reflect.DeepEqual(res.Reply.TrustedKeys, trusted) {
+			t.Errorf("%s: trusted keys %+v", id, res.Reply.TrustedKeys)
+		}
+		types := map[string]bool{}
+		for typ := range res.Reply.Versions {
+			types[typ] = true
+		}
+		if len(types) == 0 || len(res.Reply.Statements) != len(types) {
+			t.Errorf("%s: statements %v for types %v", id, res.Reply.Statements, types)
+		}
+		for typ := range types {
+			st, ok := res.Reply.Statements[typ]
+			if !ok || !strings.HasPrefix(string(st.Statement), typ+"@") {
+				t.Errorf("%s: statement of %s = %q", id, typ, st.Statement)
+				continue
+			}
+			if v, ok := res.Reply.Versions[typ]; ok && string(st.Statement) != typ+"@"+strconv.FormatInt(v, 10) {
+				t.Errorf("%s: statement %q for %s at version %d", id, st.Statement, typ, v)
+			}
+		}
+	}
+	if results[6].Reply.TypeErrors["collectors"].Code != protocol.CodeCredentialFailed {
+		t.Fatalf("broken credential: %+v", results[6].Reply)
+	}
+	if st, ok := results[6].Reply.Statements["collectors"]; ok {
+		t.Errorf("withheld collectors carry a statement %q", st.Statement)
+	}
+	// Single fetches get the same, identity included.
+	one, err := f.Fetch(context.Background(), ids[3])
+	if err != nil || one.Identity == nil || string(one.Identity.Statement) != "identity:"+ids[3] || one.Statements["healthcheck"].KeyID != "k1" {
+		t.Fatalf("fetch %s: %+v, %v", ids[3], one, err)
+	}
 }

@@ -177,6 +177,10 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 		}
 		// Identical overrides (same version and bytes) share one injection and one encoding.
 		k := strconv.FormatInt(h.Override.Version, 10) + "\x00" + string(h.Override.ConfigData)
+		if st := h.Override.Statement; st != nil {
+			// A signed override is its agent's alone (its statement names the agent).
+			k += "\x00" + string(st.Statement)
+		}
 		g, ok := byOverride[k]
 		if !ok {
 			g = &group{key: "override-" + strconv.Itoa(len(byOverride)), content: k, cfg: *h.Override}
@@ -243,7 +247,8 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 // prepare injects credentials into the collector lists of groups (each distinct list once; the
 // environment's once per event) and encodes each group's command.
 func (f *fanout) prepare(ctx context.Context, page protocol.ResolveBatchReply, groups []*group, envGroup *group) error {
-	envCached := f.env != nil && f.env.Version == page.Environment.Version && string(f.env.ConfigData) == string(page.Environment.ConfigData)
+	envCached := f.env != nil && f.env.Version == page.Environment.Version && string(f.env.ConfigData) == string(page.Environment.ConfigData) &&
+		sameStatement(f.env.Statement, page.Environment.Statement)
 	collectors := f.ev.ConfigType == agentconfig.Collectors
 	var items []protocol.InjectItem
 	for _, g := range groups {
@@ -278,7 +283,7 @@ func (f *fanout) prepare(ctx context.Context, page protocol.ResolveBatchReply, g
 			}
 		}
 		if g.err == nil {
-			tmpl, err := newCommandTemplate(f.ev.ConfigType, g.cfg.Version, data, fields, f.issuedAt)
+			tmpl, err := newCommandTemplate(f.ev.ConfigType, g.cfg.Version, data, fields, g.cfg.Statement, f.issuedAt)
 			if err != nil {
 				g.err = protocol.Errorf(protocol.CodeInternal, "%s", err.Error())
 			}
@@ -307,6 +312,13 @@ func sample(s []string, n int) []string {
 		return s
 	}
 	return s[:n]
+}
+
+func sameStatement(a, b *protocol.Signed) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.KeyID == b.KeyID && string(a.Statement) == string(b.Statement) && string(a.Signature) == string(b.Signature)
 }
 
 // tracer names delivery's spans: resolve, inject and publish under the push or fetch that needs them.

@@ -102,7 +102,11 @@ func (r *Repairer) Repair(ctx context.Context, req protocol.RepairRequest) error
 					superseded++
 					continue
 				}
-				tmpl, err := newCommandTemplate(t, version, res.Reply.Configs[t], res.Reply.SecretFields[t], issuedAt)
+				var statement *protocol.Signed
+				if st, ok := res.Reply.Statements[t]; ok {
+					statement = &st
+				}
+				tmpl, err := newCommandTemplate(t, version, res.Reply.Configs[t], res.Reply.SecretFields[t], statement, issuedAt)
 				if err != nil {
 					failed++
 					continue

@@ -219,7 +219,35 @@ func (s *FetchServer) answer(r *natsrpc.Request, agentID string, res deliver.Fet
 		}
 		encoded[res.Reply] = body
 	}
+	if res.Identity != nil {
+		// The reply is shared by the agents of a group; the identity statement is each agent's own.
+		var err error
+		if body, err = withIdentity(body, res.Identity); err != nil {
+			s.log.Error("fetch reply encoding failed", zap.String("agent_id", agentID), zap.Error(err))
+			r.Error(protocol.Errorf(protocol.CodeInternal, "internal error"))
+			return
+		}
+	}
 	_ = r.Respond(body) // failures are logged (and an oversized reply answered as internal) by Respond
+}
+
+// withIdentity appends the identity member to an encoded fetch reply (a JSON object without one).
+func withIdentity(reply []byte, identity *protocol.Signed) ([]byte, error) {
+	id, err := json.Marshal(identity)
+	if err != nil {
+		return nil, fmt.Errorf("encode identity: %w", err)
+	}
+	if len(reply) < 2 || reply[len(reply)-1] != '}' {
+		return nil, fmt.Errorf("encode identity: reply is not an object")
+	}
+	out := make([]byte, 0, len(reply)+len(id)+16)
+	out = append(out, reply[:len(reply)-1]...)
+	if len(reply) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, `"identity":`...)
+	out = append(out, id...)
+	return append(out, '}'), nil
 }
 
 // fetchError maps a fetch failure to the error sent to the agent, in one place. Details of upstream

@@ -127,9 +127,15 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 	if err != nil {
 		return nil, fmt.Errorf("encode missing agents: %w", err)
 	}
-	// Room for the object around the lists and, should hosts be cut, the agent ids of every host (an
-	// upper bound of the remaining list).
-	reserve := len(`{"contract":,"configs":[],"sets":[],"missing":,"remaining":[]}`) + 20 + len(missing)
+	var trusted []byte // signing's trusted-key list, sent with every reply
+	if reply.TrustedKeys != nil {
+		if trusted, err = json.Marshal(reply.TrustedKeys); err != nil {
+			return nil, fmt.Errorf("encode trusted keys: %w", err)
+		}
+	}
+	// Room for the object around the lists, the trusted-key list and, should hosts be cut, the agent
+	// ids of every host (an upper bound of the remaining list).
+	reserve := len(`{"contract":,"configs":[],"sets":[],"missing":,"remaining":[],"trusted_keys":}`) + 20 + len(missing) + len(trusted)
 	for _, set := range reply.Sets {
 		for _, h := range set.Hosts {
 			reserve += len(h.AgentID) + 3
@@ -243,12 +249,19 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 		buf = append(buf, `,"failed":`...)
 		buf = append(buf, f...)
 	}
+	if trusted != nil {
+		buf = append(buf, `,"trusted_keys":`...)
+		buf = append(buf, trusted...)
+	}
 	return append(buf, '}'), nil
 }
 
-// appendSetHost appends h's JSON encoding, directly when no character needs escaping (the bulk of a
-// reply is hosts).
+// appendSetHost appends h's JSON encoding, directly when no character needs escaping and it carries
+// no identity statement (the bulk of a reply is hosts).
 func appendSetHost(buf []byte, h protocol.SetHost) ([]byte, error) {
+	if h.Identity != nil {
+		return appendJSON(buf, h)
+	}
 	return appendHostIDs(buf, h.HostID, h.AgentID, h)
 }
 

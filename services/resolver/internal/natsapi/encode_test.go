@@ -118,3 +118,54 @@ func normalized(t *testing.T, v any) any {
 	}
 	return out
 }
+
+// Signing's statements survive the encoding, a cut reply included: each config's statement, each
+// host's identity and the trusted-key list.
+func TestEncodeSetsReplyCarriesStatements(t *testing.T) {
+	full := setsReply(50, 3, 1000)
+	for i := range full.Configs {
+		full.Configs[i].Statement = &protocol.Signed{Statement: []byte(fmt.Sprintf(`{"n":%d}`, i)), KeyID: "k1", Signature: []byte{byte(i)}}
+	}
+	for i := range full.Sets {
+		for k := range full.Sets[i].Hosts {
+			h := &full.Sets[i].Hosts[k]
+			h.Identity = &protocol.Signed{Statement: []byte(`{"agent_id":"` + h.AgentID + `"}`), KeyID: "k1", Signature: []byte("id")}
+		}
+	}
+	full.TrustedKeys = &protocol.Signed{Statement: []byte(`{"kind":"trusted_keys"}`), KeyID: "k1", Signature: []byte("tk")}
+	b, err := encodeSetsReply(full, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got protocol.ResolveSetsReply
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normalized(t, got), normalized(t, full)) {
+		t.Fatalf("unlimited encoding changed the signed reply")
+	}
+	const limit = 20 << 10
+	if b, err = encodeSetsReply(full, limit); err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > limit {
+		t.Fatalf("encoded %d bytes, limit %d", len(b), limit)
+	}
+	got = protocol.ResolveSetsReply{}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Remaining) == 0 || !reflect.DeepEqual(got.TrustedKeys, full.TrustedKeys) {
+		t.Fatalf("cut reply: %d remaining, trusted keys %+v", len(got.Remaining), got.TrustedKeys)
+	}
+	for i, set := range got.Sets {
+		if !reflect.DeepEqual(normalized(t, set.Hosts), normalized(t, full.Sets[i].Hosts[:len(set.Hosts)])) {
+			t.Fatalf("set %d: hosts or identities differ", i)
+		}
+		for typ, n := range set.Configs {
+			if !reflect.DeepEqual(got.Configs[n].Statement, full.Configs[full.Sets[i].Configs[typ]].Statement) {
+				t.Fatalf("set %d %s: statement differs", i, typ)
+			}
+		}
+	}
+}

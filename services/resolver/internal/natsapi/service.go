@@ -176,6 +176,10 @@ func (s *Service) replyError(endpoint string, err error) *protocol.Error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		s.log.Warn("resolver request timed out", zap.String("endpoint", endpoint), zap.Error(err))
 		return protocol.Errorf(protocol.CodeUnavailable, "resolver timed out")
+	case errors.Is(err, resolve.ErrSigning):
+		// The signing key (Vault) is away: agents refuse unsigned configs, so nothing is sent unsigned.
+		s.log.Warn("resolver request failed: signing unavailable", zap.String("endpoint", endpoint), zap.Error(err))
+		return protocol.Errorf(protocol.CodeUnavailable, "signing unavailable")
 	case errors.Is(err, resolve.ErrUnavailable):
 		// An outage, not a bug: "unavailable" tells callers to try again later.
 		s.log.Warn("resolver request failed: database unavailable", zap.String("endpoint", endpoint), zap.Error(err))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/agentconfig/signing"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -70,7 +71,32 @@ func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRe
 		}
 		reply.Hosts = append(reply.Hosts, bh)
 	}
+	if err := r.signBatch(ctx, &reply); err != nil {
+		return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: %w", err)
+	}
 	return reply, nil
+}
+
+// signBatch attaches statements to a page when signing is on: the environment's config in the
+// environment's scope (one statement for every host that runs it), each override in its agent's.
+func (r *Resolver) signBatch(ctx context.Context, reply *protocol.ResolveBatchReply) error {
+	if r.notary == nil {
+		return nil
+	}
+	var pending []pendingStatement
+	if reply.Environment.Version > 0 {
+		pending = append(pending, pendingStatement{clientID: reply.ClientID, ec: &reply.Environment,
+			key: StatementKey{Scope: signing.EnvironmentScope(reply.EnvironmentID), ConfigType: reply.ConfigType, Version: reply.Environment.Version}})
+	}
+	for i := range reply.Hosts {
+		h := &reply.Hosts[i]
+		if h.Override == nil {
+			continue
+		}
+		pending = append(pending, pendingStatement{clientID: reply.ClientID, ec: h.Override,
+			key: StatementKey{Scope: signing.AgentScope(h.AgentID), ConfigType: reply.ConfigType, Version: h.Override.Version}})
+	}
+	return r.notary.attach(ctx, pending)
 }
 
 // batchQuery validates req and turns it into the store query and the page size.

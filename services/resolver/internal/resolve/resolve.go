@@ -48,6 +48,15 @@ const maxTypes = 256
 type Options struct {
 	// MaxPage caps the hosts of one batch page; 0 means DefaultMaxPage.
 	MaxPage int
+	// Signer, when set, turns signing on: every effective config of a batch or sets reply carries
+	// its signed statement and every host of a sets reply its identity statement. Statements needs
+	// to be set with it.
+	Signer     Signer
+	Statements StatementStore
+	// SignObserver, if set, counts the signatures made.
+	SignObserver SignObserver
+	// TrustedKeys, if set, is the signed trusted-key list every sets reply carries (key rotation).
+	TrustedKeys *protocol.Signed
 	// EnvCacheEntries bounds the environment cache of ResolveSets; 0 means DefaultEnvCacheEntries.
 	EnvCacheEntries int
 }
@@ -56,6 +65,8 @@ type Options struct {
 type Resolver struct {
 	store   Store
 	maxPage int
+	notary  *notary // nil: signing off
+	trusted *protocol.Signed
 	envs    *envCache
 
 	envHits, envMisses atomic.Int64
@@ -66,7 +77,11 @@ func New(store Store, opts Options) *Resolver {
 	if opts.MaxPage <= 0 {
 		opts.MaxPage = DefaultMaxPage
 	}
-	return &Resolver{store: store, maxPage: opts.MaxPage, envs: newEnvCache(opts.EnvCacheEntries)}
+	r := &Resolver{store: store, maxPage: opts.MaxPage, envs: newEnvCache(opts.EnvCacheEntries), trusted: opts.TrustedKeys}
+	if opts.Signer != nil {
+		r.notary = &notary{signer: opts.Signer, store: opts.Statements, observer: opts.SignObserver}
+	}
+	return r
 }
 
 // Resolve returns the effective configs of one host, for the requested types or every registered type.

@@ -47,7 +47,10 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 	for i := range rows.Hosts {
 		byAgent[rows.Hosts[i].Host.AgentID] = &rows.Hosts[i]
 	}
-	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{}, Sets: []protocol.ConfigSet{}}
+	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{}, Sets: []protocol.ConfigSet{},
+		TrustedKeys: r.trusted}
+	var pending []pendingStatement   // signing: one per entry of reply.Configs, by index
+	var found []Host                 // signing: the hosts of the reply, for their identity statements
 	envConfig := map[[2]string]int{} // environment id, type -> index in Configs
 	envSet := map[string]int{}       // environment id -> its set of hosts without a row of their own
 	for _, id := range ids {
@@ -57,6 +60,7 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 			continue
 		}
 		host := protocol.SetHost{HostID: h.Host.ID, AgentID: h.Host.AgentID}
+		found = append(found, h.Host)
 		shared := len(h.Overrides) == 0
 		if n, ok := envSet[h.Host.EnvironmentID]; ok && shared {
 			reply.Sets[n].Hosts = append(reply.Sets[n].Hosts, host)
@@ -75,6 +79,8 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 				}
 				set.Configs[t] = len(reply.Configs)
 				reply.Configs = append(reply.Configs, ec)
+				pending = append(pending, pendingStatement{clientID: h.Host.ClientID,
+					key: StatementKey{Scope: scopeOf(h.Host, true), ConfigType: t, Version: ec.Version}})
 			case hasEnv:
 				k := [2]string{h.Host.EnvironmentID, t}
 				n, ok := envConfig[k]
@@ -82,6 +88,8 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 					n = len(reply.Configs)
 					envConfig[k] = n
 					reply.Configs = append(reply.Configs, env.effective)
+					pending = append(pending, pendingStatement{clientID: h.Host.ClientID,
+						key: StatementKey{Scope: scopeOf(h.Host, false), ConfigType: t, Version: env.effective.Version}})
 				}
 				set.Configs[t] = n
 			}
@@ -91,7 +99,38 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 		}
 		reply.Sets = append(reply.Sets, set)
 	}
+	if err := r.signSets(ctx, &reply, pending, found); err != nil {
+		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve sets: %w", err)
+	}
 	return reply, nil
+}
+
+// signSets attaches statements to a sets reply when signing is on: each distinct config gets the
+// statement of its (scope, type, version), read from the store or signed once and stored, so a config
+// shared by a whole environment is signed once for all its hosts; each host gets its identity
+// statement. pending[i] is the key of reply.Configs[i]; found are the reply's hosts.
+func (r *Resolver) signSets(ctx context.Context, reply *protocol.ResolveSetsReply, pending []pendingStatement, found []Host) error {
+	if r.notary == nil {
+		return nil
+	}
+	for i := range pending {
+		// Entries of the environment cache are copied into the reply, so the statement is set on
+		// the reply's copy and never on the cached entry.
+		pending[i].ec = &reply.Configs[i]
+	}
+	if err := r.notary.attach(ctx, pending); err != nil {
+		return err
+	}
+	ids, err := r.notary.identities(ctx, found)
+	if err != nil {
+		return err
+	}
+	for i := range reply.Sets {
+		for j := range reply.Sets[i].Hosts {
+			reply.Sets[i].Hosts[j].Identity = ids[reply.Sets[i].Hosts[j].HostID]
+		}
+	}
+	return nil
 }
 
 // environments returns the rows (and environment-level effective configs) of the given environments

@@ -36,6 +36,9 @@ type Options struct {
 	LogLevel string
 	// KeepData leaves the data directory (and the database) behind for inspection.
 	KeepData bool
+	// NoSigning runs the resolver without a signing key (configs go out unsigned), to measure what
+	// signing costs; by default devstack signs.
+	NoSigning bool
 	// Progress receives one line per step.
 	Progress io.Writer
 }
@@ -118,6 +121,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	// devstack lets an operator's LOG_LEVEL win over -log-level; set both to the same.
 	env = append(env, "LOG_LEVEL="+logLevel)
+	if opts.NoSigning {
+		// devstack lets an operator's setting win, an empty one too: the resolver then signs nothing.
+		env = append(env, "RESOLVER_SIGNING_KEY_FILE=")
+	}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,16 @@ type ConfigRevision struct {
 	CreatedAt     time.Time
 }
 
+type ConfigStatement struct {
+	Scope      string
+	ConfigType string
+	Version    int64
+	Statement  []byte
+	KeyID      string
+	Signature  []byte
+	CreatedAt  time.Time
+}
+
 type ConsoleSession struct {
 	IDHash    []byte
 	TokenID   uuid.UUID
@@ -173,6 +183,14 @@ type HostDetail struct {
 	HeartbeatIntervalMs *int64
 	Repairs             []byte
 	InventoryLabels     []byte
+}
+
+type HostIdentityStatement struct {
+	HostID    uuid.UUID
+	Statement []byte
+	KeyID     string
+	Signature []byte
+	CreatedAt time.Time
 }
 
 type NatsRevocation struct {

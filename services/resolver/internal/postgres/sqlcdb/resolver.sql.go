@@ -39,6 +39,95 @@ func (q *Queries) BatchEnvironment(ctx context.Context, arg BatchEnvironmentPara
 	return i, err
 }
 
+const configStatements = `-- name: ConfigStatements :many
+SELECT s.scope, s.config_type, s.version, s.statement, s.key_id, s.signature
+FROM (SELECT unnest($1::text[]) AS scope, unnest($2::text[]) AS config_type,
+             unnest($3::bigint[]) AS version) AS k
+JOIN config_statements s ON s.scope = k.scope AND s.config_type = k.config_type AND s.version = k.version
+`
+
+type ConfigStatementsParams struct {
+	Scopes      []string
+	ConfigTypes []string
+	Versions    []int64
+}
+
+type ConfigStatementsRow struct {
+	Scope      string
+	ConfigType string
+	Version    int64
+	Statement  []byte
+	KeyID      string
+	Signature  []byte
+}
+
+// The stored signed statements of the given (scope, config_type, version) keys (parallel arrays
+// unnested in lockstep), in one round trip.
+func (q *Queries) ConfigStatements(ctx context.Context, arg ConfigStatementsParams) ([]ConfigStatementsRow, error) {
+	rows, err := q.db.Query(ctx, configStatements, arg.Scopes, arg.ConfigTypes, arg.Versions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConfigStatementsRow
+	for rows.Next() {
+		var i ConfigStatementsRow
+		if err := rows.Scan(
+			&i.Scope,
+			&i.ConfigType,
+			&i.Version,
+			&i.Statement,
+			&i.KeyID,
+			&i.Signature,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const credentialFields = `-- name: CredentialFields :many
+SELECT id, fields
+FROM credentials
+WHERE client_id = $1 AND id = ANY ($2::uuid[])
+`
+
+type CredentialFieldsParams struct {
+	ClientID uuid.UUID
+	Ids      []uuid.UUID
+}
+
+type CredentialFieldsRow struct {
+	ID     uuid.UUID
+	Fields []string
+}
+
+// The secret field names (metadata, never values) of a client's credentials: what a collectors config
+// looks like once injected and redacted, the form its statement hashes.
+func (q *Queries) CredentialFields(ctx context.Context, arg CredentialFieldsParams) ([]CredentialFieldsRow, error) {
+	rows, err := q.db.Query(ctx, credentialFields, arg.ClientID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CredentialFieldsRow
+	for rows.Next() {
+		var i CredentialFieldsRow
+		if err := rows.Scan(&i.ID, &i.Fields); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const environmentRows = `-- name: EnvironmentRows :many
 SELECT ec.environment_id, ec.config_type, ec.config_data, ec.version
 FROM environment_configs ec
@@ -213,6 +302,45 @@ func (q *Queries) HostPage(ctx context.Context, arg HostPageParams) ([]HostPageR
 			&i.AgentID,
 			&i.ConfigData,
 			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const identityStatements = `-- name: IdentityStatements :many
+SELECT host_id, statement, key_id, signature
+FROM host_identity_statements
+WHERE host_id = ANY ($1::uuid[])
+`
+
+type IdentityStatementsRow struct {
+	HostID    uuid.UUID
+	Statement []byte
+	KeyID     string
+	Signature []byte
+}
+
+// The stored identity statements of the given hosts.
+func (q *Queries) IdentityStatements(ctx context.Context, hostIds []uuid.UUID) ([]IdentityStatementsRow, error) {
+	rows, err := q.db.Query(ctx, identityStatements, hostIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []IdentityStatementsRow
+	for rows.Next() {
+		var i IdentityStatementsRow
+		if err := rows.Scan(
+			&i.HostID,
+			&i.Statement,
+			&i.KeyID,
+			&i.Signature,
 		); err != nil {
 			return nil, err
 		}
@@ -528,5 +656,62 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 // plan then no longer depends on statistics; with statistics the planner picks that index scan anyway.
 func (q *Queries) PlanOrderedPages(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, planOrderedPages)
+	return err
+}
+
+const saveConfigStatements = `-- name: SaveConfigStatements :exec
+INSERT INTO config_statements (scope, config_type, version, statement, key_id, signature)
+SELECT v.scope, v.config_type, v.version, v.statement, v.key_id, v.signature
+FROM (SELECT unnest($1::text[]) AS scope, unnest($2::text[]) AS config_type,
+             unnest($3::bigint[]) AS version, unnest($4::bytea[]) AS statement,
+             unnest($5::text[]) AS key_id, unnest($6::bytea[]) AS signature) AS v
+ON CONFLICT DO NOTHING
+`
+
+type SaveConfigStatementsParams struct {
+	Scopes      []string
+	ConfigTypes []string
+	Versions    []int64
+	Statements  [][]byte
+	KeyIds      []string
+	Signatures  [][]byte
+}
+
+// Stores newly signed statements. A key another replica stored meanwhile keeps its row: both
+// signatures are valid for the same statement.
+func (q *Queries) SaveConfigStatements(ctx context.Context, arg SaveConfigStatementsParams) error {
+	_, err := q.db.Exec(ctx, saveConfigStatements,
+		arg.Scopes,
+		arg.ConfigTypes,
+		arg.Versions,
+		arg.Statements,
+		arg.KeyIds,
+		arg.Signatures,
+	)
+	return err
+}
+
+const saveIdentityStatements = `-- name: SaveIdentityStatements :exec
+INSERT INTO host_identity_statements (host_id, statement, key_id, signature)
+SELECT v.host_id, v.statement, v.key_id, v.signature
+FROM (SELECT unnest($1::uuid[]) AS host_id, unnest($2::bytea[]) AS statement,
+             unnest($3::text[]) AS key_id, unnest($4::bytea[]) AS signature) AS v
+ON CONFLICT DO NOTHING
+`
+
+type SaveIdentityStatementsParams struct {
+	HostIds    []uuid.UUID
+	Statements [][]byte
+	KeyIds     []string
+	Signatures [][]byte
+}
+
+func (q *Queries) SaveIdentityStatements(ctx context.Context, arg SaveIdentityStatementsParams) error {
+	_, err := q.db.Exec(ctx, saveIdentityStatements,
+		arg.HostIds,
+		arg.Statements,
+		arg.KeyIds,
+		arg.Signatures,
+	)
 	return err
 }
