@@ -22,6 +22,7 @@ import (
 	"github.com/configsync/configsync/libs/testinfra"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
 	"github.com/configsync/configsync/services/ack-ingest/internal/natsapi"
+	"github.com/configsync/configsync/services/ack-ingest/internal/seed"
 )
 
 // stack is PostgreSQL, an embedded nats-server with ConfigSync's streams, and registered hosts.
@@ -62,39 +63,8 @@ func newStackTB(t testing.TB, hosts int) *stack {
 	if err := natsconn.EnsureStreams(ctx, s.js); err != nil {
 		t.Fatal(err)
 	}
-	s.hosts = seedHosts(t, s.pool, hosts)
+	s.hosts = seed.Hosts(t, s.pool, hosts)
 	return s
-}
-
-func seedHosts(t testing.TB, pool *pgxpool.Pool, n int) map[string]uuid.UUID {
-	t.Helper()
-	ctx := context.Background()
-	var clientID, envID uuid.UUID
-	if err := pool.QueryRow(ctx, `INSERT INTO clients (name) VALUES ('acme') RETURNING id`).Scan(&clientID); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO environments (client_id, name) VALUES ($1, 'prod') RETURNING id`, clientID).Scan(&envID); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := pool.Query(ctx, `INSERT INTO hosts (client_id, environment_id, hostname, agent_id)
-		SELECT $1, $2, 'host-' || i, 'agent-' || i FROM generate_series(0, $3::int - 1) AS i RETURNING agent_id, id`, clientID, envID, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	hosts := map[string]uuid.UUID{}
-	for rows.Next() {
-		var agent string
-		var id uuid.UUID
-		if err := rows.Scan(&agent, &id); err != nil {
-			t.Fatal(err)
-		}
-		hosts[agent] = id
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return hosts
 }
 
 func testConfig() ackingest.Config {
