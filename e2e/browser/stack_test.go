@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -52,16 +53,24 @@ func startStack(t *testing.T) *stack {
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
+	// The resolver signs every config and the agent trusts its key: the console is tested with
+	// signing on, as the system runs.
+	signingKey := filepath.Join(t.TempDir(), "signing.key")
+	trust, err := resolver.EnsureSigningKeyFile(signingKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for k, v := range map[string]string{
-		"DATABASE_URL":       dbURL,
-		"DATABASE_MIGRATE":   "false", // testinfra's database holds the schema already
-		"DATABASE_MAX_CONNS": "20",
-		"NATS_URL":           ns.URL(),
-		"HTTP_ADDR":          addr,
-		"LOG_LEVEL":          "warn",
-		"LOG_FORMAT":         "console",
-		"CREDENTIAL_CIPHER":  "local",
-		"CONFIGSYNC_KEYRING": "v1:" + base64.StdEncoding.EncodeToString(key),
+		"DATABASE_URL":              dbURL,
+		"DATABASE_MIGRATE":          "false", // testinfra's database holds the schema already
+		"DATABASE_MAX_CONNS":        "20",
+		"NATS_URL":                  ns.URL(),
+		"HTTP_ADDR":                 addr,
+		"LOG_LEVEL":                 "warn",
+		"LOG_FORMAT":                "console",
+		"CREDENTIAL_CIPHER":         "local",
+		"CONFIGSYNC_KEYRING":        "v1:" + base64.StdEncoding.EncodeToString(key),
+		"RESOLVER_SIGNING_KEY_FILE": signingKey,
 		// The overview's drifted and stale counts are the fleet stats, recomputed this often.
 		"CONFIGAPI_FLEET_METRICS_INTERVAL": "1s",
 	} {
@@ -114,13 +123,18 @@ func startStack(t *testing.T) *stack {
 	// Frequent heartbeats, so the reported config state follows an apply within seconds.
 	s.api(http.MethodPut, "/api/v1/environments/"+env.ID+"/agent-configs/intervals",
 		map[string]any{"config_data": map[string]string{"heartbeat": "2s"}}, nil)
-	s.startAgent(ns.URL())
+	s.startAgent(ns.URL(), trust)
 	return s
 }
 
 // startAgent runs the real agent for the stack's host until the test ends.
-func (s *stack) startAgent(natsURL string) {
+func (s *stack) startAgent(natsURL, trust string) {
 	cfg := agentrun.DefaultConfig()
+	keys, err := agentrun.TrustKeys(trust)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.Trust.PublicKeys = keys
 	cfg.AgentID = s.agentID
 	cfg.DataDir = s.t.TempDir()
 	cfg.NATS = agentrun.NATSConfig{URL: natsURL}
