@@ -88,6 +88,11 @@ func startRealAgentWithPolicy(t testing.TB, s *stack, h host, pol agentrun.Polic
 	cfg.LogOutput = a.log
 	cfg.NATSOptions = []nats.Option{nats.SetCustomDialer(tap)}
 	cfg.Policy = pol
+	keys, err := agentrun.TrustKeys(s.trustKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Trust.PublicKeys = keys
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	go func() {

@@ -51,6 +51,9 @@ type stack struct {
 	log     *zap.Logger
 	logs    *observer.ObservedLogs
 	keyring string
+	// signingKey is the resolver's key file and trustKeys its public key as real agents trust it
+	// ("id=base64"): signing is on, as the system runs.
+	signingKey, trustKeys string
 	// auth is the NATS security domain: the server runs in operator mode, every service connects as its
 	// own least-privilege user and every real agent as its own agent user.
 	auth     *natsauth.Authority
@@ -93,6 +96,12 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.keyring = "v1:" + base64.StdEncoding.EncodeToString(key)
+	s.signingKey = filepath.Join(t.TempDir(), "signing.key")
+	trust, err := resolver.EnsureSigningKeyFile(s.signingKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.trustKeys = trust
 	return s
 }
 
@@ -240,7 +249,9 @@ func (s *stack) register(v *service) *service {
 func (s *stack) startResolver(tracer pgx.QueryTracer) *service {
 	s.t.Helper()
 	v := &service{name: "resolver", nc: s.serviceConn("resolver"), pool: s.newPool(svcAppPrefix+"resolver", tracer)}
-	svc, err := resolver.New(defaults[resolver.Config](s.t), v.pool, s.log.Named("resolver"))
+	cfg := defaults[resolver.Config](s.t)
+	cfg.SigningKeyFile = s.signingKey
+	svc, err := resolver.New(cfg, v.pool, s.log.Named("resolver"))
 	if err != nil {
 		s.t.Fatalf("start resolver: %v", err)
 	}
