@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/agent/agentrun"
+	"github.com/configsync/configsync/services/resolver"
 )
 
 // TestDemoPolicy: the demo agent's policy allows the README's watch_files curls (their paths are
@@ -18,6 +19,14 @@ func TestDemoPolicy(t *testing.T) {
 	cfg := agentrun.DefaultConfig()
 	cfg.AgentID, cfg.DataDir = "demo", filepath.Join(t.TempDir(), "agent")
 	cfg.Policy = demoPolicy()
+	// The demo agent trusts the resolver's key, as startAgent sets it up from devstack's key file.
+	trust, err := resolver.EnsureSigningKeyFile(filepath.Join(t.TempDir(), "signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Trust.PublicKeys, err = agentrun.TrustKeys(trust); err != nil {
+		t.Fatal(err)
+	}
 	cfg.Defaults = agentrun.Defaults{
 		"watch_files": []byte(`{"paths": ["/etc", "/opt", "/var/log"], "exclude_patterns": ["*.log"]}`),
 		"intervals":   []byte(`{"heartbeat": "1s"}`),
