@@ -183,6 +183,10 @@ func TestRenewalKeepsTheAgentConnected(t *testing.T) {
 	if got := Choose(configured, dataDir, agentID, time.Now()); got != renewed {
 		t.Fatalf("Choose picked %s, want the renewed file", got)
 	}
+	// The renewer keeps renewing (10s lifetimes): stop it first, so no write is in flight when the
+	// directory is checked for temporary files an ended write left behind.
+	cancel()
+	wg.Wait()
 	if leftovers, _ := filepath.Glob(filepath.Join(dataDir, ".nats-creds-*")); len(leftovers) != 0 {
 		t.Fatalf("temporary files left: %v", leftovers)
 	}
