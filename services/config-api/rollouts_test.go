@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
 	configapi "github.com/configsync/configsync/services/config-api"
 	"github.com/configsync/configsync/services/config-api/internal/rollouts"
 )
@@ -231,8 +233,21 @@ func TestRolloutControllerLeadsAndResumes(t *testing.T) {
 	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"), "plan": plan}).data(t, &ro)
 	id := uuid.MustParse(ro.ID)
 
-	ctlA := configapi.NewRolloutController(h.apiCfg, h.pool, nil, h.log)
-	ctlB := configapi.NewRolloutController(h.apiCfg, h.pool, nil, h.log)
+	mA, mB := metrics.New(), metrics.New()
+	ctlA := configapi.NewRolloutController(h.apiCfg, h.pool, mA, h.log)
+	ctlB := configapi.NewRolloutController(h.apiCfg, h.pool, mB, h.log)
+	transitions := func(m *metrics.Metrics, result string) float64 {
+		t.Helper()
+		fams, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := metricstest.Scrape{}
+		for _, f := range fams {
+			sc[f.GetName()] = f
+		}
+		return sc.Value("configsync_rollout_transitions_total", map[string]string{"result": result})
+	}
 	ctx := context.Background()
 
 	// The row is held elsewhere: no step.
@@ -291,6 +306,10 @@ func TestRolloutControllerLeadsAndResumes(t *testing.T) {
 		if !joined[v] || !strings.Contains(data, `"v2"`) {
 			t.Errorf("host %s after completion resolves %s at version %d (stage versions %v)", host, data, v, joined)
 		}
+	}
+	if startedA, startedB, completedB := transitions(mA, rollouts.ResultStageStarted), transitions(mB, rollouts.ResultStageStarted),
+		transitions(mB, rollouts.ResultCompleted); startedA != 1 || startedB != 1 || completedB != 1 {
+		t.Errorf("transitions counted: A started %v stages, B %v, B completed %v; want 1, 1, 1", startedA, startedB, completedB)
 	}
 	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v3")})
 
