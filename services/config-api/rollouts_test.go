@@ -407,3 +407,51 @@ func TestRolloutGate(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutPlacesLateHosts: hosts registered mid-rollout resolve the previous revision until the
+// controller places them; one whose labels put it in a started stage joins at a new version (above an
+// override written meanwhile, so its effective version only grows, with the new data merged under the
+// override), one whose labels match no started stage keeps the previous revision.
+func TestRolloutPlacesLateHosts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.newRolloutTenant("hooli", 2)
+	path := a.configPath("labels")
+	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v1")})
+	plan := map[string]any{"stages": []map[string]any{{"selector": "role=canary", "percent": 100}, {"percent": 100}}, "bake_seconds": 3600}
+	var ro rolloutObj
+	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"), "plan": plan}).data(t, &ro)
+	if ro.Stages[0].Targeted != 0 {
+		t.Fatalf("no host is labelled role=canary yet: %+v", ro.Stages[0])
+	}
+	var canary, other idObj
+	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", h.admin,
+		map[string]any{"hostname": "late-canary", "labels": map[string]string{"role": "canary"}}).data(t, &canary)
+	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", h.admin,
+		map[string]any{"hostname": "late-web", "labels": map[string]string{"role": "web"}}).data(t, &other)
+	var over struct {
+		Version int64 `json:"version"`
+	}
+	h.must(200, "PUT", "/api/v1/hosts/"+canary.ID.String()+"/agent-configs/labels", a.token,
+		map[string]any{"config_data": map[string]any{"static": map[string]any{"site": "x"}}}).data(t, &over)
+	before, data := h.effective(a, canary.ID, "labels")
+	if before != over.Version || !strings.Contains(data, `"v1"`) {
+		t.Fatalf("late canary before placement resolves %s at version %d", data, before)
+	}
+
+	configapi.NewRolloutController(h.apiCfg, h.pool, nil, h.log).Tick(context.Background())
+	after, data := h.effective(a, canary.ID, "labels")
+	if after <= before || !strings.Contains(data, `"v2"`) || !strings.Contains(data, `"site"`) {
+		t.Errorf("late canary after placement resolves %s at version %d (before: %d)", data, after, before)
+	}
+	if v, data := h.effective(a, other.ID, "labels"); !strings.Contains(data, `"v1"`) || v >= ro.Version {
+		t.Errorf("late host outside the started stage resolves %s at version %d", data, v)
+	}
+	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	if ro.Stages[0].Targeted != 1 || ro.CurrentStage != 0 {
+		t.Errorf("after placement: %+v", ro)
+	}
+	if n := h.count(`SELECT count(*) FROM audit_events WHERE object = $1 AND action = $2`, "rollout:"+ro.ID, rollouts.ActionHostsPlaced); n != 1 {
+		t.Errorf("%d placement audit events, want 1", n)
+	}
+}
