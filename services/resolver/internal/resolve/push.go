@@ -51,6 +51,7 @@ func (r *Resolver) ResolvePush(ctx context.Context, req protocol.ResolvePushRequ
 		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve push: hosts of environment %s: %w", q.EnvironmentID, err)
 	}
 	b := r.newSetBuilder([]string{q.ConfigType}, false)
+	b.envHosts = min(len(hosts), limit)          // one environment: most of the page is its set
 	own := make(map[string]agentconfig.Layer, 1) // read only by add, reused across hosts
 	for i, h := range hosts {
 		if i == limit {

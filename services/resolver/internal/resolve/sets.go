@@ -80,6 +80,8 @@ type setBuilder struct {
 	envConfig  map[[2]string]int  // environment id, type -> index in Configs
 	envSet     map[string]int     // environment id -> its set of hosts without a row of their own
 	hostSet    map[string]int     // unsigned: the row versions of a host's configs -> its set
+	// envHosts is the room made for the hosts of an environment's set (a push page: its size).
+	envHosts int
 }
 
 func (r *Resolver) newSetBuilder(types []string, identities bool) *setBuilder {
@@ -147,7 +149,7 @@ func (b *setBuilder) add(h Host, overrides map[string]agentconfig.Layer, envs ma
 // envOnlySet is the set of h's environment for hosts without a row of their own.
 func (b *setBuilder) envOnlySet(h Host, host protocol.SetHost, envs map[string]envEntry) protocol.ConfigSet {
 	set := protocol.ConfigSet{ClientID: h.ClientID, EnvironmentID: h.EnvironmentID,
-		Configs: make(map[string]int, len(b.types)), Hosts: []protocol.SetHost{host}}
+		Configs: make(map[string]int, len(b.types)), Hosts: append(make([]protocol.SetHost, 0, max(1, b.envHosts)), host)}
 	for _, t := range b.types {
 		if e, ok := envs[t]; ok {
 			set.Configs[t] = b.envIndex(h, t, e)
