@@ -108,15 +108,10 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 			added = append(added, b)
 			grow += len(b) + 1
 		}
-		head, err := json.Marshal(struct {
-			ClientID      string         `json:"client_id"`
-			EnvironmentID string         `json:"environment_id"`
-			Configs       map[string]int `json:"configs"`
-		}{set.ClientID, set.EnvironmentID, set.Configs})
+		buf, err := appendSetHead(nil, set)
 		if err != nil {
 			return nil, fmt.Errorf("encode set %d: %w", i, err)
 		}
-		buf := append(head[:len(head)-1:len(head)-1], `,"hosts":[`...)
 		grow += len(buf) + len(`]}`) + 1
 		kept := 0
 		for k, h := range set.Hosts {
@@ -281,6 +276,45 @@ func prefixReply(reply protocol.ResolveSetsReply, hosts []protocol.SetHost) prot
 		out.Sets = append(out.Sets, cs)
 	}
 	return out
+}
+
+// appendSetHead appends a set's object up to the opening of its hosts list, as json.Marshal writes it,
+// directly when no character needs escaping (a push page is mostly sets of one host).
+func appendSetHead(buf []byte, set protocol.ConfigSet) ([]byte, error) {
+	plain := set.Configs != nil && plainJSON(set.ClientID) && plainJSON(set.EnvironmentID)
+	for t := range set.Configs {
+		plain = plain && plainJSON(t)
+	}
+	if !plain {
+		head, err := json.Marshal(struct {
+			ClientID      string         `json:"client_id"`
+			EnvironmentID string         `json:"environment_id"`
+			Configs       map[string]int `json:"configs"`
+		}{set.ClientID, set.EnvironmentID, set.Configs})
+		if err != nil {
+			return buf, err
+		}
+		return append(append(buf, head[:len(head)-1]...), `,"hosts":[`...), nil
+	}
+	buf = append(buf, `{"client_id":"`...)
+	buf = append(buf, set.ClientID...)
+	buf = append(buf, `","environment_id":"`...)
+	buf = append(buf, set.EnvironmentID...)
+	buf = append(buf, `","configs":{`...)
+	types := slices.Collect(maps.Keys(set.Configs))
+	if len(types) > 1 {
+		slices.Sort(types)
+	}
+	for i, t := range types {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '"')
+		buf = append(buf, t...)
+		buf = append(buf, `":`...)
+		buf = strconv.AppendInt(buf, int64(set.Configs[t]), 10)
+	}
+	return append(buf, `},"hosts":[`...), nil
 }
 
 // appendSetHost appends h's JSON encoding, directly when no character needs escaping and it carries

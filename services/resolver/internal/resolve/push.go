@@ -50,7 +50,9 @@ func (r *Resolver) ResolvePush(ctx context.Context, req protocol.ResolvePushRequ
 	if err != nil {
 		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve push: hosts of environment %s: %w", q.EnvironmentID, err)
 	}
-	b := r.newSetBuilder([]string{q.ConfigType})
+	b := r.newSetBuilder([]string{q.ConfigType}, false)
+	b.envHosts = min(len(hosts), limit)          // one environment: most of the page is its set
+	own := make(map[string]agentconfig.Layer, 1) // read only by add, reused across hosts
 	for i, h := range hosts {
 		if i == limit {
 			b.reply.NextAfter = hosts[i-1].HostID
@@ -71,16 +73,16 @@ func (r *Resolver) ResolvePush(ctx context.Context, req protocol.ResolvePushRequ
 			continue
 		}
 		host := Host{ID: h.HostID, AgentID: h.AgentID, ClientID: env.ClientID, EnvironmentID: q.EnvironmentID}
-		var own map[string]agentconfig.Layer
+		clear(own)
 		if h.Override != nil {
-			own = map[string]agentconfig.Layer{q.ConfigType: *h.Override}
+			own[q.ConfigType] = *h.Override
 		}
 		if err := b.add(host, own, hostEnvs, staged); err != nil {
 			return protocol.ResolveSetsReply{}, err
 		}
 	}
 	// Commands carry config statements only: hosts' identities travel with fetches.
-	if err := r.signSets(ctx, &b.reply, b.pending, nil); err != nil {
+	if err := r.signSets(ctx, &b.reply, b.pending, b.found); err != nil {
 		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve push: %w", err)
 	}
 	return b.reply, nil

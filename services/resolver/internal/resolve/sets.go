@@ -53,7 +53,7 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 	for i := range rows.Hosts {
 		byAgent[rows.Hosts[i].Host.AgentID] = &rows.Hosts[i]
 	}
-	b := r.newSetBuilder(types)
+	b := r.newSetBuilder(types, true)
 	for _, id := range ids {
 		h, ok := byAgent[id]
 		if !ok {
@@ -83,22 +83,25 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 
 // setBuilder groups hosts into the distinct sets of a reply (ResolveSets, ResolvePush): hosts of an
 // environment without a row of their own share one set and the environment's configs; a host with
-// rows of its own gets its merged configs, in a set it shares with the hosts of identical merged
-// configs when nothing signs (a signed host config names its agent, so it is that host's alone).
-// Configs are numbered in order of first use by the sets.
+// rows of its own gets its merged configs, in a set it shares with the hosts of identical configs when
+// nothing signs (a signed host config names its agent, so it is that host's alone). Configs are
+// numbered in order of first use by the sets.
 type setBuilder struct {
-	types     []string
-	shareHost bool // unsigned: hosts with identical own configs share a set
-	reply     protocol.ResolveSetsReply
-	pending   []pendingStatement // signing: one per entry of reply.Configs, by index
-	found     []Host             // signing: the hosts of the reply, for their identity statements
-	envConfig map[StagedKey]int  // environment id, type, version -> index in Configs
-	envSet    map[string]int     // environment id (+ staged versions) -> its set of hosts without a row of their own
-	hostSet   map[string]int     // unsigned: content of a host's merged configs -> its set
+	types      []string
+	sign       bool // signing on: statements to attach, no sharing of host configs
+	identities bool // signing on and the hosts' identity statements wanted (fetches)
+	reply      protocol.ResolveSetsReply
+	pending    []pendingStatement // signing: one per entry of reply.Configs, by index
+	found      []Host             // identities: the hosts of the reply
+	envConfig  map[StagedKey]int  // environment id, type, version -> index in Configs
+	envSet     map[string]int     // environment id (+ staged versions) -> its set of hosts without a row of their own
+	hostSet    map[string]int     // unsigned: the row versions of a host's configs -> its set
+	// envHosts is the room made for the hosts of an environment's set (a push page: its size).
+	envHosts int
 }
 
-func (r *Resolver) newSetBuilder(types []string) *setBuilder {
-	return &setBuilder{types: types, shareHost: r.notary == nil,
+func (r *Resolver) newSetBuilder(types []string, identities bool) *setBuilder {
+	return &setBuilder{types: types, sign: r.notary != nil, identities: r.notary != nil && identities,
 		reply: protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{},
 			Sets: []protocol.ConfigSet{}, TrustedKeys: r.trusted},
 		envConfig: map[StagedKey]int{}, envSet: map[string]int{}}
@@ -109,7 +112,9 @@ func (r *Resolver) newSetBuilder(types []string) *setBuilder {
 // share a set only when they resolve the same ones.
 func (b *setBuilder) add(h Host, overrides map[string]agentconfig.Layer, envs map[string]envEntry, staged string) error {
 	host := protocol.SetHost{HostID: h.ID, AgentID: h.AgentID}
-	b.found = append(b.found, h)
+	if b.identities {
+		b.found = append(b.found, h)
+	}
 	if len(overrides) == 0 {
 		if n, ok := b.envSet[h.EnvironmentID+staged]; ok {
 			b.reply.Sets[n].Hosts = append(b.reply.Sets[n].Hosts, host)
@@ -119,17 +124,10 @@ func (b *setBuilder) add(h Host, overrides map[string]agentconfig.Layer, envs ma
 		b.reply.Sets = append(b.reply.Sets, b.envOnlySet(h, host, envs))
 		return nil
 	}
-	merged := make(map[string]protocol.EffectiveConfig, len(overrides))
-	for t, over := range overrides {
-		ec, err := effective(h, t, envs[t].layer, over, false)
-		if err != nil {
-			return err
-		}
-		merged[t] = ec
-	}
 	var key string
-	if b.shareHost {
-		key = contentKey(h.EnvironmentID, b.types, merged, envs)
+	if !b.sign {
+		// Versions name contents: hosts with the same rows hold the same configs, merged once.
+		key = contentKey(h.EnvironmentID, b.types, overrides, envs)
 		if n, ok := b.hostSet[key]; ok {
 			b.reply.Sets[n].Hosts = append(b.reply.Sets[n].Hosts, host)
 			return nil
@@ -138,16 +136,25 @@ func (b *setBuilder) add(h Host, overrides map[string]agentconfig.Layer, envs ma
 	set := protocol.ConfigSet{ClientID: h.ClientID, EnvironmentID: h.EnvironmentID,
 		Configs: make(map[string]int, len(b.types)), Hosts: []protocol.SetHost{host}}
 	for _, t := range b.types {
-		if ec, ok := merged[t]; ok {
+		env, hasEnv := envs[t]
+		over, hasHost := overrides[t]
+		switch {
+		case hasHost:
+			ec, err := effective(h, t, env.layer, over, false)
+			if err != nil {
+				return err
+			}
 			set.Configs[t] = len(b.reply.Configs)
 			b.reply.Configs = append(b.reply.Configs, ec)
-			b.pending = append(b.pending, pendingStatement{clientID: h.ClientID,
-				key: StatementKey{Scope: scopeOf(h, true), ConfigType: t, Version: ec.Version}})
-		} else if _, ok := envs[t]; ok {
-			set.Configs[t] = b.envIndex(h, t, envs[t])
+			if b.sign {
+				b.pending = append(b.pending, pendingStatement{clientID: h.ClientID,
+					key: StatementKey{Scope: scopeOf(h, true), ConfigType: t, Version: ec.Version}})
+			}
+		case hasEnv:
+			set.Configs[t] = b.envIndex(h, t, env)
 		}
 	}
-	if b.shareHost {
+	if !b.sign {
 		if b.hostSet == nil {
 			b.hostSet = map[string]int{}
 		}
@@ -160,7 +167,7 @@ func (b *setBuilder) add(h Host, overrides map[string]agentconfig.Layer, envs ma
 // envOnlySet is the set of h's environment for hosts without a row of their own.
 func (b *setBuilder) envOnlySet(h Host, host protocol.SetHost, envs map[string]envEntry) protocol.ConfigSet {
 	set := protocol.ConfigSet{ClientID: h.ClientID, EnvironmentID: h.EnvironmentID,
-		Configs: make(map[string]int, len(b.types)), Hosts: []protocol.SetHost{host}}
+		Configs: make(map[string]int, len(b.types)), Hosts: append(make([]protocol.SetHost, 0, max(1, b.envHosts)), host)}
 	for _, t := range b.types {
 		if e, ok := envs[t]; ok {
 			set.Configs[t] = b.envIndex(h, t, e)
@@ -179,25 +186,28 @@ func (b *setBuilder) envIndex(h Host, t string, e envEntry) int {
 		n = len(b.reply.Configs)
 		b.envConfig[k] = n
 		b.reply.Configs = append(b.reply.Configs, e.effective)
-		b.pending = append(b.pending, pendingStatement{clientID: h.ClientID,
-			key: StatementKey{Scope: scopeOf(h, false), ConfigType: t, Version: e.effective.Version}})
+		if b.sign {
+			b.pending = append(b.pending, pendingStatement{clientID: h.ClientID,
+				key: StatementKey{Scope: scopeOf(h, false), ConfigType: t, Version: e.effective.Version}})
+		}
 	}
 	return n
 }
 
-// contentKey identifies a host's configs: its merged ones and its environment's for the other types.
-// Versions name contents, so equal keys are equal configs.
-func contentKey(envID string, types []string, merged map[string]protocol.EffectiveConfig, envs map[string]envEntry) string {
+// contentKey identifies a host's configs by the versions of the rows they merge: per type, the
+// environment's row and the host's own. Versions come from one sequence and name contents, so equal
+// keys are equal configs.
+func contentKey(envID string, types []string, overrides map[string]agentconfig.Layer, envs map[string]envEntry) string {
 	k := make([]byte, 0, len(envID)+len(types)*24)
 	k = append(k, envID...)
 	for _, t := range types {
 		k = append(k, 0)
-		if ec, ok := merged[t]; ok {
-			k = strconv.AppendInt(k, ec.EnvironmentVersion, 10)
-			k = append(k, '/')
-			k = strconv.AppendInt(k, ec.HostVersion, 10)
-		} else if e, ok := envs[t]; ok {
+		if e, ok := envs[t]; ok {
 			k = strconv.AppendInt(k, e.layer.Version, 10)
+		}
+		if over, ok := overrides[t]; ok {
+			k = append(k, '/')
+			k = strconv.AppendInt(k, over.Version, 10)
 		}
 	}
 	return string(k)
