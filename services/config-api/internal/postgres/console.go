@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
@@ -136,6 +138,18 @@ func (s *Store) VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) (
 	return out, nil
 }
 
+// DriftComputedAt is when an environment's fleet stats and drifted hosts were last stored (nil: never).
+func (s *Store) DriftComputedAt(ctx context.Context, environmentID uuid.UUID) (*time.Time, error) {
+	at, err := s.q.EnvironmentFleetStatsAt(ctx, environmentID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fleet stats time: %w", err)
+	}
+	return &at, nil
+}
+
 // FleetWorstHosts returns the worst offenders of every environment within filter, in one query.
 func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration, perEnv int) (map[uuid.UUID][]fleet.Offender, error) {
 	rows, err := s.q.FleetWorstHosts(ctx, sqlcdb.FleetWorstHostsParams{PerEnv: int64(perEnv), ClientFilter: filter, OnlineWindow: interval(onlineWindow)})
@@ -165,6 +179,12 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 		after := q.AfterHostname
 		p.AfterHostname, p.AfterID = &after, q.AfterID
 	}
+	if !q.Labels.Empty() {
+		var err error
+		if p.Selector, err = labelRequirements(q.Labels); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := s.q.SearchHosts(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: search hosts: %w", err)
@@ -176,6 +196,29 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 		}
 	}
 	return out, nil
+}
+
+// labelRequirement is one requirement of a selector as the SQL function host_labels_match reads it.
+type labelRequirement struct {
+	Key    string   `json:"key"`
+	Op     string   `json:"op"`
+	Values []string `json:"values"`
+}
+
+// labelRequirements is sel as host_labels_match's requirements argument.
+func labelRequirements(sel selector.Selector) ([]byte, error) {
+	out := make([]labelRequirement, len(sel.Requirements))
+	for i, r := range sel.Requirements {
+		out[i] = labelRequirement{Key: r.Key, Op: string(r.Operator), Values: r.Values}
+		if out[i].Values == nil {
+			out[i].Values = []string{}
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: encode selector: %w", err)
+	}
+	return b, nil
 }
 
 // AuditEvents reads a page of the audit log, newest first.
