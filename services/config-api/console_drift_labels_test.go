@@ -1,7 +1,6 @@
 package configapi_test
 
 import (
-	"context"
 	"html"
 	"net/http"
 	"net/url"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/configsync/configsync/libs/protocol/selector"
-	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // driftReport is the API's drift report of an environment: the drifted and the pending hosts.
@@ -223,36 +220,6 @@ func TestConsoleHostsFilterByInventoryLabels(t *testing.T) {
 	r := c.must(http.StatusBadRequest, c.get("/ui/hosts?env="+env+"&selector="+url.QueryEscape(`role=<script>alert(1)</script>`)), "bad selector")
 	if !strings.Contains(string(r.body), "label selector") || strings.Contains(string(r.body), "<script>alert") {
 		t.Fatalf("bad selector: %s", r.body)
-	}
-}
-
-// host_labels_match (migration 00016), the console's label filter in SQL, agrees with selector.Matches.
-func TestHostLabelsMatchSQLAgreesWithSelector(t *testing.T) {
-	pool := testinfra.Postgres(t)
-	labelSets := []selector.Labels{{}, {"role": "web"}, {"role": "db"}, {"role": ""}, {"canary": ""},
-		{"role": "web", "region": "eu", "canary": ""}, {"region": "us"}, {"a/b.c": "x"}}
-	sels := []string{"", "role=web", "role==web", "role!=web", "role in (web,db)", "role notin (web)", "role",
-		"!role", "canary", "!canary", "role=", "role!=", "role=web,region in (eu,us)", "role in (db),!canary", "a/b.c=x"}
-	ctx := context.Background()
-	for _, text := range sels {
-		sel := selector.MustParse(text)
-		reqs := make([]map[string]any, 0)
-		for _, r := range sel.Requirements {
-			v := r.Values
-			if v == nil {
-				v = []string{}
-			}
-			reqs = append(reqs, map[string]any{"key": r.Key, "op": string(r.Operator), "values": v})
-		}
-		for _, l := range labelSets {
-			var got bool
-			if err := pool.QueryRow(ctx, `SELECT host_labels_match($1::jsonb, $2::jsonb)`, l, reqs).Scan(&got); err != nil {
-				t.Fatal(err)
-			}
-			if want := sel.Matches(l); got != want {
-				t.Errorf("selector %q on %v: SQL %v, selector.Matches %v", text, l, got, want)
-			}
-		}
 	}
 }
 

@@ -63,14 +63,15 @@ LIMIT @max_rows;
 -- A page of an environment's hosts by hostname (then id), filtered by a hostname substring, a state and
 -- inventory labels. States: '' (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an
 -- apply failed), 'drifted' (listed by the environment's last drift report: host_drift, which the
--- overview's drifted count reads too), 'revoked'. Labels: a selector (libs/protocol/selector) as
--- host_labels_match evaluates it; NULL selects every host.
+-- overview's drifted count reads too), 'revoked'. Labels: a selector (libs/protocol/selector) as a
+-- JSON path filter over inventory_labels (postgres.labelsPath, one operator per row); NULL selects every
+-- host.
 SELECT h.* FROM host_details h
 WHERE h.environment_id = @environment_id
   AND (@hostname_like::text = '' OR h.hostname ILIKE '%' || @hostname_like::text || '%')
   AND (sqlc.narg(after_hostname)::text IS NULL
        OR (h.hostname, h.id) > (sqlc.narg(after_hostname)::text, sqlc.narg(after_id)::uuid))
-  AND (sqlc.narg(selector)::jsonb IS NULL OR host_labels_match(h.inventory_labels, sqlc.narg(selector)::jsonb))
+  AND (sqlc.narg(labels_path)::jsonpath IS NULL OR h.inventory_labels @? sqlc.narg(labels_path)::jsonpath)
   AND CASE @state::text
         WHEN 'online' THEN h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, @online_window::interval, statement_timestamp())
         WHEN 'offline' THEN h.revoked_at IS NULL AND NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, @online_window::interval, statement_timestamp())

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -180,10 +179,7 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 		p.AfterHostname, p.AfterID = &after, q.AfterID
 	}
 	if !q.Labels.Empty() {
-		var err error
-		if p.Selector, err = labelRequirements(q.Labels); err != nil {
-			return nil, err
-		}
+		p.LabelsPath = labelsPath(q.Labels)
 	}
 	rows, err := s.q.SearchHosts(ctx, p)
 	if err != nil {
@@ -198,27 +194,35 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 	return out, nil
 }
 
-// labelRequirement is one requirement of a selector as the SQL function host_labels_match reads it.
-type labelRequirement struct {
-	Key    string   `json:"key"`
-	Op     string   `json:"op"`
-	Values []string `json:"values"`
-}
-
-// labelRequirements is sel as host_labels_match's requirements argument.
-func labelRequirements(sel selector.Selector) ([]byte, error) {
-	out := make([]labelRequirement, len(sel.Requirements))
+// labelsPath is sel as a JSON path filter over a host's inventory labels, for `inventory_labels @? path`:
+// one operator per row and no function call. Each requirement becomes one condition, all joined by &&:
+// `k=v` and `k in (..)` compare the label with each value (false when the label is missing), `k!=v`
+// and `k notin (..)` hold when the label is missing or equals none of them, `k` and `!k` test its
+// presence. Keys and values are quoted as JSON path strings: selector.Parse admits only letters, digits
+// and - _ . / in them, nothing that needs escaping. TestLabelsPathAgreesWithSelector checks it against
+// selector.Matches in PostgreSQL.
+func labelsPath(sel selector.Selector) string {
+	conds := make([]string, len(sel.Requirements))
 	for i, r := range sel.Requirements {
-		out[i] = labelRequirement{Key: r.Key, Op: string(r.Operator), Values: r.Values}
-		if out[i].Values == nil {
-			out[i].Values = []string{}
+		key := `@."` + r.Key + `"`
+		anyOf := make([]string, len(r.Values))
+		for j, v := range r.Values {
+			anyOf[j] = key + ` == "` + v + `"`
+		}
+		switch r.Operator {
+		case selector.Equals, selector.In:
+			conds[i] = "(" + strings.Join(anyOf, " || ") + ")"
+		case selector.NotEquals, selector.NotIn:
+			conds[i] = "(!exists(" + key + ") || !(" + strings.Join(anyOf, " || ") + "))"
+		case selector.Exists:
+			conds[i] = "exists(" + key + ")"
+		case selector.DoesNotExist:
+			conds[i] = "!exists(" + key + ")"
+		default:
+			conds[i] = "1 == 0" // an operator Parse never returns
 		}
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: encode selector: %w", err)
-	}
-	return b, nil
+	return "$ ? (" + strings.Join(conds, " && ") + ")"
 }
 
 // AuditEvents reads a page of the audit log, newest first.

@@ -454,7 +454,7 @@ WHERE h.environment_id = $1
   AND ($2::text = '' OR h.hostname ILIKE '%' || $2::text || '%')
   AND ($3::text IS NULL
        OR (h.hostname, h.id) > ($3::text, $4::uuid))
-  AND ($5::jsonb IS NULL OR host_labels_match(h.inventory_labels, $5::jsonb))
+  AND ($5::jsonpath IS NULL OR h.inventory_labels @? $5::jsonpath)
   AND CASE $6::text
         WHEN 'online' THEN h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $7::interval, statement_timestamp())
         WHEN 'offline' THEN h.revoked_at IS NULL AND NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $7::interval, statement_timestamp())
@@ -473,7 +473,7 @@ type SearchHostsParams struct {
 	HostnameLike  string
 	AfterHostname *string
 	AfterID       uuid.NullUUID
-	Selector      []byte
+	LabelsPath    interface{}
 	State         string
 	OnlineWindow  pgtype.Interval
 	MaxRows       int32
@@ -482,15 +482,16 @@ type SearchHostsParams struct {
 // A page of an environment's hosts by hostname (then id), filtered by a hostname substring, a state and
 // inventory labels. States: ” (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an
 // apply failed), 'drifted' (listed by the environment's last drift report: host_drift, which the
-// overview's drifted count reads too), 'revoked'. Labels: a selector (libs/protocol/selector) as
-// host_labels_match evaluates it; NULL selects every host.
+// overview's drifted count reads too), 'revoked'. Labels: a selector (libs/protocol/selector) as a
+// JSON path filter over inventory_labels (postgres.labelsPath, one operator per row); NULL selects every
+// host.
 func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]HostDetail, error) {
 	rows, err := q.db.Query(ctx, searchHosts,
 		arg.EnvironmentID,
 		arg.HostnameLike,
 		arg.AfterHostname,
 		arg.AfterID,
-		arg.Selector,
+		arg.LabelsPath,
 		arg.State,
 		arg.OnlineWindow,
 		arg.MaxRows,
