@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
 )
 
 // driftReport is the API's drift report of an environment: the drifted and the pending hosts.
