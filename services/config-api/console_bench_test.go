@@ -88,7 +88,7 @@ func BenchmarkConsolePages(b *testing.B) {
 		{"hosts_drifted_filter", "/ui/hosts?env=" + env + "&status=drifted"},
 		{"hosts_hostname_filter", "/ui/hosts?env=" + env + "&hostname=web-09"},
 		{"hosts_label_filter", "/ui/hosts?env=" + env + "&" + url.Values{"selector": {"role=web,region in (eu,us)"}}.Encode()},
-		{"hosts_label_filter_rare", "/ui/hosts?env=" + env + "&" + url.Values{"selector": {"rack=r042,role=db"}}.Encode()},
+		{"hosts_label_filter_rare", "/ui/hosts?env=" + env + "&" + url.Values{"selector": {"rack in (r042,r043),role=db"}}.Encode()},
 		{"host_detail", "/ui/hosts/" + host},
 		{"env_editor", "/ui/environments/" + env + "/configs/labels"},
 		{"host_editor", "/ui/hosts/" + host + "/configs/labels"},

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -148,6 +149,11 @@ func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environ
 	}
 }
 
+// resolveConcurrency is how many config types of one page are resolved at once: a page's types are
+// independent requests to the resolver, so a page costs about one round trip per this many types rather
+// than one per type.
+const resolveConcurrency = 4
+
 // expected resolves every config type for a page of hosts: host id -> type -> effective config.
 func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page []hosts.Host) (map[uuid.UUID]map[string]protocol.EffectiveConfig, error) {
 	ids := make([]string, len(page))
@@ -156,44 +162,78 @@ func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page [
 		ids[i] = h.ID.String()
 		out[h.ID] = map[string]protocol.EffectiveConfig{}
 	}
-	for _, configType := range agentconfig.TypeNames() {
-		after := ""
-		for {
-			reply, err := d.resolver.ResolveBatch(ctx, protocol.ResolveBatchRequest{
-				EnvironmentID: environmentID.String(),
-				ConfigType:    configType,
-				HostIDs:       ids,
-				After:         after,
-				Limit:         len(ids),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("drift: resolve %s: %w", configType, err)
+	types := agentconfig.TypeNames()
+	results := make([]map[uuid.UUID]protocol.EffectiveConfig, len(types))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, resolveConcurrency)
+	var (
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failure  error // the first failure (the others may be its cancellation)
+	)
+	for i, configType := range types {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var err error
+			if results[i], err = d.resolveType(ctx, environmentID, configType, ids); err != nil {
+				failOnce.Do(func() { failure = err })
+				cancel()
 			}
-			for _, bh := range reply.Hosts {
-				id, err := uuid.Parse(bh.HostID)
-				if err != nil {
-					continue
-				}
-				m, ok := out[id]
-				if !ok {
-					continue
-				}
-				ec := reply.Environment
-				if bh.Override != nil {
-					ec = *bh.Override
-				}
-				if !agentconfig.IsNull(ec.ConfigData) {
-					ec.ConfigType = configType
-					m[configType] = ec
-				}
+		}()
+	}
+	wg.Wait()
+	if failure != nil {
+		return nil, failure
+	}
+	for i, configType := range types {
+		for id, ec := range results[i] {
+			if m, ok := out[id]; ok {
+				m[configType] = ec
 			}
-			if reply.NextAfter == "" {
-				break
-			}
-			after = reply.NextAfter
 		}
 	}
 	return out, nil
+}
+
+// resolveType resolves one config type for the hosts ids: host id -> effective config, for the hosts
+// that have one (no entry: none, or a null document).
+func (d *Detector) resolveType(ctx context.Context, environmentID uuid.UUID, configType string, ids []string) (map[uuid.UUID]protocol.EffectiveConfig, error) {
+	out := make(map[uuid.UUID]protocol.EffectiveConfig, len(ids))
+	after := ""
+	for {
+		reply, err := d.resolver.ResolveBatch(ctx, protocol.ResolveBatchRequest{
+			EnvironmentID: environmentID.String(),
+			ConfigType:    configType,
+			HostIDs:       ids,
+			After:         after,
+			Limit:         len(ids),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("drift: resolve %s: %w", configType, err)
+		}
+		for _, bh := range reply.Hosts {
+			id, err := uuid.Parse(bh.HostID)
+			if err != nil {
+				continue
+			}
+			ec := reply.Environment
+			if bh.Override != nil {
+				ec = *bh.Override
+			}
+			if !agentconfig.IsNull(ec.ConfigData) {
+				ec.ConfigType = configType
+				out[id] = ec
+			}
+		}
+		if reply.NextAfter == "" {
+			return out, nil
+		}
+		after = reply.NextAfter
+	}
 }
 
 // compare checks one host's report against its expected configs.
