@@ -4,20 +4,16 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
 )
 
 // benchHosts is the size of the environment the console benchmark renders.
 const benchHosts = 10_000
 
 // seedFleet fills tenant tn's environment up to n hosts straight in SQL (registration through the API
-// would take minutes): every host has heartbeat state and three acknowledged types, every 50th a failed
-// apply, every 7th an old heartbeat, every 100th a labels override (so it reports a labels version behind
-// its effective one: drifted); the environment has three configs.
+// would take minutes): every host has heartbeat state, the expected config hash and three acknowledged
+// types, and inventory labels (role, region, rack); every 50th has a failed apply, every 7th an old
+// heartbeat, every 100th a labels override (so it reports a labels version behind its effective one and
+// the environment's hash: drifted); the environment has three configs.
 func seedFleet(h *harness, tn tenant, n int) {
 	env := tn.env.String()
 	for _, doc := range []struct{ typ, data string }{
@@ -27,12 +23,25 @@ func seedFleet(h *harness, tn tenant, n int) {
 	} {
 		h.must(http.StatusOK, "PUT", "/api/v1/environments/"+env+"/agent-configs/"+doc.typ, h.admin, `{"config_data": `+doc.data+`}`)
 	}
+	// The hash an agent holding the environment's configs reports: the drift report's expected hash for
+	// the tenant's one host (which has not reported yet).
+	var report struct {
+		Hosts []struct {
+			ExpectedHash string `json:"expected_hash"`
+		} `json:"hosts"`
+	}
+	h.must(http.StatusOK, "GET", "/api/v1/environments/"+env+"/drift", h.admin, nil).data(h.t, &report)
+	if len(report.Hosts) != 1 || report.Hosts[0].ExpectedHash == "" {
+		h.t.Fatalf("drift report of the fresh environment: %+v", report)
+	}
 	h.exec(`INSERT INTO hosts (client_id, environment_id, hostname, agent_id, agent_version, config_hash, config_version,
-	            config_versions, last_heartbeat_at)
+	            config_versions, last_heartbeat_at, inventory_labels)
 	        SELECT $1, $2, 'web-' || lpad(i::text, 5, '0') || '.example.internal', 'bench-agent-' || i, '1.0.0',
-	               md5(i::text), 3, '{"labels": 1, "intervals": 2, "watch_files": 3}',
-	               CASE WHEN i % 7 = 0 THEN now() - interval '1 hour' ELSE now() END
-	        FROM generate_series(1, $3::int) AS i`, tn.client, tn.env, n-1)
+	               $4, 3, '{"labels": 1, "intervals": 2, "watch_files": 3}',
+	               CASE WHEN i % 7 = 0 THEN now() - interval '1 hour' ELSE now() END,
+	               jsonb_build_object('role', (ARRAY['web', 'db'])[i % 2 + 1], 'region', (ARRAY['eu', 'us', 'ap'])[i % 3 + 1],
+	                                  'rack', 'r' || lpad((i % 100)::text, 3, '0'))
+	        FROM generate_series(1, $3::int) AS i`, tn.client, tn.env, n-1, report.Hosts[0].ExpectedHash)
 	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, error, applied_at)
 	        SELECT h.id, t.typ, t.v,
 	               CASE WHEN t.typ = 'watch_files' AND h.agent_id ~ '[05]0$' THEN 'failed' ELSE 'applied' END,
@@ -61,14 +70,11 @@ func BenchmarkConsolePages(b *testing.B) {
 	if err := h.pool.QueryRow(b.Context(), `SELECT id::text FROM hosts WHERE agent_id = 'bench-agent-500'`).Scan(&host); err != nil {
 		b.Fatal(err)
 	}
-	// The fleet stats the overview shows, as the fleet metrics lease holder computes them each period
-	// (its cost is measured below, not per page).
-	refresh := func() error {
-		_, err := sqlcdb.New(h.pool).RefreshEnvironmentFleetStats(b.Context(), pgtype.Interval{Microseconds: (90 * time.Second).Microseconds(), Valid: true})
-		return err
-	}
-	if err := refresh(); err != nil {
-		b.Fatal(err)
+	// The fleet stats the overview shows and the drifted filter reads, as the fleet metrics lease holder
+	// computes them each period (its cost is measured below, not per page).
+	h.refreshFleetStats()
+	if n := h.count(`SELECT count(*) FROM host_drift WHERE environment_id = $1`, tn.env); n < benchHosts/100 {
+		b.Fatalf("%d drifted hosts after the drift pass, want at least the %d with overrides", n, benchHosts/100)
 	}
 	c := h.signIn(h.admin)
 	env := tn.env.String()
@@ -81,6 +87,8 @@ func BenchmarkConsolePages(b *testing.B) {
 		{"hosts_failed_filter", "/ui/hosts?env=" + env + "&status=failed"},
 		{"hosts_drifted_filter", "/ui/hosts?env=" + env + "&status=drifted"},
 		{"hosts_hostname_filter", "/ui/hosts?env=" + env + "&hostname=web-09"},
+		{"hosts_label_filter", "/ui/hosts?env=" + env + "&" + url.Values{"selector": {"role=web,region in (eu,us)"}}.Encode()},
+		{"hosts_label_filter_rare", "/ui/hosts?env=" + env + "&" + url.Values{"selector": {"rack in (r042,r043),role=db"}}.Encode()},
 		{"host_detail", "/ui/hosts/" + host},
 		{"env_editor", "/ui/environments/" + env + "/configs/labels"},
 		{"host_editor", "/ui/hosts/" + host + "/configs/labels"},
@@ -99,13 +107,11 @@ func BenchmarkConsolePages(b *testing.B) {
 			}
 		})
 	}
-	// The periodic computation of every environment's fleet stats (not a page: the lease holder runs it
-	// once per CONFIGAPI_FLEET_METRICS_INTERVAL).
+	// The periodic computation of every environment's fleet stats, the drift report of 10,000 hosts
+	// included (not a page: the lease holder runs it once per CONFIGAPI_FLEET_METRICS_INTERVAL).
 	b.Run("fleet_stats_refresh", func(b *testing.B) {
 		for b.Loop() {
-			if err := refresh(); err != nil {
-				b.Fatal(err)
-			}
+			h.refreshFleetStats()
 		}
 	})
 	// The dry run of an environment change (10,000 affected hosts, 50 shown with their diff).

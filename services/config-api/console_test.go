@@ -17,11 +17,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
-	"github.com/jackc/pgx/v5/pgtype"
 	"go.uber.org/zap"
 
 	configapi "github.com/configsync/configsync/services/config-api"
-	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
 )
 
 // consoleClient is a browser stand-in for the web console: a cookie jar, no redirect following (so
@@ -833,9 +831,10 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	behind := register(a, "behind")
 	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"team": "a"}}}`)
 	labels := h.count(`SELECT version FROM environment_configs WHERE environment_id = $1 AND config_type = 'labels'`, a.env)
-	// Versions as the agents report them: fine holds the effective labels, failing reports a version
-	// ahead of it (drifted, not stale), behind reports none (drifted and stale); stale is offline, so
-	// not checked.
+	// Config state as the agents report it: fine holds the effective labels and reports their hash (in
+	// sync); failing reports a version ahead of them (drifted, not stale); behind reports none (drifted
+	// and stale); stale is offline and never reported (drifted and stale, as in the API's report, which
+	// checks offline hosts too), as is alpha-web-1, which was never seen.
 	// fine also has a labels override of its own, newer than the environment's: its effective labels
 	// version is the override's, which it reports.
 	h.must(200, "PUT", "/api/v1/hosts/"+fine.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
@@ -843,7 +842,8 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	if fineLabels <= labels {
 		t.Fatalf("the override's version %d is not after the environment's %d", fineLabels, labels)
 	}
-	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint) WHERE id = $1`, fine, fineLabels)
+	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint), config_hash = $3 WHERE id = $1`,
+		fine, fineLabels, expectedHash(t, h, a.env, fine))
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = jsonb_build_object('labels', $2::bigint) WHERE id = $1`, failing, labels+100)
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_versions = '{}' WHERE id = $1`, behind)
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now() - interval '1 hour' WHERE id = $1`, stale)
@@ -864,14 +864,12 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 		t.Fatalf("before the first fleet stats, the summary claims drift counts: %s", body)
 	}
 	// The fleet stats, as the fleet metrics lease holder computes them every period.
-	if _, err := sqlcdb.New(h.pool).RefreshEnvironmentFleetStats(context.Background(), pgtype.Interval{Microseconds: (90 * time.Second).Microseconds(), Valid: true}); err != nil {
-		t.Fatal(err)
-	}
+	h.refreshFleetStats()
 	body = string(admin.must(http.StatusOK, admin.get("/ui/fragments/overview/"+a.env.String()), "alpha's summary").body)
 	if !strings.Contains(body, "Drifted and stale as of") {
 		t.Fatalf("the summary does not say when drift was computed: %s", body)
 	}
-	for key, want := range map[string]string{"online": "3", "offline": "2", "never": "1", "failed": "1", "active": "5", "revoked": "1", "drifted": "2", "stale": "1"} {
+	for key, want := range map[string]string{"online": "3", "offline": "2", "never": "1", "failed": "1", "active": "5", "revoked": "1", "drifted": "4", "stale": "3"} {
 		if got := count(body, key); got != want {
 			t.Errorf("alpha's %s count is %s, want %s", key, got, want)
 		}
@@ -891,8 +889,8 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	for _, m := range regexp.MustCompile(`<td><a href="/ui/hosts/[^"]+">([^<]+)</a></td>`).FindAllStringSubmatch(list, -1) {
 		listed = append(listed, m[1])
 	}
-	if strings.Join(listed, ",") != "behind,failing" {
-		t.Fatalf("drifted hosts %v, want behind, failing", listed)
+	if strings.Join(listed, ",") != "alpha-web-1,behind,failing,stale" {
+		t.Fatalf("drifted hosts %v, want alpha-web-1, behind, failing, stale", listed)
 	}
 	if !strings.Contains(list, `<option value="drifted" selected>`) {
 		t.Errorf("the status filter does not show drifted selected: %s", list)
@@ -902,7 +900,7 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	page := string(admin.get("/ui/").body)
 	if !strings.Contains(page, "alpha / prod") || !strings.Contains(page, "bravo / prod") ||
 		!strings.Contains(page, `<td><a href="/ui/hosts/`+failing.String()+`">failing</a></td><td>2</td>`) ||
-		!strings.Contains(page, `<dd data-count="drifted">2</dd>`) {
+		!strings.Contains(page, `<dd data-count="drifted">4</dd>`) {
 		t.Fatalf("admin overview: %s", page)
 	}
 	own := h.signIn(a.token)

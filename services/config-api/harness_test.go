@@ -52,6 +52,8 @@ type harness struct {
 	log     *zap.Logger
 	// natsDir holds the system and service creds files when NATS runs in operator mode.
 	natsDir string
+	// api is the first replica (h.srv's).
+	api *configapi.Service
 }
 
 // TestMain gives the credential service a throwaway local keyring. It is set once, here, because
@@ -190,7 +192,19 @@ func (h *harness) replica() *httptest.Server {
 	}
 	srv := httptest.NewServer(router)
 	h.t.Cleanup(func() { srv.Close(); api.Stop() })
+	if h.api == nil {
+		h.api = api
+	}
 	return srv
+}
+
+// refreshFleetStats computes the fleet stats (the drift report of every environment, then the counts)
+// as the fleet metrics lease holder does each period.
+func (h *harness) refreshFleetStats() {
+	h.t.Helper()
+	if err := h.api.RefreshFleetStats(context.Background()); err != nil {
+		h.t.Fatalf("refresh fleet stats: %v", err)
+	}
 }
 
 // response is one HTTP answer.

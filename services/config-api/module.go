@@ -77,8 +77,9 @@ type Config struct {
 	// ConsoleSessionTTL is how long a web console session lasts.
 	ConsoleSessionTTL time.Duration `env:"CONFIGSYNC_CONSOLE_SESSION_TTL" default:"12h"`
 	// FleetMetricsInterval is how often the replica holding the fleet metrics lease recomputes the
-	// per-environment fleet stats (one aggregate statement): the console overview's drifted and stale
-	// counts and, with metrics.Module, the fleet gauges.
+	// per-environment fleet stats (the drift report of every environment, then one aggregate
+	// statement): the console overview's drifted and stale counts, its drifted filter and, with
+	// metrics.Module, the fleet gauges.
 	FleetMetricsInterval time.Duration `env:"CONFIGAPI_FLEET_METRICS_INTERVAL" default:"30s"`
 	// RolloutTick is how often the rollout controller looks at the active staged rollouts (each is
 	// led by one replica at a time, through its row lock).
@@ -88,7 +89,7 @@ type Config struct {
 // Module registers config-api's routes on the app's router.
 var Module = fx.Module("config-api",
 	envconfig.Provide[Config](),
-	fx.Invoke(register, runFleetMetrics, runRolloutController),
+	fx.Invoke(register, runRolloutController),
 )
 
 // runRolloutController runs the staged rollout controller for the app's lifetime (never blocking start).
@@ -125,10 +126,10 @@ func NewRolloutController(cfg Config, pool *pgxpool.Pool, m *metrics.Metrics, lo
 	}, log)
 }
 
-// runFleetMetrics runs the fleet stats' lease loop for the app's lifetime: the console's overview reads
-// what it stores, and the fleet gauges are registered when the app has metrics.
-func runFleetMetrics(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) {
-	fleet := fleetmetrics.New(pool, m.Metrics, fleetmetrics.Options{Interval: cfg.FleetMetricsInterval, OnlineWindow: cfg.OnlineWindow}, log.Named("config-api"))
+// runFleetMetrics runs the fleet stats' lease loop for the app's lifetime: the console's overview and
+// drifted filter read what it stores, and the fleet gauges are registered when the app has metrics.
+func runFleetMetrics(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, d fleetmetrics.Drift, log *zap.Logger, m metrics.Optional) {
+	fleet := fleetmetrics.New(pool, d, m.Metrics, fleetmetrics.Options{Interval: cfg.FleetMetricsInterval, OnlineWindow: cfg.OnlineWindow}, log.Named("config-api"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	lc.Append(fx.Hook{
@@ -161,6 +162,7 @@ func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, ro
 		OnStart: func(context.Context) error { return svc.Start() },
 		OnStop:  func(context.Context) error { svc.Stop(); return nil },
 	})
+	runFleetMetrics(lc, cfg, pool, svc.drift, log, m)
 	return nil
 }
 
@@ -169,6 +171,8 @@ type Service struct {
 	api     *httpapi.API
 	console *webui.Console
 	hosts   *hosts.Service
+	drift   *drift.Detector
+	pool    *pgxpool.Pool
 	cfg     Config
 	nc      *nats.Conn
 	log     *zap.Logger
@@ -230,7 +234,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 		return nil, err
 	}
 	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow}), console: console,
-		hosts: hostSvc, cfg: cfg, nc: nc, log: log}, nil
+		hosts: hostSvc, drift: svc.Drift, pool: pool, cfg: cfg, nc: nc, log: log}, nil
 }
 
 // Start begins the background work of per-agent NATS identity (nothing without it): answering
@@ -276,6 +280,14 @@ func onlineWindow(d time.Duration) time.Duration {
 		return httpapi.DefaultOnlineWindow
 	}
 	return d
+}
+
+// RefreshFleetStats recomputes and stores every environment's fleet stats once, as the fleet metrics
+// lease holder does each period (fleetmetrics.Compute), without taking the lease: for tests and
+// benchmarks that need the figures now.
+func (s *Service) RefreshFleetStats(ctx context.Context) error {
+	_, err := fleetmetrics.Compute(ctx, s.pool, s.drift, onlineWindow(s.cfg.OnlineWindow), s.log.Named("fleet-metrics"))
+	return err
 }
 
 // Register adds config-api's routes to r: the REST API under /api/v1 and the web console under /ui.

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +35,8 @@ func freeAddr(t *testing.T) string {
 
 // TestStackSharesOneRegistry starts the devstack composition (five service modules in one fx app)
 // with its metrics listener: no duplicate registration, every service's build info and its families on
-// the one listener, the URL written to devstack.env, and nothing on the API port.
+// the one listener, the URL written to devstack.env, and nothing on the API port. The banner `make run`
+// prints names the console's URL, and signing in there with the printed token opens the console.
 func TestStackSharesOneRegistry(t *testing.T) {
 	// environment() sets what is unset; restore the test process's environment afterwards.
 	for _, k := range []string{"LOG_LEVEL", "LOG_FORMAT", "DATABASE_URL", "DATABASE_MAX_CONNS", "NATS_URL", "NATS_CREDS",
@@ -55,10 +61,11 @@ func TestStackSharesOneRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	var banner bytes.Buffer
 	s := &stack{
 		opts:    options{httpAddr: freeAddr(t), metrics: "127.0.0.1:0", noAgent: true, logLevel: "warn"},
 		dataDir: dataDir, natsURL: "nats://" + natsAddr, natsCA: tlsFiles.CA,
-		databaseURL: testinfra.PostgresURL(t), auth: auth, log: log,
+		databaseURL: testinfra.PostgresURL(t), auth: auth, log: log, out: &banner,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -73,6 +80,7 @@ func TestStackSharesOneRegistry(t *testing.T) {
 	if s.metrics == nil {
 		t.Fatal("no metrics listener")
 	}
+	signInWithBanner(t, banner.String())
 	url := s.metrics.URL()
 	sc := metricstest.Get(t, url)
 	for _, svc := range []string{"config-api", "resolver", "credential", "delivery", "ack-ingest"} {
@@ -101,5 +109,59 @@ func TestStackSharesOneRegistry(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the API port serves /metrics: HTTP %s", strconv.Itoa(resp.StatusCode))
+	}
+}
+
+// signInWithBanner does what the banner tells a new user: open the printed console URL and sign in with
+// the printed token (as the sign-in form posts it).
+func signInWithBanner(t *testing.T, banner string) {
+	t.Helper()
+	console := regexp.MustCompile(`(?m)^  console    (http://\S+/ui/) `).FindStringSubmatch(banner)
+	token := regexp.MustCompile(`(?m)^  token      (\S+) `).FindStringSubmatch(banner)
+	if console == nil || token == nil {
+		t.Fatalf("the banner does not print the console URL and the token:\n%s", banner)
+	}
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(u string) (*http.Response, string) {
+		t.Helper()
+		resp, err := client.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	// The printed URL sends a browser without a session to the sign-in form.
+	resp, _ := get(console[1])
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("GET %s without a session: %d", console[1], resp.StatusCode)
+	}
+	signin, err := resp.Location()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, form := get(signin.String())
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(form)
+	if resp.StatusCode != http.StatusOK || csrf == nil {
+		t.Fatalf("sign-in form: %d\n%s", resp.StatusCode, form)
+	}
+	origin, _ := url.Parse(console[1])
+	req, _ := http.NewRequest(http.MethodPost, origin.Scheme+"://"+origin.Host+"/ui/signin",
+		strings.NewReader(url.Values{"token": {token[1]}, "csrf": {csrf[1]}, "next": {"/ui/"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", origin.Scheme+"://"+origin.Host)
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("sign-in with the printed token: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, page := get(console[1]); resp.StatusCode != http.StatusOK || !strings.Contains(page, "Fleet overview") || !strings.Contains(page, "devstack-admin") {
+		t.Fatalf("the console after signing in with the printed token: %d\n%s", resp.StatusCode, page)
 	}
 }

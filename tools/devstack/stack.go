@@ -54,6 +54,8 @@ type stack struct {
 	// traceSink receives the services' spans when CONFIGSYNC_TRACE_SINK is set (measuring tracing's
 	// cost without a collector).
 	traceSink *otlpsink.Sink
+	// out receives the banner (nil: standard output).
+	out io.Writer
 }
 
 // EnvTraceSink turns on export to an in-process OTLP receiver that counts the spans and keeps none:
@@ -364,7 +366,11 @@ func (s *stack) stop(ctx context.Context) error {
 
 func (s *stack) banner(d demo) {
 	auth := `-H "Authorization: Bearer $CONFIGSYNC_TOKEN"`
-	fmt.Printf(`
+	out := s.out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, `
 ConfigSync is running (Ctrl-C stops it; state is kept in %s).
 
   API        %s

@@ -60,34 +60,24 @@ ORDER BY failed_types DESC, h.last_heartbeat_at ASC NULLS FIRST, h.hostname
 LIMIT @max_rows;
 
 -- name: SearchHosts :many
--- A page of an environment's hosts by hostname (then id), filtered by a hostname substring and a state:
--- '' (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an apply failed), 'drifted'
--- (online, some reported per-type version differs from the effective one: host_version_drift, the rule
--- the overview's drifted count uses), 'revoked'.
+-- A page of an environment's hosts by hostname (then id), filtered by a hostname substring, a state and
+-- inventory labels. States: '' (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an
+-- apply failed), 'drifted' (listed by the environment's last drift report: host_drift, which the
+-- overview's drifted count reads too), 'revoked'. Labels: a selector (libs/protocol/selector) as a
+-- JSON path filter over inventory_labels (postgres.labelsPath, one operator per row); NULL selects every
+-- host.
 SELECT h.* FROM host_details h
 WHERE h.environment_id = @environment_id
   AND (@hostname_like::text = '' OR h.hostname ILIKE '%' || @hostname_like::text || '%')
   AND (sqlc.narg(after_hostname)::text IS NULL
        OR (h.hostname, h.id) > (sqlc.narg(after_hostname)::text, sqlc.narg(after_id)::uuid))
+  AND (sqlc.narg(labels_path)::jsonpath IS NULL OR h.inventory_labels @? sqlc.narg(labels_path)::jsonpath)
   AND CASE @state::text
         WHEN 'online' THEN h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, @online_window::interval, statement_timestamp())
         WHEN 'offline' THEN h.revoked_at IS NULL AND NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, @online_window::interval, statement_timestamp())
         WHEN 'failed' THEN h.revoked_at IS NULL AND EXISTS (
             SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')
-        WHEN 'drifted' THEN h.revoked_at IS NULL
-            AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, @online_window::interval, statement_timestamp())
-            AND CASE WHEN EXISTS (SELECT 1 FROM host_configs hc WHERE hc.host_id = h.id)
-                       OR EXISTS (SELECT 1 FROM rollout_hosts rh WHERE rh.host_id = h.id)
-                     THEN host_version_drift(h.id, h.environment_id, h.config_versions) IS NOT NULL
-                     -- Without rows of its own (nor a rollout that reached it), a host's effective
-                     -- versions are the environment's live rows, and host_version_drift is NULL exactly
-                     -- when its report contains them: one containment test (the environment's side
-                     -- computed once), not a call per host.
-                     ELSE NOT COALESCE(h.config_versions, '{}'::jsonb) @> (
-                         SELECT COALESCE(jsonb_object_agg(ec.config_type, ec.version), '{}'::jsonb)
-                         FROM environment_configs ec
-                         WHERE ec.environment_id = @environment_id AND ec.deleted_at IS NULL)
-                END
+        WHEN 'drifted' THEN h.revoked_at IS NULL AND EXISTS (SELECT 1 FROM host_drift d WHERE d.host_id = h.id)
         WHEN 'revoked' THEN h.revoked_at IS NOT NULL
         ELSE true
       END
@@ -155,3 +145,7 @@ FROM environments e
 JOIN clients c ON c.id = e.client_id
 WHERE sqlc.narg(client_filter)::uuid IS NULL OR e.client_id = sqlc.narg(client_filter)::uuid
 ORDER BY c.name, e.name;
+
+-- name: EnvironmentFleetStatsAt :one
+-- When an environment's fleet stats (and its host_drift rows) were last computed.
+SELECT computed_at FROM environment_fleet_stats WHERE environment_id = @environment_id;

@@ -158,15 +158,16 @@ FROM rollout_layers rl
 WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = @config_type;
 
 -- name: OnlineHostPage :many
--- HostPage restricted to online hosts: a last heartbeat at or after online_since, or, with online_at
--- set, within the host's own heartbeat interval times heartbeat_span (protocol.OnlineHeartbeats
--- milliseconds) before online_at. This is protocol.Online with window = online_at - online_since.
+-- HostPage restricted to the hosts online at online_at by host_online (migration 00012, protocol.Online
+-- in SQL: the one liveness rule of every query) with the window online_window, by their own reported
+-- heartbeat intervals too when own_intervals (else by the window alone). host_online is inlined, so the
+-- plan stays the ordered scan of hosts_environment_idx with the rule as a filter.
 WITH page AS MATERIALIZED (
     SELECT hs.id, hs.agent_id
     FROM hosts hs
     WHERE hs.environment_id = @environment_id AND hs.id > @after::uuid AND hs.revoked_at IS NULL
-      AND (hs.last_heartbeat_at >= @online_since::timestamptz
-           OR hs.last_heartbeat_at + hs.heartbeat_interval_ms * sqlc.narg('heartbeat_span')::interval >= sqlc.narg('online_at')::timestamptz)
+      AND host_online(hs.last_heartbeat_at, CASE WHEN @own_intervals::boolean THEN hs.heartbeat_interval_ms END,
+                      @online_window::interval, @online_at::timestamptz)
     ORDER BY hs.id
     LIMIT @page_limit
 )
@@ -183,15 +184,16 @@ WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = @config
 
 -- name: ListedHostPage :many
 -- HostPage restricted to the listed hosts (ids of other environments are ignored), optionally online
--- only (as OnlineHostPage). The page is found through the primary key, one lookup per listed id, so its cost is bounded
--- by the list whatever the plan.
+-- only (online_at set, then as OnlineHostPage). The page is found through the primary key, one lookup
+-- per listed id, so its cost is bounded by the list whatever the plan.
 WITH page AS MATERIALIZED (
     SELECT hs.id, hs.agent_id
     FROM hosts hs
     WHERE hs.id = ANY (@host_ids::uuid[]) AND hs.environment_id = @environment_id AND hs.id > @after::uuid
       AND hs.revoked_at IS NULL
-      AND (sqlc.narg('online_since')::timestamptz IS NULL OR hs.last_heartbeat_at >= sqlc.narg('online_since')::timestamptz
-           OR hs.last_heartbeat_at + hs.heartbeat_interval_ms * sqlc.narg('heartbeat_span')::interval >= sqlc.narg('online_at')::timestamptz)
+      AND (sqlc.narg('online_at')::timestamptz IS NULL
+           OR host_online(hs.last_heartbeat_at, CASE WHEN @own_intervals::boolean THEN hs.heartbeat_interval_ms END,
+                          @online_window::interval, sqlc.narg('online_at')::timestamptz))
     ORDER BY hs.id
     LIMIT @page_limit
 )

@@ -66,6 +66,17 @@ type Host struct {
 	PendingTypes []string
 }
 
+// Stale reports whether a drifted host is behind: some type it should hold is reported at a lower
+// version than the expected one, or not at all (a host that never reported is behind on every type).
+func (h Host) Stale() bool {
+	for t, want := range h.ExpectedVersions {
+		if got, ok := h.ReportedVersions[t]; !ok || got < want {
+			return true
+		}
+	}
+	return false
+}
+
 // Report is the drift of one environment. Hosts are drifted: their report disagrees with what they
 // should hold (a hash or versions that differ after the report, failed applies, versions behind).
 // Pending hosts differ only by types they acked at the expected version and have not reported in a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
@@ -25,8 +26,8 @@ const (
 	StateOnline  = "online"
 	StateOffline = "offline" // active, no heartbeat within the online window (or never)
 	StateFailed  = "failed"  // active, the last apply of some type failed
-	// StateDrifted: online, some reported per-type version differs from the effective one (the rule of
-	// Stats.Drifted, so the overview's count and the filtered list agree).
+	// StateDrifted: active and listed by the environment's last drift report (package drift, the API's
+	// rule), as Stats.Drifted counts them, so the overview's count and the filtered list agree.
 	StateDrifted = "drifted"
 	StateRevoked = "revoked"
 )
@@ -48,16 +49,17 @@ type Counts struct {
 	Stats                                               *Stats
 }
 
-// Stats are the figures of an environment that need every host's effective versions, so they are not
-// computed per page: config-api's fleet metrics lease holder stores them once per period
-// (internal/fleetmetrics), and At says when.
+// Stats are the figures of an environment that need every host's expected configs, so they are not
+// computed per page: config-api's fleet metrics lease holder runs the drift report (package drift, the
+// API's rule) over every environment once per period and stores the result (internal/fleetmetrics), and
+// At says when.
 type Stats struct {
 	At time.Time
-	// Online is the number of online hosts when the stats were computed: the hosts checked.
+	// Online is the number of online hosts when the stats were computed.
 	Online int
-	// Drifted: online hosts whose reported per-type versions differ from the effective ones.
+	// Drifted: active hosts the drift report listed as drifted.
 	Drifted int
-	// Stale: the drifted hosts with some reported version behind the effective one.
+	// Stale: the drifted hosts with some type reported behind the expected version, or not at all.
 	Stale int
 }
 
@@ -81,6 +83,9 @@ type Summary struct {
 type Search struct {
 	Hostname string // substring, case-insensitive
 	State    string
+	// Labels keeps the hosts whose inventory labels match (the zero Selector: every host), as the API's
+	// ?selector= does.
+	Labels selector.Selector
 	// After pages: the last hostname and id of the previous page.
 	AfterHostname string
 	AfterID       uuid.NullUUID
@@ -110,6 +115,8 @@ type Store interface {
 	FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration) ([]Summary, error)
 	// VisibleEnvironments lists every environment within filter with its client's name.
 	VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) ([]EnvironmentRef, error)
+	// DriftComputedAt is when the environment's drifted hosts were last stored (nil: never).
+	DriftComputedAt(ctx context.Context, environmentID uuid.UUID) (*time.Time, error)
 	// FleetWorstHosts returns at most perEnv offenders of every environment within filter, by environment.
 	FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration, perEnv int) (map[uuid.UUID][]Offender, error)
 }
@@ -213,6 +220,19 @@ func (s *Service) Search(ctx context.Context, p tenancy.Principal, environmentID
 		page.Next = &Cursor{Hostname: last.Hostname, ID: last.ID}
 	}
 	return page, nil
+}
+
+// DriftComputedAt is when the drifted hosts of an environment the caller can see were last computed
+// (nil: not yet): the "as of" of the drifted filter.
+func (s *Service) DriftComputedAt(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID) (*time.Time, error) {
+	if _, err := s.environments.Environment(ctx, p, environmentID); err != nil {
+		return nil, err
+	}
+	at, err := s.store.DriftComputedAt(ctx, environmentID)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: drift computed at: %w", err)
+	}
+	return at, nil
 }
 
 func validState(st string) bool {

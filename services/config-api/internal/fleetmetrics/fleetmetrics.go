@@ -1,9 +1,11 @@
 // Package fleetmetrics computes the fleet figures an on-call dashboard needs — hosts, hosts online,
-// drifted, stale and with failed applies, per environment — once per period with one aggregate statement,
-// on the one config-api replica holding a PostgreSQL advisory lock (the lease). The statement stores the
-// per-environment rows in environment_fleet_stats, which the web console's overview reads with their
-// time ("as of"), and the gauges are their sums: no scrape and no page ever walks the hosts. Replicas
-// without the lease export only configsync_fleet_lease_held 0.
+// drifted, stale and with failed applies, per environment — once per period, on the one config-api
+// replica holding a PostgreSQL advisory lock (the lease). Each period it runs the drift report (package
+// drift, the rule of the API's GET .../drift) over every environment and stores the drifted hosts in
+// host_drift, then one aggregate statement stores the per-environment rows in environment_fleet_stats,
+// which the web console's overview reads with their time ("as of"); the gauges are their sums. No
+// scrape and no page ever walks the hosts, and the console's drifted count and filter are the API's
+// drift. Replicas without the lease export only configsync_fleet_lease_held 0.
 package fleetmetrics
 
 import (
@@ -12,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,8 +22,20 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/protocol/selector"
+	"github.com/configsync/configsync/services/config-api/internal/drift"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/postgres/sqlcdb"
+	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 )
+
+// Drift reports an environment's drifted hosts: drift.Detector, the rule of the API's drift report.
+type Drift interface {
+	Environment(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector) (drift.Report, error)
+}
+
+// system is the principal the drift pass runs as: it reads every environment.
+var system = tenancy.Principal{Name: "fleet-metrics", IsAdmin: true}
 
 // LeaseKey is the advisory lock key of the fleet metrics lease ("cfsfleet").
 const LeaseKey int64 = 0x6366736666656574
@@ -35,9 +50,10 @@ type Options struct {
 
 // Fleet is the lease loop and the collector of its last result.
 type Fleet struct {
-	pool *pgxpool.Pool
-	log  *zap.Logger
-	opts Options
+	pool  *pgxpool.Pool
+	drift Drift
+	log   *zap.Logger
+	opts  Options
 
 	mu     sync.Mutex
 	leader bool
@@ -55,23 +71,23 @@ type Totals struct {
 }
 
 // New returns the fleet gauges over pool, registered on m (nil: the figures are still computed and
-// stored for the console, without gauges). Run computes them.
-func New(pool *pgxpool.Pool, m *metrics.Metrics, opts Options, log *zap.Logger) *Fleet {
+// stored for the console, without gauges); d finds the drifted hosts. Run computes them.
+func New(pool *pgxpool.Pool, d Drift, m *metrics.Metrics, opts Options, log *zap.Logger) *Fleet {
 	if opts.Interval <= 0 {
 		opts.Interval = 30 * time.Second
 	}
-	d := func(name, help string) *prometheus.Desc {
+	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(metrics.Namespace+"_fleet_"+name, help, nil, nil)
 	}
-	f := &Fleet{pool: pool, log: log.Named("fleet-metrics"), opts: opts,
-		held:      d("lease_held", "1 on the config-api replica computing the fleet gauges, else 0."),
-		refreshed: d("refreshed_timestamp_seconds", "When the fleet gauges were last computed (Unix time)."),
-		hosts:     d("hosts", "Registered hosts, not revoked."),
-		online:    d("hosts_online", "Hosts whose last heartbeat is within the online window."),
-		drifted:   d("hosts_drifted", "Online hosts whose reported per-type config versions differ from the effective ones."),
-		stale:     d("hosts_stale", "Online hosts with a reported per-type config version behind the effective one."),
-		failed:    d("hosts_failed_apply", "Hosts whose last apply of at least one config type failed."),
-		failures:  d("failed_applies", "(host, config type) pairs whose last apply failed."),
+	f := &Fleet{pool: pool, drift: d, log: log.Named("fleet-metrics"), opts: opts,
+		held:      desc("lease_held", "1 on the config-api replica computing the fleet gauges, else 0."),
+		refreshed: desc("refreshed_timestamp_seconds", "When the fleet gauges were last computed (Unix time)."),
+		hosts:     desc("hosts", "Registered hosts, not revoked."),
+		online:    desc("hosts_online", "Hosts whose last heartbeat is within the online window."),
+		drifted:   desc("hosts_drifted", "Hosts the drift report lists as drifted (their reported config state differs from the expected one)."),
+		stale:     desc("hosts_stale", "Drifted hosts with a config type reported behind the expected version, or not at all."),
+		failed:    desc("hosts_failed_apply", "Hosts whose last apply of at least one config type failed."),
+		failures:  desc("failed_applies", "(host, config type) pairs whose last apply failed."),
 	}
 	metrics.Register(m, prometheus.Collector(f))
 	return f
@@ -108,9 +124,10 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 // Run tries for the lease and, while it holds it, recomputes the totals every Interval, until ctx is
 // done. The lease is a session advisory lock on a connection of its own: it ends when that connection
 // does (this replica stopped or lost the database), and another replica takes over at its next try.
-// A stop never interrupts a refresh (it waits for the one in flight, bounded by the query timeout), so
-// the lease is always unlocked on a live session before the connection closes: another replica can
-// take it at once rather than when the server notices the session ended.
+// A stop interrupts the drift pass (its reports go through the resolver, and take seconds per 10,000
+// hosts) but never a statement on the lease's connection (it waits for the one in flight, bounded by
+// the statement timeout), so the lease is always unlocked on a live session before the connection
+// closes: another replica can take it at once rather than when the server notices the session ended.
 func (f *Fleet) Run(ctx context.Context) {
 	var conn *pgx.Conn
 	defer func() {
@@ -165,9 +182,68 @@ func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) 
 		}
 		f.log.Info("fleet metrics lease taken")
 	}
-	rows, err := sqlcdb.New(conn).RefreshEnvironmentFleetStats(qctx, pgtype.Interval{Microseconds: f.opts.OnlineWindow.Microseconds(), Valid: true})
+	totals, err := Compute(ctx, conn, f.drift, f.opts.OnlineWindow, f.log)
 	if err != nil {
-		return fail(fmt.Errorf("fleet stats: %w", err))
+		return fail(err)
+	}
+	f.mu.Lock()
+	f.leader, f.totals, f.at = true, totals, time.Now()
+	f.mu.Unlock()
+	return conn, nil
+}
+
+// statementTimeout bounds each statement of Compute on the lease's connection.
+const statementTimeout = 30 * time.Second
+
+// Compute recomputes and stores every environment's fleet stats on db and returns their totals: the
+// drift pass (d's report of each environment), then, in statements a cancelled ctx does not interrupt
+// (each bounded by statementTimeout, so the lease's connection stays usable), the drifted hosts stored
+// in host_drift and one aggregate statement. The lease holder runs it once per period; tests run it
+// directly. An environment whose report fails keeps its previous drift rows (logged), so one
+// environment cannot stop the others' figures.
+func Compute(ctx context.Context, db sqlcdb.DBTX, d Drift, onlineWindow time.Duration, log *zap.Logger) (Totals, error) {
+	q := sqlcdb.New(db)
+	stmt := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
+	}
+	sctx, cancel := stmt()
+	envs, err := q.ListEnvironmentIDs(sctx)
+	cancel()
+	if err != nil {
+		return Totals{}, fmt.Errorf("fleet stats: list environments: %w", err)
+	}
+	reports := make([]drift.Report, 0, len(envs))
+	for _, env := range envs {
+		report, err := d.Environment(ctx, system, env, selector.Selector{})
+		if fault.Is(err, fault.NotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return Totals{}, fmt.Errorf("fleet stats: drift: %w", err)
+			}
+			log.Warn("fleet stats: drift report failed", zap.Stringer("environment_id", env), zap.Error(err))
+			continue
+		}
+		reports = append(reports, report)
+	}
+	for _, report := range reports {
+		ids, stale := make([]uuid.UUID, len(report.Hosts)), make([]bool, len(report.Hosts))
+		for i, h := range report.Hosts {
+			ids[i], stale[i] = h.HostID, h.Stale()
+		}
+		sctx, cancel := stmt()
+		err := q.ReplaceHostDrift(sctx, sqlcdb.ReplaceHostDriftParams{EnvironmentID: report.EnvironmentID, HostIds: ids, Stale: stale})
+		cancel()
+		if err != nil {
+			return Totals{}, fmt.Errorf("fleet stats: store drift: %w", err)
+		}
+	}
+	sctx, cancel = stmt()
+	defer cancel()
+	rows, err := q.RefreshEnvironmentFleetStats(sctx, pgtype.Interval{Microseconds: onlineWindow.Microseconds(), Valid: true})
+	if err != nil {
+		return Totals{}, fmt.Errorf("fleet stats: %w", err)
 	}
 	var totals Totals
 	for _, r := range rows {
@@ -178,10 +254,7 @@ func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) 
 		totals.FailedHosts += r.FailedHosts
 		totals.FailedApplies += r.FailedApplies
 	}
-	f.mu.Lock()
-	f.leader, f.totals, f.at = true, totals, time.Now()
-	f.mu.Unlock()
-	return conn, nil
+	return totals, nil
 }
 
 // release unlocks the lease (when held) on a fresh context and closes conn: the server ends a closed

@@ -2,16 +2,64 @@ package fleetmetrics
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/config-api/internal/drift"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 )
+
+var env1 = uuid.MustParse("00000000-0000-0000-0000-0000000000e1")
+
+func hostID(n int) uuid.UUID {
+	return uuid.MustParse("00000000-0000-0000-0000-00000000000" + string(rune('0'+n)))
+}
+
+// fakeDrift is the drift report port: the test says which hosts each environment's report lists.
+type fakeDrift struct {
+	mu      sync.Mutex
+	drifted map[uuid.UUID][]drift.Host
+	fail    map[uuid.UUID]error
+	calls   int
+}
+
+func (f *fakeDrift) set(env uuid.UUID, hs ...drift.Host) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.drifted == nil {
+		f.drifted = map[uuid.UUID][]drift.Host{}
+	}
+	f.drifted[env] = hs
+}
+
+func (f *fakeDrift) Environment(_ context.Context, p tenancy.Principal, env uuid.UUID, sel selector.Selector) (drift.Report, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if !p.Admin() || !sel.Empty() {
+		return drift.Report{}, errors.New("the drift pass must read every host of every environment as an admin")
+	}
+	if err := f.fail[env]; err != nil {
+		return drift.Report{}, err
+	}
+	return drift.Report{EnvironmentID: env, Hosts: f.drifted[env]}, nil
+}
+
+// driftedHost is a drifted host reporting labels at version reported of the expected 5 (stale when lower).
+func driftedHost(n int, reported int64) drift.Host {
+	return drift.Host{HostID: hostID(n), ExpectedVersions: map[string]int64{"labels": 5}, ReportedVersions: map[string]int64{"labels": reported}}
+}
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -61,7 +109,10 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 	ctx := context.Background()
 	opts := Options{Interval: time.Hour, OnlineWindow: time.Minute}
 	ma, mb := metrics.New(), metrics.New()
-	a, b := New(pool, ma, opts, log), New(pool, mb, opts, log)
+	reports := &fakeDrift{}
+	// The drift report lists host-2 (labels v4 of v5: behind) and the revoked host-5 (not counted).
+	reports.set(env1, driftedHost(2, 4), driftedHost(5, 1))
+	a, b := New(pool, reports, ma, opts, log), New(pool, reports, mb, opts, log)
 
 	connA, err := a.refresh(ctx, nil)
 	if err != nil {
@@ -94,7 +145,7 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 	for name, want := range map[string]float64{
 		"configsync_fleet_hosts":              4, // the revoked one is not counted
 		"configsync_fleet_hosts_online":       3,
-		"configsync_fleet_hosts_drifted":      1, // host-2 reports labels v4 of v5
+		"configsync_fleet_hosts_drifted":      1, // host-2, as the drift report lists it
 		"configsync_fleet_hosts_stale":        1, // behind, too
 		"configsync_fleet_hosts_failed_apply": 1,
 		"configsync_fleet_failed_applies":     1,
@@ -117,29 +168,70 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 		t.Errorf("stored stats hosts %d online %d drifted %d stale %d failed %d, want 4 3 1 1 1", hosts, online, drifted, stale, failedHosts)
 	}
 
-	// The totals move with the fleet: host-2 catches up, host-4 comes back.
-	exec(t, pool, `UPDATE hosts SET config_versions = '{"labels": 5}' WHERE hostname = 'host-2'`)
-	exec(t, pool, `UPDATE hosts SET last_heartbeat_at = now() WHERE hostname = 'host-4'`)
-	if connA, err = a.refresh(ctx, connA); err != nil {
-		t.Fatal(err)
+	storedDrift := func() map[uuid.UUID]bool {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT host_id, stale FROM host_drift WHERE environment_id = $1`, env1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[uuid.UUID]bool{}
+		for rows.Next() {
+			var id uuid.UUID
+			var stale bool
+			if err := rows.Scan(&id, &stale); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = stale
+		}
+		return out
 	}
-	// A host ahead of the effective version (reporting a version the server never made) is drifted,
-	// not stale.
-	exec(t, pool, `UPDATE hosts SET config_versions = '{"labels": 9}' WHERE hostname = 'host-1'`)
+	if d := storedDrift(); len(d) != 2 || !d[hostID(2)] || !d[hostID(5)] {
+		t.Errorf("stored drifted hosts %v, want host-2 and host-5, both stale", d)
+	}
+
+	// The totals move with the report: a host ahead of the expected version (reporting a version the
+	// server never made) is drifted, not stale.
+	reports.set(env1, driftedHost(1, 9), driftedHost(2, 4))
 	if connA, err = a.refresh(ctx, connA); err != nil {
 		t.Fatal(err)
 	}
 	if got(ma, "configsync_fleet_hosts_drifted") != 2 || got(ma, "configsync_fleet_hosts_stale") != 1 {
 		t.Errorf("drifted %v stale %v, want 2 and 1", got(ma, "configsync_fleet_hosts_drifted"), got(ma, "configsync_fleet_hosts_stale"))
 	}
-	exec(t, pool, `UPDATE hosts SET config_versions = '{"labels": 5}' WHERE hostname = 'host-1'`)
+	// host-1 and host-2 caught up, host-4 came back online behind: the stored rows are replaced.
+	exec(t, pool, `UPDATE hosts SET last_heartbeat_at = now() WHERE hostname = 'host-4'`)
+	reports.set(env1, driftedHost(4, 1))
 	if connA, err = a.refresh(ctx, connA); err != nil {
 		t.Fatal(err)
 	}
 	if got(ma, "configsync_fleet_hosts_online") != 4 || got(ma, "configsync_fleet_hosts_drifted") != 1 {
-		// host-4 is online now and reports labels v1: drifted; host-2 is not any more.
 		t.Errorf("online %v drifted %v, want 4 and 1", got(ma, "configsync_fleet_hosts_online"), got(ma, "configsync_fleet_hosts_drifted"))
 	}
+	if d := storedDrift(); len(d) != 1 || !d[hostID(4)] {
+		t.Errorf("stored drifted hosts %v, want host-4 alone", d)
+	}
+	// A report that fails keeps the environment's last drifted hosts (and the other figures move on);
+	// an environment deleted meanwhile is skipped.
+	reports.mu.Lock()
+	reports.fail = map[uuid.UUID]error{env1: errors.New("resolver unavailable")}
+	reports.mu.Unlock()
+	exec(t, pool, `UPDATE hosts SET last_heartbeat_at = now() - interval '1 hour' WHERE hostname = 'host-4'`)
+	if connA, err = a.refresh(ctx, connA); err != nil {
+		t.Fatal(err)
+	}
+	if got(ma, "configsync_fleet_hosts_online") != 3 || got(ma, "configsync_fleet_hosts_drifted") != 1 {
+		t.Errorf("after a failed report: online %v drifted %v, want 3 and 1", got(ma, "configsync_fleet_hosts_online"), got(ma, "configsync_fleet_hosts_drifted"))
+	}
+	reports.mu.Lock()
+	reports.fail = map[uuid.UUID]error{env1: fault.NotFoundf("environment not found")}
+	reports.mu.Unlock()
+	if connA, err = a.refresh(ctx, connA); err != nil {
+		t.Fatal(err)
+	}
+	reports.mu.Lock()
+	reports.fail = nil
+	reports.mu.Unlock()
 
 	// a's connection ends (its replica stopped): the lease goes to b at its next try.
 	if err := connA.Close(ctx); err != nil {
@@ -165,7 +257,7 @@ func TestRunReleasesTheLeaseOnStop(t *testing.T) {
 	pool := testinfra.Postgres(t)
 	log, _ := testinfra.Logger(t)
 	m := metrics.New()
-	f := New(pool, m, Options{Interval: 20 * time.Millisecond, OnlineWindow: time.Minute}, log)
+	f := New(pool, &fakeDrift{}, m, Options{Interval: 20 * time.Millisecond, OnlineWindow: time.Minute}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(ctx) }()

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
@@ -136,6 +137,18 @@ func (s *Store) VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) (
 	return out, nil
 }
 
+// DriftComputedAt is when an environment's fleet stats and drifted hosts were last stored (nil: never).
+func (s *Store) DriftComputedAt(ctx context.Context, environmentID uuid.UUID) (*time.Time, error) {
+	at, err := s.q.EnvironmentFleetStatsAt(ctx, environmentID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fleet stats time: %w", err)
+	}
+	return &at, nil
+}
+
 // FleetWorstHosts returns the worst offenders of every environment within filter, in one query.
 func (s *Store) FleetWorstHosts(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration, perEnv int) (map[uuid.UUID][]fleet.Offender, error) {
 	rows, err := s.q.FleetWorstHosts(ctx, sqlcdb.FleetWorstHostsParams{PerEnv: int64(perEnv), ClientFilter: filter, OnlineWindow: interval(onlineWindow)})
@@ -165,6 +178,9 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 		after := q.AfterHostname
 		p.AfterHostname, p.AfterID = &after, q.AfterID
 	}
+	if !q.Labels.Empty() {
+		p.LabelsPath = labelsPath(q.Labels)
+	}
 	rows, err := s.q.SearchHosts(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: search hosts: %w", err)
@@ -176,6 +192,37 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 		}
 	}
 	return out, nil
+}
+
+// labelsPath is sel as a JSON path filter over a host's inventory labels, for `inventory_labels @? path`:
+// one operator per row and no function call. Each requirement becomes one condition, all joined by &&:
+// `k=v` and `k in (..)` compare the label with each value (false when the label is missing), `k!=v`
+// and `k notin (..)` hold when the label is missing or equals none of them, `k` and `!k` test its
+// presence. Keys and values are quoted as JSON path strings: selector.Parse admits only letters, digits
+// and - _ . / in them, nothing that needs escaping. TestLabelsPathAgreesWithSelector checks it against
+// selector.Matches in PostgreSQL.
+func labelsPath(sel selector.Selector) string {
+	conds := make([]string, len(sel.Requirements))
+	for i, r := range sel.Requirements {
+		key := `@."` + r.Key + `"`
+		anyOf := make([]string, len(r.Values))
+		for j, v := range r.Values {
+			anyOf[j] = key + ` == "` + v + `"`
+		}
+		switch r.Operator {
+		case selector.Equals, selector.In:
+			conds[i] = "(" + strings.Join(anyOf, " || ") + ")"
+		case selector.NotEquals, selector.NotIn:
+			conds[i] = "(!exists(" + key + ") || !(" + strings.Join(anyOf, " || ") + "))"
+		case selector.Exists:
+			conds[i] = "exists(" + key + ")"
+		case selector.DoesNotExist:
+			conds[i] = "!exists(" + key + ")"
+		default:
+			conds[i] = "1 == 0" // an operator Parse never returns
+		}
+	}
+	return "$ ? (" + strings.Join(conds, " && ") + ")"
 }
 
 // AuditEvents reads a page of the audit log, newest first.

@@ -7,11 +7,14 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/protocol/selector"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
@@ -94,16 +97,20 @@ type hostListData struct {
 	States       []string
 	State        string
 	Hostname     string
-	Rows         []hostRow
-	Types        []string
-	NextURL      string
-	FirstURL     string
+	Selector     string // inventory label selector, as the API's ?selector=
+	// DriftAt is when the drifted filter's rows were computed (status=drifted; nil: not yet).
+	DriftAt  *time.Time
+	Rows     []hostRow
+	Types    []string
+	NextURL  string
+	FirstURL string
 }
 
 type hostRow struct {
 	Host   hosts.Host
 	Online bool
-	// Agreement: "in sync", "drifted" or "" (revoked or not checked).
+	// Agreement: the drift report's verdict on this host now: "in sync", "drifted", "pending" (acked
+	// the expected versions, not reported in a heartbeat yet) or "" (revoked or not checked).
 	Agreement string
 	Reasons   []string
 	Status    []typeStatus
@@ -122,7 +129,8 @@ func (c *Console) hostList(w http.ResponseWriter, r *http.Request, req *request)
 		return err
 	}
 	q := r.URL.Query()
-	data := hostListData{Environments: envs, States: fleet.States, State: q.Get("status"), Hostname: q.Get("hostname"), Types: agentconfig.TypeNames()}
+	data := hostListData{Environments: envs, States: fleet.States, State: q.Get("status"), Hostname: q.Get("hostname"),
+		Selector: strings.TrimSpace(q.Get("selector")), Types: agentconfig.TypeNames()}
 	envParam := q.Get("env")
 	switch {
 	case envParam != "":
@@ -142,7 +150,11 @@ func (c *Console) hostList(w http.ResponseWriter, r *http.Request, req *request)
 		c.render(w, http.StatusOK, "hosts", req, "Hosts", data)
 		return nil
 	}
-	search := fleet.Search{Hostname: data.Hostname, State: data.State}
+	sel, err := selector.Parse(data.Selector)
+	if err != nil {
+		return fault.Invalidf("label selector: %v", err)
+	}
+	search := fleet.Search{Hostname: data.Hostname, State: data.State, Labels: sel}
 	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
 		search.Limit = n
 	}
@@ -161,23 +173,27 @@ func (c *Console) hostList(w http.ResponseWriter, r *http.Request, req *request)
 	if err != nil {
 		return err
 	}
+	if data.State == fleet.StateDrifted {
+		if data.DriftAt, err = c.svc.Fleet.DriftComputedAt(r.Context(), req.p, data.Env.ID); err != nil {
+			return err
+		}
+	}
 	now := c.now()
 	for _, h := range page.Hosts {
 		row := hostRow{Host: h, Online: h.Online(now, c.svc.Fleet.OnlineWindow()), Status: statusList(h)}
 		if d, ok := checked[h.ID]; ok {
-			row.Agreement, row.Reasons = "in sync", d.Reasons
-			if len(d.Reasons) > 0 {
-				row.Agreement = "drifted"
-			}
+			row.Agreement, row.Reasons = agreement(d), d.Reasons
 		}
 		data.Rows = append(data.Rows, row)
 	}
 	base := url.Values{"env": {data.Env.ID.String()}}
-	if data.State != "" {
-		base.Set("status", data.State)
+	for k, v := range map[string]string{"status": data.State, "hostname": data.Hostname, "selector": sel.String()} {
+		if v != "" {
+			base.Set(k, v)
+		}
 	}
-	if data.Hostname != "" {
-		base.Set("hostname", data.Hostname)
+	if search.Limit > 0 {
+		base.Set("limit", strconv.Itoa(search.Limit))
 	}
 	data.FirstURL = Prefix + "/hosts?" + base.Encode()
 	if page.Next != nil {
@@ -187,6 +203,18 @@ func (c *Console) hostList(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	c.render(w, http.StatusOK, "hosts", req, "Hosts", data)
 	return nil
+}
+
+// agreement is the drift report's verdict on one host, as the API's drift report would file it: among
+// its drifted hosts, its pending ones, or neither.
+func agreement(d drift.Host) string {
+	switch {
+	case len(d.Reasons) > 0:
+		return "drifted"
+	case len(d.PendingTypes) > 0:
+		return "pending"
+	}
+	return "in sync"
 }
 
 // statusList is a host's apply status per registered type, in registry order.

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/platform/pgdb"
-	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/postgres/sqlcdb"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -272,9 +272,18 @@ func (s *Store) EnvironmentLayer(ctx context.Context, environmentID, configType 
 	return out, nil
 }
 
-// heartbeatSpan is how long one millisecond of a host's own heartbeat interval keeps it online: the
-// page queries multiply it by hosts.heartbeat_interval_ms (protocol.OnlineHeartbeats intervals).
-var heartbeatSpan = pgtype.Interval{Microseconds: protocol.OnlineHeartbeats * 1000, Valid: true}
+// liveness is q's online filter as the page queries pass it to host_online: the hosts online at
+// OnlineAt with the window OnlineAt - OnlineSince, by their own heartbeat intervals too; without
+// OnlineAt, those whose last heartbeat is at or after OnlineSince (at = OnlineSince, no window, no own
+// intervals).
+func liveness(q resolve.HostPageQuery) (at time.Time, window pgtype.Interval, ownIntervals bool) {
+	since := *q.OnlineSince
+	at = since
+	if q.OnlineAt != nil {
+		at, ownIntervals = *q.OnlineAt, true
+	}
+	return at, pgtype.Interval{Microseconds: at.Sub(since).Microseconds(), Valid: true}, ownIntervals
+}
 
 // HostPage returns one page of hosts with their rows of q.ConfigType, in one query: the host query
 // variant for q's filters, in a read-only transaction that keeps its plan off statistics (see
@@ -318,16 +327,21 @@ func (s *Store) HostPage(ctx context.Context, q resolve.HostPageQuery) (hosts []
 	switch {
 	case hostIDs != nil:
 		var listed []sqlcdb.ListedHostPageRow
-		listed, err = qtx.ListedHostPage(ctx, sqlcdb.ListedHostPageParams{
-			HostIds: hostIDs, EnvironmentID: envID, After: after, OnlineSince: q.OnlineSince, PageLimit: limit, ConfigType: q.ConfigType,
-			OnlineAt: q.OnlineAt, HeartbeatSpan: heartbeatSpan,
-		})
+		p := sqlcdb.ListedHostPageParams{HostIds: hostIDs, EnvironmentID: envID, After: after, PageLimit: limit, ConfigType: q.ConfigType,
+			OnlineWindow: pgtype.Interval{Valid: true}}
+		if q.OnlineSince != nil {
+			var at time.Time
+			at, p.OnlineWindow, p.OwnIntervals = liveness(q)
+			p.OnlineAt = &at
+		}
+		listed, err = qtx.ListedHostPage(ctx, p)
 		rows = rowsAs(listed, func(r sqlcdb.ListedHostPageRow) pageRow { return pageRow(r) })
 	case q.OnlineSince != nil:
 		var online []sqlcdb.OnlineHostPageRow
+		at, window, own := liveness(q)
 		online, err = qtx.OnlineHostPage(ctx, sqlcdb.OnlineHostPageParams{
-			EnvironmentID: envID, After: after, OnlineSince: *q.OnlineSince, PageLimit: limit, ConfigType: q.ConfigType,
-			OnlineAt: q.OnlineAt, HeartbeatSpan: heartbeatSpan,
+			EnvironmentID: envID, After: after, PageLimit: limit, ConfigType: q.ConfigType,
+			OnlineAt: at, OnlineWindow: window, OwnIntervals: own,
 		})
 		rows = rowsAs(online, func(r sqlcdb.OnlineHostPageRow) pageRow { return pageRow(r) })
 	default:

@@ -52,6 +52,18 @@ func (q *Queries) DeleteExpiredConsoleSessions(ctx context.Context) (int64, erro
 	return result.RowsAffected(), nil
 }
 
+const environmentFleetStatsAt = `-- name: EnvironmentFleetStatsAt :one
+SELECT computed_at FROM environment_fleet_stats WHERE environment_id = $1
+`
+
+// When an environment's fleet stats (and its host_drift rows) were last computed.
+func (q *Queries) EnvironmentFleetStatsAt(ctx context.Context, environmentID uuid.UUID) (time.Time, error) {
+	row := q.db.QueryRow(ctx, environmentFleetStatsAt, environmentID)
+	var computed_at time.Time
+	err := row.Scan(&computed_at)
+	return computed_at, err
+}
+
 const environmentHostSummary = `-- name: EnvironmentHostSummary :one
 WITH failed AS (
     SELECT DISTINCT s.host_id
@@ -442,30 +454,18 @@ WHERE h.environment_id = $1
   AND ($2::text = '' OR h.hostname ILIKE '%' || $2::text || '%')
   AND ($3::text IS NULL
        OR (h.hostname, h.id) > ($3::text, $4::uuid))
-  AND CASE $5::text
-        WHEN 'online' THEN h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $6::interval, statement_timestamp())
-        WHEN 'offline' THEN h.revoked_at IS NULL AND NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $6::interval, statement_timestamp())
+  AND ($5::jsonpath IS NULL OR h.inventory_labels @? $5::jsonpath)
+  AND CASE $6::text
+        WHEN 'online' THEN h.revoked_at IS NULL AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $7::interval, statement_timestamp())
+        WHEN 'offline' THEN h.revoked_at IS NULL AND NOT host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $7::interval, statement_timestamp())
         WHEN 'failed' THEN h.revoked_at IS NULL AND EXISTS (
             SELECT 1 FROM host_config_apply_status s WHERE s.host_id = h.id AND s.status = 'failed')
-        WHEN 'drifted' THEN h.revoked_at IS NULL
-            AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $6::interval, statement_timestamp())
-            AND CASE WHEN EXISTS (SELECT 1 FROM host_configs hc WHERE hc.host_id = h.id)
-                       OR EXISTS (SELECT 1 FROM rollout_hosts rh WHERE rh.host_id = h.id)
-                     THEN host_version_drift(h.id, h.environment_id, h.config_versions) IS NOT NULL
-                     -- Without rows of its own (nor a rollout that reached it), a host's effective
-                     -- versions are the environment's live rows, and host_version_drift is NULL exactly
-                     -- when its report contains them: one containment test (the environment's side
-                     -- computed once), not a call per host.
-                     ELSE NOT COALESCE(h.config_versions, '{}'::jsonb) @> (
-                         SELECT COALESCE(jsonb_object_agg(ec.config_type, ec.version), '{}'::jsonb)
-                         FROM environment_configs ec
-                         WHERE ec.environment_id = $1 AND ec.deleted_at IS NULL)
-                END
+        WHEN 'drifted' THEN h.revoked_at IS NULL AND EXISTS (SELECT 1 FROM host_drift d WHERE d.host_id = h.id)
         WHEN 'revoked' THEN h.revoked_at IS NOT NULL
         ELSE true
       END
 ORDER BY h.hostname, h.id
-LIMIT $7
+LIMIT $8
 `
 
 type SearchHostsParams struct {
@@ -473,21 +473,25 @@ type SearchHostsParams struct {
 	HostnameLike  string
 	AfterHostname *string
 	AfterID       uuid.NullUUID
+	LabelsPath    interface{}
 	State         string
 	OnlineWindow  pgtype.Interval
 	MaxRows       int32
 }
 
-// A page of an environment's hosts by hostname (then id), filtered by a hostname substring and a state:
-// ” (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an apply failed), 'drifted'
-// (online, some reported per-type version differs from the effective one: host_version_drift, the rule
-// the overview's drifted count uses), 'revoked'.
+// A page of an environment's hosts by hostname (then id), filtered by a hostname substring, a state and
+// inventory labels. States: ” (all), 'online', 'offline' (active, no recent heartbeat), 'failed' (an
+// apply failed), 'drifted' (listed by the environment's last drift report: host_drift, which the
+// overview's drifted count reads too), 'revoked'. Labels: a selector (libs/protocol/selector) as a
+// JSON path filter over inventory_labels (postgres.labelsPath, one operator per row); NULL selects every
+// host.
 func (q *Queries) SearchHosts(ctx context.Context, arg SearchHostsParams) ([]HostDetail, error) {
 	rows, err := q.db.Query(ctx, searchHosts,
 		arg.EnvironmentID,
 		arg.HostnameLike,
 		arg.AfterHostname,
 		arg.AfterID,
+		arg.LabelsPath,
 		arg.State,
 		arg.OnlineWindow,
 		arg.MaxRows,

@@ -12,16 +12,39 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const listEnvironmentIDs = `-- name: ListEnvironmentIDs :many
+SELECT id FROM environments ORDER BY id
+`
+
+// ListEnvironmentIDs lists every environment, for the fleet stats' drift pass.
+func (q *Queries) ListEnvironmentIDs(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listEnvironmentIDs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const refreshEnvironmentFleetStats = `-- name: RefreshEnvironmentFleetStats :many
-WITH live AS MATERIALIZED (
-    SELECT l.id, l.environment_id, l.online,
-           CASE WHEN l.online THEN host_version_drift(l.id, l.environment_id, l.config_versions) END AS drift
-    FROM (
-        SELECT id, environment_id, config_versions,
-               host_online(last_heartbeat_at, heartbeat_interval_ms, $1::interval, statement_timestamp()) AS online
-        FROM hosts
-        WHERE revoked_at IS NULL
-    ) l
+WITH live AS (
+    SELECT h.id, h.environment_id,
+           host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, $1::interval, statement_timestamp()) AS online,
+           d.host_id IS NOT NULL AS drifted, COALESCE(d.stale, false) AS stale
+    FROM hosts h
+    LEFT JOIN host_drift d ON d.host_id = h.id
+    WHERE h.revoked_at IS NULL
 ),
 failed AS (
     SELECT s.host_id, count(*) AS types
@@ -33,8 +56,8 @@ totals AS (
     SELECT env.id AS environment_id,
            count(l.id) AS hosts,
            count(l.id) FILTER (WHERE l.online) AS online,
-           count(l.id) FILTER (WHERE l.drift IS NOT NULL) AS drifted,
-           count(l.id) FILTER (WHERE l.drift = 'behind') AS stale,
+           count(l.id) FILTER (WHERE l.drifted) AS drifted,
+           count(l.id) FILTER (WHERE l.stale) AS stale,
            count(f.host_id) AS failed_hosts,
            COALESCE(sum(f.types), 0) AS failed_applies
     FROM environments env
@@ -63,11 +86,12 @@ type RefreshEnvironmentFleetStatsRow struct {
 }
 
 // RefreshEnvironmentFleetStats recomputes the fleet as an on-call dashboard shows it, per environment,
-// in one statement (config-api's fleet metrics lease holder runs it once per period, never per scrape or
-// page) and stores it in environment_fleet_stats: hosts not revoked, those online (host_online, the
-// SQL form of protocol.Online), the online ones whose reported per-type versions differ from the
-// effective versions (host_version_drift: the version part of drift) and those among them behind it
-// (stale), and the hosts and (host, type) pairs whose last apply failed. It returns every environment's row for the gauges.
+// in one statement (config-api's fleet metrics lease holder runs it once per period, after the drift
+// pass, never per scrape or page) and stores it in environment_fleet_stats: hosts not revoked, those
+// online (host_online, the SQL form of protocol.Online), those the drift report listed as drifted
+// (host_drift, stored by the drift pass just before) and those among them behind (stale), and the
+// hosts and (host, type) pairs whose last apply failed. It returns every environment's row for the
+// gauges.
 func (q *Queries) RefreshEnvironmentFleetStats(ctx context.Context, onlineWindow pgtype.Interval) ([]RefreshEnvironmentFleetStatsRow, error) {
 	rows, err := q.db.Query(ctx, refreshEnvironmentFleetStats, onlineWindow)
 	if err != nil {
@@ -94,4 +118,34 @@ func (q *Queries) RefreshEnvironmentFleetStats(ctx context.Context, onlineWindow
 		return nil, err
 	}
 	return items, nil
+}
+
+const replaceHostDrift = `-- name: ReplaceHostDrift :exec
+WITH listed AS (
+    SELECT d.host_id, d.stale
+    FROM (SELECT unnest($2::uuid[]) AS host_id, unnest($3::boolean[]) AS stale) AS d
+    JOIN hosts h ON h.id = d.host_id AND h.environment_id = $1
+),
+gone AS (
+    DELETE FROM host_drift x
+    WHERE x.environment_id = $1 AND x.host_id NOT IN (SELECT host_id FROM listed)
+)
+INSERT INTO host_drift AS hd (host_id, environment_id, stale, computed_at)
+SELECT host_id, $1, stale, statement_timestamp() FROM listed
+ON CONFLICT (host_id) DO UPDATE SET environment_id = excluded.environment_id, stale = excluded.stale,
+    computed_at = excluded.computed_at
+`
+
+type ReplaceHostDriftParams struct {
+	EnvironmentID uuid.UUID
+	HostIds       []uuid.UUID
+	Stale         []bool
+}
+
+// ReplaceHostDrift stores the drifted hosts of one environment as its drift report listed them (the
+// fleet stats' drift pass): the listed hosts of the environment get a row (stale or not), every other
+// row of the environment goes. Ids of hosts deleted or moved meanwhile are ignored.
+func (q *Queries) ReplaceHostDrift(ctx context.Context, arg ReplaceHostDriftParams) error {
+	_, err := q.db.Exec(ctx, replaceHostDrift, arg.EnvironmentID, arg.HostIds, arg.Stale)
+	return err
 }

@@ -185,6 +185,13 @@ type HostDetail struct {
 	InventoryLabels     []byte
 }
 
+type HostDrift struct {
+	HostID        uuid.UUID
+	EnvironmentID uuid.UUID
+	Stale         bool
+	ComputedAt    time.Time
+}
+
 type HostIdentityStatement struct {
 	HostID    uuid.UUID
 	Statement []byte

@@ -524,8 +524,9 @@ WITH page AS MATERIALIZED (
     FROM hosts hs
     WHERE hs.id = ANY ($1::uuid[]) AND hs.environment_id = $2 AND hs.id > $3::uuid
       AND hs.revoked_at IS NULL
-      AND ($4::timestamptz IS NULL OR hs.last_heartbeat_at >= $4::timestamptz
-           OR hs.last_heartbeat_at + hs.heartbeat_interval_ms * $5::interval >= $6::timestamptz)
+      AND ($4::timestamptz IS NULL
+           OR host_online(hs.last_heartbeat_at, CASE WHEN $5::boolean THEN hs.heartbeat_interval_ms END,
+                          $6::interval, $4::timestamptz))
     ORDER BY hs.id
     LIMIT $7
 )
@@ -545,9 +546,9 @@ type ListedHostPageParams struct {
 	HostIds       []uuid.UUID
 	EnvironmentID uuid.UUID
 	After         uuid.UUID
-	OnlineSince   *time.Time
-	HeartbeatSpan pgtype.Interval
 	OnlineAt      *time.Time
+	OwnIntervals  bool
+	OnlineWindow  pgtype.Interval
 	PageLimit     int32
 	ConfigType    string
 }
@@ -561,16 +562,16 @@ type ListedHostPageRow struct {
 }
 
 // HostPage restricted to the listed hosts (ids of other environments are ignored), optionally online
-// only (as OnlineHostPage). The page is found through the primary key, one lookup per listed id, so its cost is bounded
-// by the list whatever the plan.
+// only (online_at set, then as OnlineHostPage). The page is found through the primary key, one lookup
+// per listed id, so its cost is bounded by the list whatever the plan.
 func (q *Queries) ListedHostPage(ctx context.Context, arg ListedHostPageParams) ([]ListedHostPageRow, error) {
 	rows, err := q.db.Query(ctx, listedHostPage,
 		arg.HostIds,
 		arg.EnvironmentID,
 		arg.After,
-		arg.OnlineSince,
-		arg.HeartbeatSpan,
 		arg.OnlineAt,
+		arg.OwnIntervals,
+		arg.OnlineWindow,
 		arg.PageLimit,
 		arg.ConfigType,
 	)
@@ -603,8 +604,8 @@ WITH page AS MATERIALIZED (
     SELECT hs.id, hs.agent_id
     FROM hosts hs
     WHERE hs.environment_id = $1 AND hs.id > $2::uuid AND hs.revoked_at IS NULL
-      AND (hs.last_heartbeat_at >= $3::timestamptz
-           OR hs.last_heartbeat_at + hs.heartbeat_interval_ms * $4::interval >= $5::timestamptz)
+      AND host_online(hs.last_heartbeat_at, CASE WHEN $3::boolean THEN hs.heartbeat_interval_ms END,
+                      $4::interval, $5::timestamptz)
     ORDER BY hs.id
     LIMIT $6
 )
@@ -623,9 +624,9 @@ WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = $7
 type OnlineHostPageParams struct {
 	EnvironmentID uuid.UUID
 	After         uuid.UUID
-	OnlineSince   time.Time
-	HeartbeatSpan pgtype.Interval
-	OnlineAt      *time.Time
+	OwnIntervals  bool
+	OnlineWindow  pgtype.Interval
+	OnlineAt      time.Time
 	PageLimit     int32
 	ConfigType    string
 }
@@ -638,15 +639,16 @@ type OnlineHostPageRow struct {
 	Version    int64
 }
 
-// HostPage restricted to online hosts: a last heartbeat at or after online_since, or, with online_at
-// set, within the host's own heartbeat interval times heartbeat_span (protocol.OnlineHeartbeats
-// milliseconds) before online_at. This is protocol.Online with window = online_at - online_since.
+// HostPage restricted to the hosts online at online_at by host_online (migration 00012, protocol.Online
+// in SQL: the one liveness rule of every query) with the window online_window, by their own reported
+// heartbeat intervals too when own_intervals (else by the window alone). host_online is inlined, so the
+// plan stays the ordered scan of hosts_environment_idx with the rule as a filter.
 func (q *Queries) OnlineHostPage(ctx context.Context, arg OnlineHostPageParams) ([]OnlineHostPageRow, error) {
 	rows, err := q.db.Query(ctx, onlineHostPage,
 		arg.EnvironmentID,
 		arg.After,
-		arg.OnlineSince,
-		arg.HeartbeatSpan,
+		arg.OwnIntervals,
+		arg.OnlineWindow,
 		arg.OnlineAt,
 		arg.PageLimit,
 		arg.ConfigType,
