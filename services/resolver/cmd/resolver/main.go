@@ -2,7 +2,9 @@
 // agent configs, plus /healthz and /readyz. Configuration comes from the environment (see README.md).
 // `resolver sign-trusted-keys -version N -keys id=base64,...` instead prints a trusted-key list signed
 // with the configured signing key (RESOLVER_SIGNING_KEY_FILE or RESOLVER_VAULT_*), the content of
-// RESOLVER_TRUSTED_KEYS_FILE for a key rotation.
+// RESOLVER_TRUSTED_KEYS_FILE for a key rotation. `resolver public-keys [-create] [-out FILE]` writes the
+// public keys of the configured signing key in the form agents trust (trust.public_keys_file,
+// CONFIGSYNC_TRUST_PUBLIC_KEYS); -create first generates a missing key file (a deployment's init step).
 package main
 
 import (
@@ -27,6 +29,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "sign-trusted-keys" {
 		if err := signTrustedKeys(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "resolver sign-trusted-keys:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "public-keys" {
+		if err := publicKeys(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "resolver public-keys:", err)
 			os.Exit(1)
 		}
 		return
@@ -61,4 +70,30 @@ func signTrustedKeys(args []string) error {
 	}
 	_, err = fmt.Println(string(out))
 	return err
+}
+
+func publicKeys(args []string) error {
+	fs := flag.NewFlagSet("public-keys", flag.ContinueOnError)
+	create := fs.Bool("create", false, "generate RESOLVER_SIGNING_KEY_FILE (0600) when it does not exist")
+	out := fs.String("out", "", "write the keys to this file (0644, replaced atomically) instead of standard output")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfg resolver.Config
+	if err := envconfig.Load(&cfg); err != nil {
+		return err
+	}
+	keys, err := resolver.PublicKeys(context.Background(), cfg, *create)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err = fmt.Println(keys)
+		return err
+	}
+	tmp := *out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(keys+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, *out)
 }
