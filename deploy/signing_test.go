@@ -1,11 +1,17 @@
 package deploy
 
 import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/configsync/configsync/agent/agentrun"
 )
@@ -165,6 +171,111 @@ func TestKubernetesSigning(t *testing.T) {
 			if !strings.HasPrefix(env["RESOLVER_VAULT_ADDR"], "https://") || env["RESOLVER_VAULT_SIGNING_KEY"] != "configsync-signing" || !refsToken {
 				t.Errorf("k8s resolver: RESOLVER_VAULT_ADDR %q, RESOLVER_VAULT_SIGNING_KEY %q, token from the Secret %v; want Vault Transit signing",
 					env["RESOLVER_VAULT_ADDR"], env["RESOLVER_VAULT_SIGNING_KEY"], refsToken)
+			}
+		}
+	}
+}
+
+// TestKubernetesSigningKeyFileComponent builds the base with the signing-keyfile component, as an
+// overlay would: the resolver no longer talks to Vault, signs with RESOLVER_SIGNING_KEY_FILE on an
+// in-memory emptyDir mounted read-only, and an init container of the same image installs it there
+// (`resolver install-signing-key`) from the Secret configsync-signing-key, which only that init container
+// mounts; every variable set is one the resolver reads.
+func TestKubernetesSigningKeyFileComponent(t *testing.T) {
+	mem := filesys.MakeFsInMemory()
+	for _, dir := range []string{"k8s", "nats"} {
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return mem.WriteFile(filepath.Join("/deploy", p), b)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlay := "/deploy/k8s/overlays/keyfile-test"
+	if err := mem.WriteFile(overlay+"/kustomization.yaml", []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"+
+		"resources:\n  - ../../base\ncomponents:\n  - ../../components/signing-keyfile\n"+
+		"images:\n  - name: configsync/resolver\n    newName: registry.example.com/configsync/resolver\n    newTag: 0.1.0\n")); err != nil {
+		t.Fatal(err)
+	}
+	m := render(t, mem, overlay)
+	d, ok := m.deployments["resolver"]
+	if !ok {
+		t.Fatal("no resolver Deployment")
+	}
+	pod := d.Spec.Template.Spec
+	var main corev1.Container
+	for _, c := range pod.Containers {
+		if c.Name == "resolver" {
+			main = c
+		}
+	}
+	env := containerEnv(t, m, "resolver with signing-keyfile", main)
+	checkEnv(t, "resolver", "resolver with signing-keyfile", sortedKeys(env))
+	keyFile := env["RESOLVER_SIGNING_KEY_FILE"]
+	for k := range env {
+		if strings.HasPrefix(k, "RESOLVER_VAULT_") {
+			t.Errorf("the resolver still sets %s (Vault would win over the key file)", k)
+		}
+	}
+	emptyDirs := map[string]bool{}
+	for _, v := range pod.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory {
+			emptyDirs[v.Name] = true
+		}
+	}
+	onMemory := func(c corev1.Container, file string, readOnly bool) bool {
+		for _, vm := range c.VolumeMounts {
+			if emptyDirs[vm.Name] && path.Dir(file) == vm.MountPath && vm.ReadOnly == readOnly {
+				return true
+			}
+		}
+		return false
+	}
+	if keyFile == "" || !onMemory(main, keyFile, true) {
+		t.Fatalf("RESOLVER_SIGNING_KEY_FILE %q is not on an in-memory emptyDir mounted read-only", keyFile)
+	}
+	if len(pod.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want the key installer", len(pod.InitContainers))
+	}
+	installer := pod.InitContainers[0]
+	if main.Image != "registry.example.com/configsync/resolver:0.1.0" || installer.Image != main.Image || len(installer.Args) == 0 || installer.Args[0] != "install-signing-key" || flagValue(installer.Args, "-to") != keyFile {
+		t.Fatalf("init container %s %v: want `resolver install-signing-key -to %s` from the resolver's image %s", installer.Image, installer.Args, keyFile, main.Image)
+	}
+	if !onMemory(installer, keyFile, false) {
+		t.Error("the init container cannot write the key's emptyDir")
+	}
+	from := flagValue(installer.Args, "-from")
+	if content, ok := fileContent(m, pod, installer, from); !ok || content == "" {
+		t.Errorf("-from %s is not a mounted Secret key", from)
+	}
+	secretName := ""
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && strings.HasPrefix(v.Secret.SecretName, "configsync-signing-key") {
+			secretName = v.Name
+		}
+	}
+	for _, vm := range main.VolumeMounts {
+		if vm.Name == secretName {
+			t.Error("the resolver container mounts the signing key Secret itself")
+		}
+	}
+	if s, ok := m.secrets["configsync-signing-key"]; !ok || !strings.Contains(secretKeys(s)["signing.key"], "REPLACE_ME") {
+		t.Errorf("the component's Secret is not a placeholder: %v", ok)
+	}
+	for name, other := range m.deployments {
+		if name == "resolver" {
+			continue
+		}
+		for _, v := range other.Spec.Template.Spec.Volumes {
+			if v.Secret != nil && strings.HasPrefix(v.Secret.SecretName, "configsync-signing-key") {
+				t.Errorf("Deployment %s mounts the signing key", name)
 			}
 		}
 	}

@@ -31,6 +31,38 @@ func EnsureSigningKeyFile(path string) (string, error) {
 	return signing.KeySet{s.KeyID(): s.PublicKey()}.String(), nil
 }
 
+// InstallSigningKeyFile copies a key file from a place its mode cannot be chosen (a Kubernetes Secret
+// volume: owned by root, group-readable through the pod's fsGroup) to dst, owned by the running user
+// with mode 0600, where the resolver loads it; the content is checked first and nothing is written when
+// it is not a key. It returns the key's public key in the "id=base64" form agents trust.
+func InstallSigningKeyFile(src, dst string) (string, error) {
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	defer clear(raw)
+	s, err := keyfile.Parse(string(raw))
+	if err != nil {
+		return "", fmt.Errorf("resolver: install signing key from %s: %w", src, err)
+	}
+	tmp := dst + ".tmp"
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	_, werr := f.Write(raw)
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	return signing.KeySet{s.KeyID(): s.PublicKey()}.String(), nil
+}
+
 // PublicKeys returns the public keys of the configured signing key, in the "id=base64" form of
 // CONFIGSYNC_TRUST_PUBLIC_KEYS and of an agent's trust.public_keys_file: every version of the Vault
 // Transit key when Vault is configured, else the key file's key. With create, a missing key file is

@@ -138,3 +138,50 @@ func TestPublicKeys(t *testing.T) {
 		t.Fatal("public keys with no signing key configured")
 	}
 }
+
+// TestInstallSigningKeyFile: a key mounted group-readable (as a Kubernetes Secret volume gives it),
+// which the resolver refuses to load, is installed 0600 where it loads, with the same public key; a file
+// that is not a key is refused and nothing is written.
+func TestInstallSigningKeyFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	made := filepath.Join(dir, "made.key")
+	pub, err := resolver.EnsureSigningKeyFile(made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted := filepath.Join(dir, "mounted.key")
+	if err := os.WriteFile(mounted, raw, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolver.PublicKeys(ctx, resolver.Config{SigningKeyFile: mounted}, false); err == nil {
+		t.Fatal("a group-readable key file was loaded")
+	}
+	installed := filepath.Join(dir, "signing.key")
+	got, err := resolver.InstallSigningKeyFile(mounted, installed)
+	if err != nil || got != pub {
+		t.Fatalf("install = %q, %v; want %q", got, err, pub)
+	}
+	info, err := os.Stat(installed)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("installed key: %v, %v; want mode 0600", info, err)
+	}
+	if loaded, err := resolver.PublicKeys(ctx, resolver.Config{SigningKeyFile: installed}, false); err != nil || loaded != pub {
+		t.Fatalf("installed key loads as %q, %v", loaded, err)
+	}
+	bad := filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(bad, []byte("REPLACE_ME\n"), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.key")
+	if _, err := resolver.InstallSigningKeyFile(bad, other); err == nil {
+		t.Fatal("a placeholder was installed as a key")
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Fatalf("something was written for a refused key: %v", err)
+	}
+}

@@ -5,10 +5,13 @@
 // RESOLVER_TRUSTED_KEYS_FILE for a key rotation. `resolver public-keys [-create] [-out FILE]` writes the
 // public keys of the configured signing key in the form agents trust (trust.public_keys_file,
 // CONFIGSYNC_TRUST_PUBLIC_KEYS); -create first generates a missing key file (a deployment's init step).
+// `resolver install-signing-key -from SRC -to DST` copies a key file to DST with mode 0600 for the running
+// user (a Kubernetes init container: Secret volumes cannot give a non-root user a 0600 file).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +32,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "sign-trusted-keys" {
 		if err := signTrustedKeys(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "resolver sign-trusted-keys:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "install-signing-key" {
+		if err := installSigningKey(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "resolver install-signing-key:", err)
 			os.Exit(1)
 		}
 		return
@@ -96,4 +106,23 @@ func publicKeys(args []string) error {
 		return err
 	}
 	return os.Rename(tmp, *out)
+}
+
+func installSigningKey(args []string) error {
+	fs := flag.NewFlagSet("install-signing-key", flag.ContinueOnError)
+	from := fs.String("from", "", "the key file as mounted (a Secret volume)")
+	to := fs.String("to", "", "where the resolver reads it (RESOLVER_SIGNING_KEY_FILE), written 0600")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" || *to == "" {
+		return errors.New("-from and -to are required")
+	}
+	keys, err := resolver.InstallSigningKeyFile(*from, *to)
+	if err != nil {
+		return err
+	}
+	// The public half only: what agents must trust.
+	_, err = fmt.Println(keys)
+	return err
 }
