@@ -8,7 +8,7 @@ MODULES := $(shell for m in $$(sed -n 's/^\t\.\/\(.*\)$$/\1/p' go.work); do \
 BINARIES := config-api resolver credential delivery ack-ingest
 TEST_TIMEOUT ?= 10m
 
-.PHONY: run test generate generate-check lint vet fmt-check bench bench-full build vaultdev clean
+.PHONY: run test generate generate-check lint vet fmt-check bench bench-full bench-signing build vaultdev clean
 
 ## run: the whole system in one process (embedded NATS, PostgreSQL, keyring, five services, one agent)
 ## It runs the built binary, not `go run`: the go command sets exit status 1 whenever it is interrupted
@@ -68,6 +68,18 @@ bench-full:
 	{ echo "load: $$(cat /proc/loadavg)"; cd libs/agentconfig && $(GO) test -run '^$$' -bench 'MergeCanonicalHash$$' -count 10 .; \
 	  echo "load: $$(cat /proc/loadavg)"; } > $(BENCH_DIR)/merge.txt
 	$(GO) run ./tools/loadgen/cmd/benchtable -dir $(BENCH_DIR)
+
+## bench-signing: what signing configs costs: the 10,000-agent herd and environment-wide pushes with signing on,
+## then off, back to back (a fresh private devstack each), and one comparison table (push time, signatures per
+## push, herd latency, CPU). SIGNING_AGENTS=500 for a quick look.
+SIGNING_AGENTS ?= 10000
+bench-signing:
+	@mkdir -p bin $(BENCH_DIR)
+	$(GO) build -o bin/loadgen ./tools/loadgen
+	$(GO) build -o bin/devstack ./tools/devstack
+	@echo "load: $$(cat /proc/loadavg)"
+	./bin/loadgen -devstack-bin bin/devstack -agents $(SIGNING_AGENTS) -scenarios herd,push -compare-signing | tee $(BENCH_DIR)/signing-$(SIGNING_AGENTS).txt
+	@echo "load: $$(cat /proc/loadavg)"
 
 ## build: static binaries in bin/
 build:

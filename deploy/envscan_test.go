@@ -267,23 +267,35 @@ func scanFile(fset *token.FileSet, f *ast.File, pkgPath string, consts map[strin
 // requires that set lacks. where names the manifest and object for the message.
 func checkEnv(t *testing.T, binary, where string, set []string) {
 	t.Helper()
-	env, ok := binaryEnv(t)[binary]
+	env, ok := checkEnvRead(t, binary, where, set)
 	if !ok {
-		t.Errorf("%s: unknown ConfigSync binary %q", where, binary)
 		return
 	}
 	have := map[string]bool{}
 	for _, name := range set {
 		have[name] = true
-		if _, ok := env.Read[name]; !ok {
-			t.Errorf("%s sets %s, which %s never reads (no env tag or os.Getenv in its packages)", where, name, binary)
-		}
 	}
 	for name := range env.Required {
 		if !have[name] {
 			t.Errorf("%s does not set %s, which %s requires", where, name, binary)
 		}
 	}
+}
+
+// checkEnvRead fails when set holds a variable binary never reads; it returns what binary reads.
+func checkEnvRead(t *testing.T, binary, where string, set []string) (envSet, bool) {
+	t.Helper()
+	env, ok := binaryEnv(t)[binary]
+	if !ok {
+		t.Errorf("%s: unknown ConfigSync binary %q", where, binary)
+		return env, false
+	}
+	for _, name := range set {
+		if _, ok := env.Read[name]; !ok {
+			t.Errorf("%s sets %s, which %s never reads (no env tag or os.Getenv in its packages)", where, name, binary)
+		}
+	}
+	return env, true
 }
 
 func TestEnvScanFindsPlatformVariables(t *testing.T) {

@@ -582,6 +582,7 @@ func TestKubernetesExampleOverlay(t *testing.T) {
 	}
 	must(mem.WriteFile(secrets+"/database.env", []byte("DATABASE_URL=postgres://configsync:s3cret@db.internal:5432/configsync?sslmode=verify-full\n")))
 	must(mem.WriteFile(secrets+"/vault-approle.env", []byte("VAULT_ROLE_ID=role\nVAULT_SECRET_ID=secret\n")))
+	must(mem.WriteFile(secrets+"/resolver-vault.env", []byte("RESOLVER_VAULT_TOKEN=token\n")))
 
 	m := render(t, mem, "/deploy/k8s/overlays/example")
 	for name, s := range m.secrets {

@@ -34,6 +34,7 @@ import (
 	"github.com/configsync/configsync/agent/internal/transport"
 	"github.com/configsync/configsync/agent/internal/trust"
 	"github.com/configsync/configsync/agent/internal/watchfiles"
+	"github.com/configsync/configsync/libs/agentconfig/signing"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
@@ -78,7 +79,18 @@ type hooks struct {
 	observe func(kind string, v any)
 	applied func(configsync.Resolved, error)
 	ready   func(*agent) // after startup application, before the scheduler starts
+	// keysRefetchJitter, if set, replaces keysRefetchJitter.
+	keysRefetchJitter *time.Duration
 }
+
+// When a push names a key the agent does not trust, it fetches once (the reply carries the resolver's
+// signed trusted-key list), at most every keysRefetchEvery, after a random delay below
+// keysRefetchJitter: a rotation reaches the whole fleet with the same push, and the jitter spreads the
+// fleet's fetches.
+const (
+	keysRefetchEvery  = 5 * time.Minute
+	keysRefetchJitter = 30 * time.Second
+)
 
 type agent struct {
 	cfg     Config
@@ -103,6 +115,9 @@ type agent struct {
 	client  atomic.Pointer[transport.Client]
 
 	refetch    chan struct{}
+	keysMu     sync.Mutex
+	keysAsked  time.Time   // the last fetch asked for because of an untrusted key
+	keysTimer  *time.Timer // that fetch's delay; stopped when the agent stops
 	heartbeats atomic.Int64
 	// heartbeatEvery is the heartbeat task's current period in milliseconds, reported in every
 	// heartbeat so the backend judges this host's liveness by it.
@@ -156,7 +171,7 @@ func newAgent(cfg Config) (*agent, error) {
 	a.log, a.shipper = selflog.New(cfg.LogOutput, cfg.LogFormat, a.level, cfg.AgentID)
 	a.log = a.log.With("agent_id", cfg.AgentID)
 
-	keys, err := cfg.Trust.keySet()
+	keys, err := cfg.Trust.loadKeySet()
 	if err != nil {
 		return nil, fmt.Errorf("agentrun: %w", err)
 	}
@@ -191,7 +206,11 @@ func newAgent(cfg Config) (*agent, error) {
 		LocalDefault: func(t string) json.RawMessage { return cfg.Defaults[t] },
 		Check:        a.checkPolicy,
 		Verify: func(cmd protocol.Command) error {
-			return a.trust.Config(cmd.ConfigType, cmd.Version, cmd.Payload, cmd.SecretFields, cmd.Statement)
+			err := a.trust.Config(cmd.ConfigType, cmd.Version, cmd.Payload, cmd.SecretFields, cmd.Statement)
+			if errors.Is(err, signing.ErrUntrustedKey) {
+				a.refetchForKeys()
+			}
+			return err
 		},
 		Tracer: a.tracer,
 	})
@@ -223,6 +242,7 @@ func newAgent(cfg Config) (*agent, error) {
 func (a *agent) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer a.stopKeysRefetch()
 	a.log.Info("agent starting", "version", a.cfg.AgentVersion, "data_dir", a.cfg.DataDir)
 	a.warnIfRoot()
 	lim := a.pol.Limits()
@@ -348,6 +368,41 @@ func (a *agent) warnIfRoot() {
 func (a *agent) reconnected() {
 	a.requestRefetch()
 	go a.handler.RepublishAcks()
+}
+
+// refetchForKeys asks for one fetch, after a random delay, unless one was asked for less than
+// keysRefetchEvery ago: a push signed by a key this agent does not trust may be the first sign of a
+// key rotation, whose signed trusted-key list the fetch reply carries (a forgery costs one fetch).
+func (a *agent) refetchForKeys() {
+	a.keysMu.Lock()
+	now := time.Now()
+	if !a.keysAsked.IsZero() && now.Sub(a.keysAsked) < keysRefetchEvery {
+		a.keysMu.Unlock()
+		return
+	}
+	a.keysAsked = now
+	a.keysMu.Unlock()
+	jitter := keysRefetchJitter
+	if h := a.cfg.hooks; h != nil && h.keysRefetchJitter != nil {
+		jitter = *h.keysRefetchJitter
+	}
+	var d time.Duration
+	if jitter > 0 {
+		d = rand.N(jitter)
+	}
+	a.log.Info("a config names a key this agent does not trust; fetching the trusted-key list", "in", d.String())
+	a.keysMu.Lock()
+	a.keysTimer = time.AfterFunc(d, a.requestRefetch)
+	a.keysMu.Unlock()
+}
+
+// stopKeysRefetch cancels a pending key fetch (the agent is stopping).
+func (a *agent) stopKeysRefetch() {
+	a.keysMu.Lock()
+	defer a.keysMu.Unlock()
+	if a.keysTimer != nil {
+		a.keysTimer.Stop()
+	}
 }
 
 // requestRefetch asks the background syncer for a fetch (after a reconnect pushes may have been

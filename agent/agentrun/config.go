@@ -111,6 +111,10 @@ type NATSTLSConfig struct {
 type TrustConfig struct {
 	// PublicKeys are the trusted ed25519 keys with their ids (the resolver's key ids).
 	PublicKeys []TrustedKey `yaml:"public_keys"`
+	// PublicKeysFile names a file of more trusted keys, "id=base64" items separated by commas or
+	// newlines (what `resolver public-keys` writes and CONFIGSYNC_TRUST_PUBLIC_KEYS holds), read at
+	// start; a deployment provisions it next to the agent. Missing or empty, the agent does not start.
+	PublicKeysFile string `yaml:"public_keys_file"`
 	// InsecureSkipVerify applies configs without checking signatures (logged loudly at every start).
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
@@ -121,13 +125,39 @@ type TrustedKey struct {
 	PublicKey string `yaml:"public_key"`
 }
 
-// keySet parses the trusted keys.
+// keySet parses the keys listed inline (public_keys).
 func (t TrustConfig) keySet() (signing.KeySet, error) {
 	ks := signing.KeySet{}
 	for _, k := range t.PublicKeys {
 		if err := ks.Add(k.ID, k.PublicKey); err != nil {
 			return nil, fmt.Errorf("trust.public_keys: %w", err)
 		}
+	}
+	return ks, nil
+}
+
+// loadKeySet is keySet plus the keys of public_keys_file, which must exist and list at least one.
+func (t TrustConfig) loadKeySet() (signing.KeySet, error) {
+	ks, err := t.keySet()
+	if err != nil || t.PublicKeysFile == "" {
+		return ks, err
+	}
+	raw, err := os.ReadFile(t.PublicKeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("trust.public_keys_file: %w", err)
+	}
+	more, err := signing.ParseKeys(string(raw))
+	if err != nil {
+		return nil, fmt.Errorf("trust.public_keys_file %s: %w", t.PublicKeysFile, err)
+	}
+	if len(more) == 0 {
+		return nil, fmt.Errorf("trust.public_keys_file %s lists no key", t.PublicKeysFile)
+	}
+	for id, k := range more {
+		if _, dup := ks[id]; dup {
+			return nil, fmt.Errorf("trust.public_keys_file %s: key %s is listed in trust.public_keys too", t.PublicKeysFile, id)
+		}
+		ks[id] = k
 	}
 	return ks, nil
 }
@@ -261,8 +291,8 @@ func (c Config) Validate() error {
 	}
 	if ks, err := c.Trust.keySet(); err != nil {
 		errs = append(errs, err)
-	} else if len(ks) == 0 && !c.Trust.InsecureSkipVerify {
-		errs = append(errs, errors.New("trust.public_keys is required (the config authority's keys); only trust.insecure_skip_verify: true runs without, applying unsigned configs"))
+	} else if len(ks) == 0 && c.Trust.PublicKeysFile == "" && !c.Trust.InsecureSkipVerify {
+		errs = append(errs, errors.New("trust.public_keys (or trust.public_keys_file) is required (the config authority's keys); only trust.insecure_skip_verify: true runs without, applying unsigned configs"))
 	}
 	if c.BootJitter < 0 || c.FetchTimeout < 0 {
 		errs = append(errs, errors.New("boot_jitter and fetch_timeout must not be negative"))

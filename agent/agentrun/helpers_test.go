@@ -238,8 +238,13 @@ func start(t *testing.T, cfg Config) *running {
 	r := &running{done: make(chan error, 1), logs: &syncBuffer{}}
 	ready := make(chan *agent, 1)
 	cfg.LogOutput = r.logs
+	var keysJitter *time.Duration
+	if cfg.hooks != nil {
+		keysJitter = cfg.hooks.keysRefetchJitter
+	}
 	cfg.hooks = &hooks{
-		ready: func(a *agent) { ready <- a },
+		keysRefetchJitter: keysJitter,
+		ready:             func(a *agent) { ready <- a },
 		applied: func(res configsync.Resolved, _ error) {
 			r.mu.Lock()
 			r.res = append(r.res, res)

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/configsync/configsync/agent/internal/configcache"
 	"github.com/configsync/configsync/agent/internal/configsync"
@@ -304,5 +306,110 @@ func TestKeyRotationByFetch(t *testing.T) {
 	r2 := start(t, cfg)
 	if src := r2.source("labels"); src != configsync.SourceCache || r2.a.labels.Labels()["env"] != "k2" {
 		t.Fatalf("after restart labels from %s: %v", src, r2.a.labels.Labels())
+	}
+}
+
+// TestTrustKeysFile: trust.public_keys_file (the "id=base64" list a deployment provisions, as
+// `resolver public-keys` writes it) is enough for the agent to verify: a config signed by a key in it
+// applies, one signed by another key is refused. A missing or empty file stops the agent at start.
+func TestTrustKeysFile(t *testing.T) {
+	ns := startNATS(t, agentID, 0)
+	auth, other := newAuthority(t, "k1"), newAuthority(t, "k2")
+	labels := `{"static":{"env":"file"}}`
+	be := newBackend(t, ns.ClientURL(), agentID, protocol.FetchReply{
+		Configs:    map[string]json.RawMessage{"labels": json.RawMessage(labels)},
+		Versions:   map[string]int64{"labels": 3},
+		Statements: map[string]protocol.Signed{"labels": *auth.config("labels", 3, labels, signing.AgentScope(agentID))},
+		Identity:   auth.identity(agentID, envA),
+	})
+	keysFile := filepath.Join(t.TempDir(), "trusted-keys")
+	if err := os.WriteFile(keysFile, []byte(auth.id+"="+auth.trusted().PublicKey+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := signedConfig(t, ns.ClientURL(), t.TempDir())
+	cfg.Trust.PublicKeysFile = keysFile
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a config trusting a keys file only: %v", err)
+	}
+	r := start(t, cfg)
+	be.waitFor("startup ack", func() bool { a, ok := be.ackFor("labels", 3); return ok && a.Status == protocol.AckApplied })
+	if r.a.labels.Labels()["env"] != "file" {
+		t.Fatalf("labels %v", r.a.labels.Labels())
+	}
+	be.pushSigned("labels", 4, `{"static":{"env":"evil"}}`, other.config("labels", 4, `{"static":{"env":"evil"}}`, signing.AgentScope(agentID)))
+	be.waitFor("k2's push refused", func() bool { _, ok := be.failedAck("labels", 4); return ok })
+
+	for name, content := range map[string]*string{"missing": nil, "empty": new(string)} {
+		path := filepath.Join(t.TempDir(), "trusted-keys")
+		if content != nil {
+			if err := os.WriteFile(path, []byte(*content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := signedConfig(t, ns.ClientURL(), t.TempDir())
+		c.Trust.PublicKeysFile = path
+		c.LogOutput = io.Discard
+		if _, err := newAgent(c); err == nil || !strings.Contains(err.Error(), "trust.public_keys_file") {
+			t.Errorf("%s keys file: agent built (%v)", name, err)
+		}
+	}
+}
+
+// TestUntrustedKeyPushFetchesTrustedKeys: a push signed by a key the agent does not trust yet is
+// refused (signature_invalid) and makes the agent fetch once; the reply now carries a trusted-key list
+// signed by the key it trusts, so it adopts the new key and applies the fetched config without a
+// restart. A second push by another unknown key within keysRefetchEvery is refused without a fetch.
+func TestUntrustedKeyPushFetchesTrustedKeys(t *testing.T) {
+	ns := startNATS(t, agentID, 0)
+	k1, k2, k3 := newAuthority(t, "k1"), newAuthority(t, "k2"), newAuthority(t, "k3")
+	labels := `{"static":{"env":"k1"}}`
+	be := newBackend(t, ns.ClientURL(), agentID, protocol.FetchReply{
+		Configs:    map[string]json.RawMessage{"labels": json.RawMessage(labels)},
+		Versions:   map[string]int64{"labels": 3},
+		Statements: map[string]protocol.Signed{"labels": *k1.config("labels", 3, labels, signing.EnvironmentScope(envA))},
+		Identity:   k1.identity(agentID, envA),
+	})
+	cfg := signedConfig(t, ns.ClientURL(), t.TempDir(), k1)
+	cfg.hooks = &hooks{keysRefetchJitter: new(time.Duration)} // fetch at once
+	r := start(t, cfg)
+	be.waitFor("startup ack", func() bool { a, ok := be.ackFor("labels", 3); return ok && a.Status == protocol.AckApplied })
+	be.mu.Lock()
+	fetches := be.fetches
+	// The resolver moved to k2 and carries the list {k1, k2} signed by k1.
+	rotated := `{"static":{"env":"k2"}}`
+	be.reply = protocol.FetchReply{
+		Configs:    map[string]json.RawMessage{"labels": json.RawMessage(rotated)},
+		Versions:   map[string]int64{"labels": 4},
+		Statements: map[string]protocol.Signed{"labels": *k2.config("labels", 4, rotated, signing.EnvironmentScope(envA))},
+		Identity:   k1.identity(agentID, envA),
+		TrustedKeys: k1.sign(signing.TrustedKeysStatement{Kind: signing.KindTrustedKeys, Version: 2,
+			Keys: []signing.PublicKey{{ID: "k1", PublicKey: k1.pub}, {ID: "k2", PublicKey: k2.pub}}}),
+	}
+	be.mu.Unlock()
+
+	be.pushSigned("labels", 4, rotated, k2.config("labels", 4, rotated, signing.EnvironmentScope(envA)))
+	be.waitFor("k2's push refused", func() bool {
+		// Any failed ack of v4: the applied one after the fetch may already have followed it.
+		for _, a := range be.acks {
+			if a.ConfigType == "labels" && a.Version == 4 && a.Status == protocol.AckFailed && strings.HasPrefix(a.Error, protocol.CodeSignatureInvalid) {
+				return true
+			}
+		}
+		return false
+	})
+	be.waitFor("the fetch brings the list and k2's config applies", func() bool {
+		a, ok := be.ackFor("labels", 4)
+		return ok && a.Status == protocol.AckApplied && be.fetches == fetches+1
+	})
+	if r.a.labels.Labels()["env"] != "k2" {
+		t.Fatalf("labels after the rotation: %v", r.a.labels.Labels())
+	}
+
+	// Another unknown key right after: refused, and no second fetch (rate limited).
+	be.pushSigned("labels", 5, `{"static":{"env":"k3"}}`, k3.config("labels", 5, `{"static":{"env":"k3"}}`, signing.EnvironmentScope(envA)))
+	be.waitFor("k3's push refused", func() bool { _, ok := be.failedAck("labels", 5); return ok })
+	// The fetch is asked for (and logged) while the push is verified, before its ack is sent.
+	if n := strings.Count(r.logs.String(), "a config names a key this agent does not trust"); n != 1 {
+		t.Fatalf("%d key fetches asked for after two untrusted pushes, want one:\n%s", n, r.logs.String())
 	}
 }

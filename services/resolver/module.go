@@ -47,9 +47,16 @@ type Config struct {
 	VaultToken      string `env:"RESOLVER_VAULT_TOKEN"`
 	VaultMount      string `env:"RESOLVER_VAULT_TRANSIT_MOUNT" default:"transit"`
 	VaultSigningKey string `env:"RESOLVER_VAULT_SIGNING_KEY" default:"configsync-signing"`
+	// VaultSigningKeyVersion pins the Transit key version that signs (0: the latest); see the README's
+	// rotation procedure.
+	VaultSigningKeyVersion int `env:"RESOLVER_VAULT_SIGNING_KEY_VERSION" default:"0"`
 	// TrustedKeysFile holds a signed trusted-key list (`resolver sign-trusted-keys` writes one) that
 	// every fetch reply carries, so agents adopt a rotated key set without touching their YAML.
 	TrustedKeysFile string `env:"RESOLVER_TRUSTED_KEYS_FILE"`
+	// StatementRetention is how long a superseded signed statement is kept before it is pruned;
+	// StatementPruneInterval how often each replica prunes (one bounded pass, 0 disables pruning).
+	StatementRetention     time.Duration `env:"RESOLVER_STATEMENT_RETENTION" default:"168h"`
+	StatementPruneInterval time.Duration `env:"RESOLVER_STATEMENT_PRUNE_INTERVAL" default:"10m"`
 }
 
 // Module registers the resolver micro service on the app's NATS connection for the app's lifetime.
@@ -73,7 +80,8 @@ func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, lo
 
 // Service is a resolver ready to be started on a NATS connection.
 type Service struct {
-	api *natsapi.Service
+	api    *natsapi.Service
+	pruner *pruneLoop // nil: signing off or pruning disabled
 }
 
 // New builds the resolver over pool without fx; Start registers it on a connection.
@@ -99,12 +107,16 @@ func newService(cfg Config, pool *pgxpool.Pool, log *zap.Logger, m *metrics.Metr
 	}
 	r := resolve.New(store, opts)
 	registerEnvCacheMetrics(m, r.EnvCacheStats)
-	return &Service{api: natsapi.New(r, natsapi.Options{
+	svc := &Service{api: natsapi.New(r, natsapi.Options{
 		Workers:        cfg.Workers,
 		BatchWorkers:   cfg.BatchWorkers,
 		RequestTimeout: cfg.RequestTimeout,
 		Observer:       m.RPC(),
-	}, log)}, nil
+	}, log)}
+	if signer != nil && cfg.StatementPruneInterval > 0 {
+		svc.pruner = newPruneLoop(&resolve.Pruner{Store: store, Retention: cfg.StatementRetention}, cfg.StatementPruneInterval, log)
+	}
+	return svc, nil
 }
 
 // newSigner picks the signing key: Vault Transit when configured, else the key file, else none
@@ -113,11 +125,11 @@ func newSigner(cfg Config, log *zap.Logger) (resolve.Signer, error) {
 	switch {
 	case cfg.VaultAddr != "":
 		s, err := vaulttransit.New(vaulttransit.Config{Addr: cfg.VaultAddr, Token: cfg.VaultToken,
-			TransitMount: cfg.VaultMount, Key: cfg.VaultSigningKey, Timeout: cfg.RequestTimeout})
+			TransitMount: cfg.VaultMount, Key: cfg.VaultSigningKey, KeyVersion: cfg.VaultSigningKeyVersion, Timeout: cfg.RequestTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("resolver: signing key: %w", err)
 		}
-		log.Info("statements signed with Vault Transit", zap.String("key", cfg.VaultSigningKey))
+		log.Info("statements signed with Vault Transit", zap.String("key", cfg.VaultSigningKey), zap.Int("key_version", cfg.VaultSigningKeyVersion))
 		return s, nil
 	case cfg.SigningKeyFile != "":
 		s, err := keyfile.LoadFile(cfg.SigningKeyFile)
@@ -132,8 +144,17 @@ func newSigner(cfg Config, log *zap.Logger) (resolve.Signer, error) {
 	}
 }
 
-// Start registers the micro service and its endpoints on nc.
-func (s *Service) Start(nc *nats.Conn) error { return s.api.Start(nc) }
+// Start registers the micro service and its endpoints on nc, and starts pruning stored statements.
+func (s *Service) Start(nc *nats.Conn) error {
+	if err := s.api.Start(nc); err != nil {
+		return err
+	}
+	s.pruner.start()
+	return nil
+}
 
-// Stop stops taking requests and waits for in-flight ones until ctx is done.
-func (s *Service) Stop(ctx context.Context) error { return s.api.Stop(ctx) }
+// Stop stops pruning and taking requests, and waits for in-flight ones until ctx is done.
+func (s *Service) Stop(ctx context.Context) error {
+	s.pruner.stop()
+	return s.api.Stop(ctx)
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/keyfile"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
+	"github.com/configsync/configsync/services/resolver/internal/vaulttransit"
 )
 
 // EnsureSigningKeyFile creates a 0600 ed25519 signing key at path unless one is there, and returns the
@@ -28,6 +29,68 @@ func EnsureSigningKeyFile(path string) (string, error) {
 		return "", fmt.Errorf("resolver: %w", err)
 	}
 	return signing.KeySet{s.KeyID(): s.PublicKey()}.String(), nil
+}
+
+// InstallSigningKeyFile copies a key file from a place its mode cannot be chosen (a Kubernetes Secret
+// volume: owned by root, group-readable through the pod's fsGroup) to dst, owned by the running user
+// with mode 0600, where the resolver loads it; the content is checked first and nothing is written when
+// it is not a key. It returns the key's public key in the "id=base64" form agents trust.
+func InstallSigningKeyFile(src, dst string) (string, error) {
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	defer clear(raw)
+	s, err := keyfile.Parse(string(raw))
+	if err != nil {
+		return "", fmt.Errorf("resolver: install signing key from %s: %w", src, err)
+	}
+	tmp := dst + ".tmp"
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	_, werr := f.Write(raw)
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("resolver: install signing key: %w", err)
+	}
+	return signing.KeySet{s.KeyID(): s.PublicKey()}.String(), nil
+}
+
+// PublicKeys returns the public keys of the configured signing key, in the "id=base64" form of
+// CONFIGSYNC_TRUST_PUBLIC_KEYS and of an agent's trust.public_keys_file: every version of the Vault
+// Transit key when Vault is configured, else the key file's key. With create, a missing key file is
+// generated first (0600): how a deployment provisions the key and its agents' trust in one step.
+func PublicKeys(ctx context.Context, cfg Config, create bool) (string, error) {
+	switch {
+	case cfg.VaultAddr != "":
+		s, err := vaulttransit.New(vaulttransit.Config{Addr: cfg.VaultAddr, Token: cfg.VaultToken,
+			TransitMount: cfg.VaultMount, Key: cfg.VaultSigningKey, Timeout: cfg.RequestTimeout})
+		if err != nil {
+			return "", fmt.Errorf("resolver: %w", err)
+		}
+		keys, err := s.PublicKeys(ctx)
+		if err != nil {
+			return "", fmt.Errorf("resolver: %w", err)
+		}
+		return signing.KeySet(keys).String(), nil
+	case cfg.SigningKeyFile != "" && create:
+		return EnsureSigningKeyFile(cfg.SigningKeyFile)
+	case cfg.SigningKeyFile != "":
+		s, err := keyfile.LoadFile(cfg.SigningKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("resolver: %w", err)
+		}
+		return signing.KeySet{s.KeyID(): s.PublicKey()}.String(), nil
+	default:
+		return "", errors.New("resolver: no signing key configured (RESOLVER_SIGNING_KEY_FILE or RESOLVER_VAULT_ADDR)")
+	}
 }
 
 // configuredSigner returns the Signer cfg selects (Vault Transit, else the key file), or an error when

@@ -21,6 +21,7 @@ import (
 	"github.com/configsync/configsync/libs/natsauth/tlsgen"
 	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
 	"github.com/configsync/configsync/libs/testinfra"
+	"github.com/configsync/configsync/services/resolver"
 )
 
 func freeAddr(t *testing.T) string {
@@ -41,7 +42,7 @@ func TestStackSharesOneRegistry(t *testing.T) {
 	// environment() sets what is unset; restore the test process's environment afterwards.
 	for _, k := range []string{"LOG_LEVEL", "LOG_FORMAT", "DATABASE_URL", "DATABASE_MAX_CONNS", "NATS_URL", "NATS_CREDS",
 		"NATS_INBOX_PREFIX", "NATS_TLS_CA", "HTTP_ADDR", "METRICS_ADDR", "CREDENTIAL_CIPHER", "CONFIGSYNC_KEYRING_FILE",
-		"CONFIGSYNC_KEYRING_CREATE", "NATS_AUTHORITY_FILE", "NATS_SYSTEM_CREDS"} {
+		"CONFIGSYNC_KEYRING_CREATE", "NATS_AUTHORITY_FILE", "NATS_SYSTEM_CREDS", "RESOLVER_SIGNING_KEY_FILE", "RESOLVER_VAULT_ADDR"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
@@ -101,6 +102,19 @@ func TestStackSharesOneRegistry(t *testing.T) {
 	}
 	if !strings.Contains(string(env), "export CONFIGSYNC_METRICS_URL="+url+"\n") {
 		t.Errorf("devstack.env does not name %s:\n%s", url, env)
+	}
+	// The signing key was generated on this first start (0600) and its public key written for agents
+	// and outside clients as CONFIGSYNC_TRUST_PUBLIC_KEYS.
+	keyFile := filepath.Join(dataDir, "signing.key")
+	if info, err := os.Stat(keyFile); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("signing key %s: %v, %v; want a 0600 file", keyFile, info, err)
+	}
+	trust, err := resolver.PublicKeys(ctx, resolver.Config{SigningKeyFile: keyFile}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(env), "export CONFIGSYNC_TRUST_PUBLIC_KEYS="+trust+"\n") {
+		t.Errorf("devstack.env does not export the signing key's public key %s:\n%s", trust, env)
 	}
 	resp, err := http.Get("http://" + s.opts.httpAddr + "/metrics")
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/configsync/configsync/agent/agentrun"
 	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
 	"github.com/configsync/configsync/libs/platform/metrics"
@@ -41,7 +42,7 @@ type stack struct {
 	dataDir     string
 	natsURL     string
 	natsCA      string // the local CA that signed NATS's certificate
-	trustKeys   string // the resolver's public signing key(s), "id=base64"; empty when Vault signs
+	trustKeys   string // the resolver's public signing key(s), "id=base64"; empty when nothing signs
 	databaseURL string
 	auth        *natsauth.Authority
 	log         *zap.Logger
@@ -206,9 +207,14 @@ func (s *stack) environment() error {
 			return err
 		}
 	}
-	if os.Getenv("RESOLVER_VAULT_ADDR") == "" && os.Getenv("RESOLVER_SIGNING_KEY_FILE") != "" {
-		// The signing key is generated on the first start; agents trust its public half.
-		keys, err := resolver.EnsureSigningKeyFile(os.Getenv("RESOLVER_SIGNING_KEY_FILE"))
+	if os.Getenv("RESOLVER_VAULT_ADDR") != "" || os.Getenv("RESOLVER_SIGNING_KEY_FILE") != "" {
+		// The key file is generated on the first start; agents trust its public half (or the public
+		// keys of the Vault Transit key when Vault signs).
+		var cfg resolver.Config
+		if err := envconfig.Load(&cfg); err != nil {
+			return err
+		}
+		keys, err := resolver.PublicKeys(context.Background(), cfg, true)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -26,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/configsync/configsync/tools/loadgen/internal/backendstats"
 	"github.com/configsync/configsync/tools/loadgen/internal/configapi"
 	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
 	"github.com/configsync/configsync/tools/loadgen/internal/localstack"
@@ -53,11 +55,11 @@ type flags struct {
 	retryFor                                                time.Duration
 	duration, timeout                                       time.Duration
 	heartbeatRate, dropPushes                               float64
-	jsonOut, strict, keep, analyze, signing                 bool
+	jsonOut, strict, keep, analyze, signing, compareSigning bool
 	machine                                                 string
 
 	api, token, natsURL, natsCA, creds, database, devstackEnv, servicePIDs string
-	devstackBin, pgAdmin, logLevel                                         string
+	devstackBin, pgAdmin, logLevel, resolverMetrics                        string
 }
 
 func parseFlags() flags {
@@ -95,6 +97,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.logLevel, "log-level", "warn", "private devstack: the services' log level")
 	flag.BoolVar(&f.keep, "keep", false, "private devstack: keep its data directory, log and database")
 	flag.BoolVar(&f.signing, "signing", true, "private devstack: the resolver signs configs (false: no signing key, to measure what signing costs)")
+	flag.BoolVar(&f.compareSigning, "compare-signing", false, "private devstack: run the scenarios twice back to back, signing on then off (a fresh devstack and database each), and print both reports and a comparison")
+	flag.StringVar(&f.resolverMetrics, "resolver-metrics", "", "running stack: the resolver's Prometheus /metrics URL, to count the signatures each phase makes (the private devstack's is found by itself)")
 	flag.Parse()
 	return f
 }
@@ -113,12 +117,80 @@ func run() (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	machine := firstNonEmpty(f.machine, report.DefaultMachine())
+
+	if f.compareSigning {
+		if f.api != "" || f.devstackEnv != "" {
+			return 0, errors.New("-compare-signing runs private devstacks; it cannot target a running stack (-api, -devstack-env)")
+		}
+		on, err := runOnce(ctx, f, scenarios, true)
+		if err != nil {
+			if on != nil {
+				report.Text(os.Stdout, on, machine)
+			}
+			return 1, fmt.Errorf("signing on: %w", err)
+		}
+		off, err := runOnce(ctx, f, scenarios, false)
+		if err != nil {
+			if off != nil {
+				report.Text(os.Stdout, off, machine)
+			}
+			return 1, fmt.Errorf("signing off: %w", err)
+		}
+		if f.jsonOut {
+			if err := report.CompareJSON(os.Stdout, on, off, machine); err != nil {
+				return 0, err
+			}
+		} else {
+			fmt.Fprintln(os.Stdout, "\n== signing on ==")
+			report.Text(os.Stdout, on, machine)
+			fmt.Fprintln(os.Stdout, "\n== signing off ==")
+			report.Text(os.Stdout, off, machine)
+			report.CompareText(os.Stdout, on, off)
+		}
+		return strictExit(f, on, off)
+	}
+
+	res, runErr := runOnce(ctx, f, scenarios, f.signing)
+	switch {
+	case res == nil:
+	case f.jsonOut:
+		if err := report.JSON(os.Stdout, res, machine); err != nil {
+			return 0, err
+		}
+	default:
+		report.Text(os.Stdout, res, machine)
+	}
+	if runErr != nil {
+		return 1, runErr
+	}
+	return strictExit(f, res)
+}
+
+// strictExit is 2 with an error when -strict is set and a result missed a target.
+func strictExit(f flags, results ...*scenario.Result) (int, error) {
+	if !f.strict {
+		return 0, nil
+	}
+	for _, res := range results {
+		for _, c := range report.Checks(res) {
+			if c.Verdict == "MISS" {
+				return 2, fmt.Errorf("target missed: %s %s", c.Scenario, c.Metric)
+			}
+		}
+	}
+	return 0, nil
+}
+
+// runOnce runs the scenarios against the stack f names, or a private devstack (signing on or off).
+func runOnce(ctx context.Context, f flags, scenarios map[string]bool, signing bool) (*scenario.Result, error) {
 	progress := os.Stderr
+	signingMode := ""
 
 	if f.devstackEnv != "" {
 		vals, err := localstack.ReadEnvFile(f.devstackEnv)
 		if err != nil {
-			return 0, fmt.Errorf("-devstack-env: %w", err)
+			return nil, fmt.Errorf("-devstack-env: %w", err)
 		}
 		f.api = firstNonEmpty(f.api, vals["CONFIGSYNC_API_URL"])
 		f.token = firstNonEmpty(f.token, vals["CONFIGSYNC_TOKEN"])
@@ -128,11 +200,13 @@ func run() (int, error) {
 	}
 	backend := scenario.Backend{}
 	var pids []int
+	metricsURL := f.resolverMetrics
 	if f.api == "" {
+		fmt.Fprintf(progress, "private devstack, signing %s\n", onOff(signing))
 		stack, err := localstack.Start(ctx, localstack.Options{Binary: f.devstackBin, AdminDatabaseURL: f.pgAdmin, LogLevel: f.logLevel,
-			KeepData: f.keep, NoSigning: !f.signing, Progress: progress})
+			KeepData: f.keep, NoSigning: !signing, Progress: progress})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		defer func() {
 			fmt.Fprintln(progress, "stopping devstack ...")
@@ -147,9 +221,11 @@ func run() (int, error) {
 		f.database = firstNonEmpty(f.database, stack.DatabaseURL)
 		pids = []int{stack.PID}
 		backend.Alive = stack.Alive
+		metricsURL = stack.MetricsURL
+		signingMode = onOff(signing)
 	} else {
 		if f.token == "" || f.natsURL == "" {
-			return 0, errors.New("-api needs -token and -nats (or -devstack-env)")
+			return nil, errors.New("-api needs -token and -nats (or -devstack-env)")
 		}
 		for _, p := range strings.Split(f.servicePIDs, ",") {
 			if p = strings.TrimSpace(p); p == "" {
@@ -157,7 +233,7 @@ func run() (int, error) {
 			}
 			pid, err := strconv.Atoi(p)
 			if err != nil {
-				return 0, fmt.Errorf("-service-pids: %q is not a pid", p)
+				return nil, fmt.Errorf("-service-pids: %q is not a pid", p)
 			}
 			pids = append(pids, pid)
 		}
@@ -178,19 +254,25 @@ func run() (int, error) {
 		return g
 	}
 	backend.NATSURL, backend.CredsFile, backend.NATSCA = f.natsURL, f.creds, f.natsCA
+	if metricsURL != "" {
+		httpClient := &http.Client{Timeout: 5 * time.Second}
+		backend.Signatures = func(ctx context.Context) (int64, error) {
+			return backendstats.Signatures(ctx, httpClient, metricsURL)
+		}
+	}
 
 	api := configapi.New(f.api, f.token, max(f.registerConcurrency, 4))
 	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = api.Ready(readyCtx)
+	err := api.Ready(readyCtx)
 	cancel()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	backend.API = api
 	if f.database != "" {
 		obs, err := observe.NewPostgres(ctx, f.database)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		defer obs.Close()
 		backend.Observer = obs
@@ -207,12 +289,12 @@ func run() (int, error) {
 	}
 	nc, err := nats.Connect(f.natsURL, ncOpts...)
 	if err != nil {
-		return 0, fmt.Errorf("connect to NATS %s: %w", f.natsURL, err)
+		return nil, fmt.Errorf("connect to NATS %s: %w", f.natsURL, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	backend.Control, backend.JS = nc, js
 
@@ -221,28 +303,16 @@ func run() (int, error) {
 		Jitter: f.jitter, RetryFor: f.retryFor, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
 		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes, DropPushes: f.dropPushes / 100,
 		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze, Real: realOptions(),
+		Signing: signingMode,
 	}, backend, progress)
-	res, runErr := runner.Run(ctx)
+	return runner.Run(ctx)
+}
 
-	machine := firstNonEmpty(f.machine, report.DefaultMachine())
-	if f.jsonOut {
-		if err := report.JSON(os.Stdout, res, machine); err != nil {
-			return 0, err
-		}
-	} else {
-		report.Text(os.Stdout, res, machine)
+func onOff(b bool) string {
+	if b {
+		return "on"
 	}
-	if runErr != nil {
-		return 1, runErr
-	}
-	if f.strict {
-		for _, c := range report.Checks(res) {
-			if c.Verdict == "MISS" {
-				return 2, fmt.Errorf("target missed: %s %s", c.Scenario, c.Metric)
-			}
-		}
-	}
-	return 0, nil
+	return "off"
 }
 
 // databaseName is the database of a postgres:// URL ("" when none or not a URL).

@@ -226,6 +226,22 @@ FROM (SELECT unnest(@scopes::text[]) AS scope, unnest(@config_types::text[]) AS 
              unnest(@key_ids::text[]) AS key_id, unnest(@signatures::bytea[]) AS signature) AS v
 ON CONFLICT DO NOTHING;
 
+-- name: PruneConfigStatements :execrows
+-- Deletes up to @max_rows stored statements created before @before that can no longer be served: a
+-- newer version of the same scope and type is stored (versions come from one sequence, so the older
+-- one is superseded), or the scope is an agent whose host no longer exists. A statement asked for
+-- again after all (a host held back on an older revision) is signed again, once per retention.
+DELETE FROM config_statements
+WHERE (scope, config_type, version) IN (
+    SELECT s.scope, s.config_type, s.version
+    FROM config_statements s
+    WHERE s.created_at < @before::timestamptz
+      AND (EXISTS (SELECT 1 FROM config_statements n
+                   WHERE n.scope = s.scope AND n.config_type = s.config_type AND n.version > s.version)
+           OR (s.scope LIKE 'agent:%'
+               AND NOT EXISTS (SELECT 1 FROM hosts h WHERE h.agent_id = substr(s.scope, length('agent:') + 1))))
+    LIMIT @max_rows::int);
+
 -- name: IdentityStatements :many
 -- The stored identity statements of the given hosts.
 SELECT host_id, statement, key_id, signature

@@ -32,6 +32,16 @@ import (
 // ErrSignatureInvalid is wrapped by every verification failure; its text is the ack error code.
 var ErrSignatureInvalid = errors.New(protocol.CodeSignatureInvalid)
 
+// ErrUntrustedKey is wrapped too when the statement names a key the verifier does not trust: a forgery,
+// or a key rotation the verifier has not learnt yet (the agent then fetches the trusted-key list).
+var ErrUntrustedKey = errors.New("key is not trusted")
+
+// untrustedKeyError says which key was not trusted; it matches ErrUntrustedKey.
+type untrustedKeyError struct{ id string }
+
+func (e untrustedKeyError) Error() string        { return fmt.Sprintf("key %q is not trusted", e.id) }
+func (e untrustedKeyError) Is(target error) bool { return target == ErrUntrustedKey }
+
 // Statement kinds.
 const (
 	KindConfig      = "config"
@@ -168,7 +178,7 @@ func (ks KeySet) verify(s *protocol.Signed, kind string, v any) error {
 	}
 	pub, ok := ks[s.KeyID]
 	if !ok {
-		return fmt.Errorf("%w: key %q is not trusted", ErrSignatureInvalid, truncate(s.KeyID))
+		return fmt.Errorf("%w: %w", ErrSignatureInvalid, untrustedKeyError{truncate(s.KeyID)})
 	}
 	if len(s.Signature) != ed25519.SignatureSize || !ed25519.Verify(pub, s.Statement, s.Signature) {
 		return fmt.Errorf("%w: bad signature by key %s", ErrSignatureInvalid, s.KeyID)

@@ -2,11 +2,16 @@
 // agent configs, plus /healthz and /readyz. Configuration comes from the environment (see README.md).
 // `resolver sign-trusted-keys -version N -keys id=base64,...` instead prints a trusted-key list signed
 // with the configured signing key (RESOLVER_SIGNING_KEY_FILE or RESOLVER_VAULT_*), the content of
-// RESOLVER_TRUSTED_KEYS_FILE for a key rotation.
+// RESOLVER_TRUSTED_KEYS_FILE for a key rotation. `resolver public-keys [-create] [-out FILE]` writes the
+// public keys of the configured signing key in the form agents trust (trust.public_keys_file,
+// CONFIGSYNC_TRUST_PUBLIC_KEYS); -create first generates a missing key file (a deployment's init step).
+// `resolver install-signing-key -from SRC -to DST` copies a key file to DST with mode 0600 for the running
+// user (a Kubernetes init container: Secret volumes cannot give a non-root user a 0600 file).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -27,6 +32,20 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "sign-trusted-keys" {
 		if err := signTrustedKeys(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "resolver sign-trusted-keys:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "install-signing-key" {
+		if err := installSigningKey(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "resolver install-signing-key:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "public-keys" {
+		if err := publicKeys(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "resolver public-keys:", err)
 			os.Exit(1)
 		}
 		return
@@ -60,5 +79,50 @@ func signTrustedKeys(args []string) error {
 		return err
 	}
 	_, err = fmt.Println(string(out))
+	return err
+}
+
+func publicKeys(args []string) error {
+	fs := flag.NewFlagSet("public-keys", flag.ContinueOnError)
+	create := fs.Bool("create", false, "generate RESOLVER_SIGNING_KEY_FILE (0600) when it does not exist")
+	out := fs.String("out", "", "write the keys to this file (0644, replaced atomically) instead of standard output")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfg resolver.Config
+	if err := envconfig.Load(&cfg); err != nil {
+		return err
+	}
+	keys, err := resolver.PublicKeys(context.Background(), cfg, *create)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err = fmt.Println(keys)
+		return err
+	}
+	tmp := *out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(keys+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, *out)
+}
+
+func installSigningKey(args []string) error {
+	fs := flag.NewFlagSet("install-signing-key", flag.ContinueOnError)
+	from := fs.String("from", "", "the key file as mounted (a Secret volume)")
+	to := fs.String("to", "", "where the resolver reads it (RESOLVER_SIGNING_KEY_FILE), written 0600")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" || *to == "" {
+		return errors.New("-from and -to are required")
+	}
+	keys, err := resolver.InstallSigningKeyFile(*from, *to)
+	if err != nil {
+		return err
+	}
+	// The public half only: what agents must trust.
+	_, err = fmt.Println(keys)
 	return err
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -11,7 +12,21 @@ import (
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
-var _ resolve.StatementStore = (*Store)(nil)
+var (
+	_ resolve.StatementStore  = (*Store)(nil)
+	_ resolve.StatementPruner = (*Store)(nil)
+)
+
+// PruneConfigStatements deletes up to limit stored statements created before before that can no
+// longer be served (superseded by a newer version of their scope and type, or of a host that is gone),
+// in one statement, and returns how many it deleted.
+func (s *Store) PruneConfigStatements(ctx context.Context, before time.Time, limit int) (int64, error) {
+	n, err := s.q.PruneConfigStatements(ctx, sqlcdb.PruneConfigStatementsParams{Before: before, MaxRows: int32(min(limit, 1<<30))})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: prune config statements: %w", err)
+	}
+	return n, nil
+}
 
 // ConfigStatements reads the stored statements of keys in one query.
 func (s *Store) ConfigStatements(ctx context.Context, keys []resolve.StatementKey) (map[resolve.StatementKey]protocol.Signed, error) {

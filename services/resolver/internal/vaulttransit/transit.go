@@ -29,15 +29,19 @@ type Config struct {
 	TransitMount string
 	// Key is the Transit key name (type ed25519); default "configsync-signing".
 	Key string
+	// KeyVersion pins the version that signs (0: the latest). A rotation creates the new version in
+	// Vault while the resolver keeps signing with the one agents trust, until they trust the new one.
+	KeyVersion int
 	// Timeout bounds one request to Vault; default 10s.
 	Timeout time.Duration
 }
 
 // Signer signs through Vault Transit. It is safe for concurrent use.
 type Signer struct {
-	client *api.Client
-	mount  string
-	key    string
+	client  *api.Client
+	mount   string
+	key     string
+	version int
 }
 
 var _ resolve.Signer = (*Signer)(nil)
@@ -64,19 +68,26 @@ func New(cfg Config) (*Signer, error) {
 		return nil, fmt.Errorf("vaulttransit: %w", err)
 	}
 	client.SetToken(cfg.Token)
-	return &Signer{client: client, mount: strings.Trim(cfg.TransitMount, "/"), key: cfg.Key}, nil
+	if cfg.KeyVersion < 0 {
+		return nil, errors.New("vaulttransit: key version must not be negative")
+	}
+	return &Signer{client: client, mount: strings.Trim(cfg.TransitMount, "/"), key: cfg.Key, version: cfg.KeyVersion}, nil
 }
 
 // KeyID is the key id of version v of the Transit key.
 func (s *Signer) KeyID(version int) string { return "vault-" + s.key + "-v" + strconv.Itoa(version) }
 
-// Sign signs each message in one batch request.
+// Sign signs each message in one batch request (batch_input), with the pinned key version if any.
 func (s *Signer) Sign(ctx context.Context, messages [][]byte) ([]resolve.Signature, error) {
 	in := make([]map[string]any, len(messages))
 	for i, m := range messages {
 		in[i] = map[string]any{"input": base64.StdEncoding.EncodeToString(m)}
 	}
-	resp, err := s.client.Logical().WriteWithContext(ctx, s.mount+"/sign/"+s.key, map[string]any{"batch_input": in})
+	req := map[string]any{"batch_input": in}
+	if s.version > 0 {
+		req["key_version"] = s.version
+	}
+	resp, err := s.client.Logical().WriteWithContext(ctx, s.mount+"/sign/"+s.key, req)
 	if err != nil {
 		return nil, fmt.Errorf("vaulttransit: sign %d statements: %w", len(messages), err)
 	}

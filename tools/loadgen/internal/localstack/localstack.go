@@ -52,6 +52,7 @@ type Stack struct {
 	NATSCA      string // the CA file devstack's TLS-only NATS is verified with
 	CredsFile   string
 	DatabaseURL string // empty when devstack chose the database itself
+	MetricsURL  string // devstack's Prometheus endpoint (every service's metrics, the resolver's included)
 	PID         int
 
 	cmd      *exec.Cmd
@@ -140,6 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("start devstack: %w", err)
 	}
 	s.cmd, s.PID, s.exited = cmd, cmd.Process.Pid, make(chan struct{})
+	s.MetricsURL = "http://" + metricsAddr + "/metrics"
 	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
 	fmt.Fprintf(progress, "devstack pid %d: api http://%s, nats nats://%s, metrics http://%s/metrics, data %s, log %s\n", s.PID, httpAddr, natsAddr, metricsAddr, s.Dir, s.logPath)
 

@@ -123,6 +123,9 @@ func Checks(r *scenario.Result) []Check {
 		}
 		out = append(out, c)
 	}
+	if p := r.Push; p != nil && len(p.Runs) > 0 && r.Signing != "" {
+		out = append(out, signingCheck(r, p))
+	}
 	mem := Check{Scenario: "all", Metric: fmt.Sprintf("services' peak RSS at %d agents (VmHWM)", r.Agents), Target: "reported"}
 	if len(r.Memory) == 0 {
 		mem.Measured = "not measured (no service pid: use -service-pids)"
@@ -135,6 +138,31 @@ func Checks(r *scenario.Result) []Check {
 	}
 	out = append(out, mem)
 	return out
+}
+
+// signingCheck is the signing cost of a fleet push: with signing on, one signature per distinct
+// config (the environment's collectors), however many agents share it; with signing off, none.
+func signingCheck(r *scenario.Result, p *scenario.PushResult) Check {
+	want := int64(1)
+	if r.Signing != "on" {
+		want = 0
+	}
+	c := Check{Scenario: "push", Metric: fmt.Sprintf("signatures per fleet push, %d agents sharing one environment config (signing %s)", r.Agents, r.Signing),
+		Target: fmt.Sprintf("= %d (one per distinct config, not per agent)", want)}
+	worst := int64(-1)
+	for _, run := range p.Runs {
+		if run.Signatures < 0 {
+			c.Measured = "not observable (no resolver metrics)"
+			return c
+		}
+		worst = max(worst, run.Signatures)
+	}
+	c.Measured = fmt.Sprintf("%d", worst)
+	c.Verdict = verdict(worst == want)
+	if r.Signing != "on" {
+		c.Target = "= 0 (signing off)"
+	}
+	return c
 }
 
 // Document is the JSON output.
@@ -242,15 +270,18 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 		if h.LateInjects > 0 {
 			p("  of which %d after the herd ended (fetches served late, mostly to agents that had timed out); the backend was quiet %s after boot", h.LateInjects, dur(h.QuietAfter))
 		}
+		if h.Signatures >= 0 {
+			p("  signatures made by the resolver during the herd: %d (signing %s: one identity per host on its first fetch ever, one per distinct config; later fetches read stored statements)", h.Signatures, orUnknown(r.Signing))
+		}
 	}
 	if pr := r.Push; pr != nil {
 		p("")
 		p("Push (%s, %d credentials; %s):", pr.ConfigType, pr.Credentials, pr.Method)
-		p("| run | version | PUT | → all acks persisted | acks/s | applied | failed | PUT sent → agent received | PUT returned → ack persisted | injects | decrypts |")
-		p("|---|---|---|---|---|---|---|---|---|---|---|")
+		p("| run | version | PUT | → all acks persisted | acks/s | applied | failed | PUT sent → agent received | PUT returned → ack persisted | injects | decrypts | signatures |")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for i, run := range pr.Runs {
-			p("| %d | %d | %s | %s | %s | %d | %d | %s | %s | %s | %s |", i+1, run.Version, dur(run.PutLatency), dur(run.AllPersisted),
-				num(run.AcksPerSecond), run.Applied, run.Failed, summary(run.Received), summary(run.Persisted), opt(run.Injects), opt(run.Decrypts))
+			p("| %d | %d | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |", i+1, run.Version, dur(run.PutLatency), dur(run.AllPersisted),
+				num(run.AcksPerSecond), run.Applied, run.Failed, summary(run.Received), summary(run.Persisted), opt(run.Injects), opt(run.Decrypts), opt(run.Signatures))
 		}
 		for i, run := range pr.Runs {
 			p("  run %d CPU: %s", i+1, cpuLine(run.CPU, int64(run.Applied+run.Failed), "agent"))
@@ -337,6 +368,13 @@ func num(f float64) string {
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
 
 func opt(n int64) string {
 	if n < 0 {

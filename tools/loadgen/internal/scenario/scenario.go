@@ -69,6 +69,8 @@ type Options struct {
 	// can (postgres): the steady state of a fleet that grew over time rather than one registered a
 	// second ago.
 	Analyze bool
+	// Signing says whether the stack's resolver signs configs ("on", "off"; "" unknown), for the report.
+	Signing string
 }
 
 // Backend is the stack under test.
@@ -90,6 +92,8 @@ type Backend struct {
 	// CPUGroups lists, by name, the processes whose CPU time each phase reports (for example the
 	// services and the PostgreSQL backends of their database); looked up again at every snapshot.
 	CPUGroups func() map[string][]int
+	// Signatures reads the resolver's count of statements signed so far (nil: not observable).
+	Signatures func(ctx context.Context) (int64, error)
 }
 
 // CPU is the CPU time groups of processes used during one phase, by group name ("loadgen" is this
@@ -141,11 +145,13 @@ type Result struct {
 	Observer      string                 `json:"observer"`
 	Registration  configapi.Registration `json:"registration"`
 	// Analyzed: the hosts table's statistics were refreshed after registration.
-	Analyzed      bool             `json:"analyzed"`
-	EnvironmentID string           `json:"environment_id"`
-	Herd          *HerdResult      `json:"herd,omitempty"`
-	Push          *PushResult      `json:"push,omitempty"`
-	Heartbeat     *HeartbeatResult `json:"heartbeat,omitempty"`
+	Analyzed      bool   `json:"analyzed"`
+	EnvironmentID string `json:"environment_id"`
+	// Signing is whether the resolver signed configs during the run ("on", "off", "" unknown).
+	Signing   string           `json:"signing,omitempty"`
+	Herd      *HerdResult      `json:"herd,omitempty"`
+	Push      *PushResult      `json:"push,omitempty"`
+	Heartbeat *HeartbeatResult `json:"heartbeat,omitempty"`
 	// ConnectStorm: the real-connection fleet's connect storm, before the herd.
 	ConnectStorm *ConnectStormResult `json:"connect_storm,omitempty"`
 	Fleet        fleet.Stats         `json:"fleet"`
@@ -207,7 +213,7 @@ func (r *Runner) note(format string, args ...any) {
 // heartbeat, and returns what it measured. A partial Result comes back with an error.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	r.res = &Result{Date: time.Now().UTC(), Agents: r.opts.Agents, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
-		Observer: r.backend.Observer.Name()}
+		Observer: r.backend.Observer.Name(), Signing: r.opts.Signing}
 	r.res.LoadAverage[0], _ = procstat.LoadAverage()
 	defer r.finish()
 	ids, err := r.setup(ctx)
@@ -341,6 +347,19 @@ func (r *Runner) injects(ctx context.Context) int64 {
 	return c.Requests
 }
 
+// signatures reads the resolver's signature counter (-1 when it cannot be read).
+func (r *Runner) signatures(ctx context.Context) int64 {
+	if r.backend.Signatures == nil {
+		return -1
+	}
+	n, err := r.backend.Signatures(ctx)
+	if err != nil {
+		r.note("resolver signatures: %v", err)
+		return -1
+	}
+	return n
+}
+
 // quiesceInjects waits until the credential service's inject counter has not moved for about a
 // second (three reads in a row), so that what a later phase counts is that phase's own work. It
 // returns the settled counter, or -1 when the counter cannot be read.
@@ -449,6 +468,9 @@ type HerdResult struct {
 	// Retry is what agents whose first fetch failed did, retrying as the agent does for RetryFor.
 	Retry    fleet.RetryStats `json:"retry"`
 	RetryFor time.Duration    `json:"retry_for_ns"`
+	// Signatures the resolver made for the herd (-1: not observable): with signing on, one identity
+	// per host on its first fetch ever and one statement per distinct config, never one per fetch.
+	Signatures int64 `json:"signatures"`
 
 	beforeInjects, endInjects int64
 }
@@ -456,9 +478,10 @@ type HerdResult struct {
 // boot starts the fleet (the herd when selected) and waits until the backend sees every host online.
 func (r *Runner) boot(ctx context.Context) error {
 	herd := r.opts.Scenarios[Herd]
-	before := int64(-1)
+	before, sigBefore := int64(-1), int64(-1)
 	if herd {
 		before = r.injects(ctx)
+		sigBefore = r.signatures(ctx)
 		r.logf("herd: %d agents fetch within a %s jitter window", r.opts.Agents, r.opts.Jitter)
 	} else {
 		r.logf("boot: %d agents send a first heartbeat (no startup fetch: herd not selected)", r.opts.Agents)
@@ -532,6 +555,11 @@ wait:
 			h.LateInjects = settled - h.endInjects
 			h.QuietAfter = time.Since(start)
 		}
+		h.Signatures = -1
+		if after := r.signatures(ctx); sigBefore >= 0 && after >= 0 {
+			h.Signatures = after - sigBefore
+			r.logf("herd: the resolver signed %d statements (%d hosts)", h.Signatures, r.opts.Agents)
+		}
 		if h.LateInjects > 0 {
 			r.note("herd: the backend served %d more fetches (credential inject requests) after the herd ended, %.1f s after boot it was quiet: requests queued in delivery are answered even when the agent has already timed out",
 				h.LateInjects, h.QuietAfter.Seconds())
@@ -560,6 +588,9 @@ type PushRun struct {
 	Decrypts int64 `json:"decrypts"`
 	// AcksPerSecond is Applied / AllPersisted.
 	AcksPerSecond float64 `json:"acks_per_second"`
+	// Signatures the resolver made from the PUT until every ack was persisted (-1: not observable):
+	// with signing on, one per distinct config pushed (the environment's), whatever the fleet size.
+	Signatures int64 `json:"signatures"`
 	// CPU used from the PUT until every ack was persisted (background heartbeats included).
 	CPU CPU `json:"cpu_ns"`
 }
@@ -599,6 +630,7 @@ func (r *Runner) push(ctx context.Context) error {
 func (r *Runner) pushOnce(ctx context.Context, round int) (PushRun, error) {
 	var run PushRun
 	before := r.quiesceInjects(ctx)
+	sigBefore := r.signatures(ctx)
 	cpu0 := r.cpuSnapshot()
 	r.logf("push %d/%d: PUT collectors (%d credentials) to %d online agents", round, r.opts.Pushes, len(r.credIDs), r.opts.Agents)
 	sent := time.Now()
@@ -620,6 +652,10 @@ func (r *Runner) pushOnce(ctx context.Context, round int) (PushRun, error) {
 	})
 	run.Applied, run.Failed = last.Applied, last.Failed
 	run.CPU = r.cpuSince(cpu0)
+	run.Signatures = -1
+	if after := r.signatures(ctx); sigBefore >= 0 && after >= 0 {
+		run.Signatures = after - sigBefore
+	}
 	if err != nil {
 		return run, err
 	}
@@ -653,9 +689,9 @@ func (r *Runner) pushOnce(ctx context.Context, round int) (PushRun, error) {
 	if run.Failed > 0 {
 		r.note("push %d: %d agents acknowledged failed", round, run.Failed)
 	}
-	r.logf("push %d/%d: version %d, PUT %s, all %d acks persisted %s after the PUT returned; %d inject request(s)",
+	r.logf("push %d/%d: version %d, PUT %s, all %d acks persisted %s after the PUT returned; %d inject request(s), %d signature(s)",
 		round, r.opts.Pushes, version, run.PutLatency.Round(time.Millisecond), run.Applied+run.Failed,
-		run.AllPersisted.Round(time.Millisecond), run.Injects)
+		run.AllPersisted.Round(time.Millisecond), run.Injects, run.Signatures)
 	return run, nil
 }
 

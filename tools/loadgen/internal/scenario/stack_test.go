@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/configsync/configsync/tools/loadgen/internal/backendstats"
 	"github.com/configsync/configsync/tools/loadgen/internal/configapi"
 	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
 	"github.com/configsync/configsync/tools/loadgen/internal/localstack"
@@ -48,6 +50,11 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	if h == nil || h.OK != agents || h.Failed != 0 || h.TypeErrors != 0 || h.Latency.Count != agents {
 		t.Fatalf("herd = %+v", h)
 	}
+	// One identity per host on its first fetch; the environment's configs may be signed by the herd
+	// or already by the fan-out of their write.
+	if h.Signatures < agents || h.Signatures > agents+10 {
+		t.Errorf("herd signatures = %d, want one identity per host (%d) plus at most the environment's configs", h.Signatures, agents)
+	}
 	// delivery injects one batch of waiting fetches per request: at least one, at most one per fetch.
 	if h.Injects < 1 || h.Injects > agents {
 		t.Errorf("herd inject requests = %d, want between 1 and one per fetch (%d)", h.Injects, agents)
@@ -64,6 +71,10 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 		// credential is decrypted once, whatever the number of agents.
 		if run.Injects != 1 || run.Decrypts != 2 {
 			t.Errorf("push %d: %d inject requests, %d decrypts; want 1 and 2", i+1, run.Injects, run.Decrypts)
+		}
+		// devstack signs: the push's one distinct config costs one signature, not one per agent.
+		if run.Signatures != 1 {
+			t.Errorf("push %d: %d signatures, want 1", i+1, run.Signatures)
 		}
 	}
 	if p.Runs[1].Version <= p.Runs[0].Version {
@@ -144,6 +155,9 @@ func devstackBackend(ctx context.Context, t *testing.T) (Backend, *localstack.St
 		Processes: []int{stack.PID}, Alive: stack.Alive,
 		CPUGroups: func() map[string][]int {
 			return map[string][]int{"services": {stack.PID}, "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
+		},
+		Signatures: func(ctx context.Context) (int64, error) {
+			return backendstats.Signatures(ctx, http.DefaultClient, stack.MetricsURL)
 		},
 	}
 	return backend, stack

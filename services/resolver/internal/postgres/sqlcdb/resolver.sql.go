@@ -693,6 +693,36 @@ func (q *Queries) PlanOrderedPages(ctx context.Context) error {
 	return err
 }
 
+const pruneConfigStatements = `-- name: PruneConfigStatements :execrows
+DELETE FROM config_statements
+WHERE (scope, config_type, version) IN (
+    SELECT s.scope, s.config_type, s.version
+    FROM config_statements s
+    WHERE s.created_at < $1::timestamptz
+      AND (EXISTS (SELECT 1 FROM config_statements n
+                   WHERE n.scope = s.scope AND n.config_type = s.config_type AND n.version > s.version)
+           OR (s.scope LIKE 'agent:%'
+               AND NOT EXISTS (SELECT 1 FROM hosts h WHERE h.agent_id = substr(s.scope, length('agent:') + 1))))
+    LIMIT $2::int)
+`
+
+type PruneConfigStatementsParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// Deletes up to @max_rows stored statements created before @before that can no longer be served: a
+// newer version of the same scope and type is stored (versions come from one sequence, so the older
+// one is superseded), or the scope is an agent whose host no longer exists. A statement asked for
+// again after all (a host held back on an older revision) is signed again, once per retention.
+func (q *Queries) PruneConfigStatements(ctx context.Context, arg PruneConfigStatementsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneConfigStatements, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const rolloutLayerData = `-- name: RolloutLayerData :many
 SELECT k.environment_id::uuid AS environment_id, k.config_type::text AS config_type, k.version::bigint AS version, r.config_data
 FROM (SELECT unnest($1::uuid[]) AS environment_id, unnest($2::text[]) AS config_type,
