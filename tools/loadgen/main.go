@@ -57,7 +57,7 @@ type flags struct {
 	machine                                                 string
 
 	api, token, natsURL, natsCA, creds, database, devstackEnv, servicePIDs string
-	devstackBin, pgAdmin, logLevel                                         string
+	devstackBin, pgAdmin, logLevel, devstackPprof                          string
 }
 
 func parseFlags() flags {
@@ -94,6 +94,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.pgAdmin, "pg-admin", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL maintenance database where the private devstack's throwaway database is created (ignored when DATABASE_URL is set)")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "private devstack: the services' log level")
 	flag.BoolVar(&f.keep, "keep", false, "private devstack: keep its data directory, log and database")
+	flag.StringVar(&f.devstackPprof, "devstack-pprof", "", "private devstack: serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the services during the run")
 	flag.BoolVar(&f.signing, "signing", true, "private devstack: the resolver signs configs (false: no signing key, to measure what signing costs)")
 	flag.Parse()
 	return f
@@ -130,7 +131,7 @@ func run() (int, error) {
 	var pids []int
 	if f.api == "" {
 		stack, err := localstack.Start(ctx, localstack.Options{Binary: f.devstackBin, AdminDatabaseURL: f.pgAdmin, LogLevel: f.logLevel,
-			KeepData: f.keep, NoSigning: !f.signing, Progress: progress})
+			KeepData: f.keep, NoSigning: !f.signing, Pprof: f.devstackPprof, Progress: progress})
 		if err != nil {
 			return 0, err
 		}
