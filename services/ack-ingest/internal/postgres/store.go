@@ -83,8 +83,10 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		return ingest.HeartbeatWrite{Layers: map[uuid.UUID]*ingest.HostLayers{}}, nil
 	}
 	batch := make([]sqlcdb.CopyHeartbeatBatchParams, len(rows))
+	hostIDs := make([]uuid.UUID, len(rows))
 	var envIDs []uuid.UUID
 	for i, r := range rows {
+		hostIDs[i] = r.HostID
 		versions := r.ConfigVersions
 		if versions == nil {
 			versions = map[string]int64{}
@@ -100,7 +102,7 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 			envIDs = append(envIDs, r.EnvironmentID)
 		}
 	}
-	got, err := s.writeHeartbeats(ctx, batch, envIDs)
+	got, err := s.writeHeartbeats(ctx, batch, sqlcdb.UpdateHeartbeatsParams{HostIds: hostIDs, EnvironmentIds: envIDs})
 	if err != nil {
 		return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: update heartbeats: %w", classify(err))
 	}
@@ -146,7 +148,7 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 }
 
 // writeHeartbeats runs the heartbeat write's transaction: load the batch, write it, read the layers.
-func (s *Store) writeHeartbeats(ctx context.Context, batch []sqlcdb.CopyHeartbeatBatchParams, envIDs []uuid.UUID) ([]sqlcdb.UpdateHeartbeatsRow, error) {
+func (s *Store) writeHeartbeats(ctx context.Context, batch []sqlcdb.CopyHeartbeatBatchParams, ids sqlcdb.UpdateHeartbeatsParams) ([]sqlcdb.UpdateHeartbeatsRow, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -159,7 +161,7 @@ func (s *Store) writeHeartbeats(ctx context.Context, batch []sqlcdb.CopyHeartbea
 	if _, err := q.CopyHeartbeatBatch(ctx, batch); err != nil {
 		return nil, err
 	}
-	got, err := q.UpdateHeartbeats(ctx, envIDs)
+	got, err := q.UpdateHeartbeats(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
