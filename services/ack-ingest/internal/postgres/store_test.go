@@ -133,9 +133,8 @@ func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 	}
 }
 
-// TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection, so every
-// batch reuses the connection's temporary heartbeat_batch: each batch writes and reports only its own
-// hosts, also after a batch whose transaction failed.
+// TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection: each batch
+// writes and reports only its own hosts, also after a batch the database refused.
 func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
 	if err != nil {
@@ -178,10 +177,10 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(w, "agent-0", "agent-1", "agent-2")
-	// A batch refused by the database rolls back, rows loaded into the temporary table included.
+	// A batch refused by the database writes nothing and leaves nothing behind for the next one.
 	bad := batch(t0, "agent-3")
 	bad[0].HostID = uuid.New()
-	bad[0].ConfigHash = "\x00" // PostgreSQL text cannot hold NUL: the COPY fails
+	bad[0].ConfigHash = "\x00" // PostgreSQL text cannot hold NUL: the write fails
 	if _, err := s.UpdateHeartbeats(ctx, bad); err == nil {
 		t.Fatal("a NUL byte in config_hash was accepted")
 	}
