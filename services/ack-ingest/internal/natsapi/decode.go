@@ -38,9 +38,12 @@ func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, err
 	if len(data) > maxMessageBytes {
 		return ingest.Ack{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
 	}
-	var m protocol.Ack
-	if err := json.Unmarshal(data, &m); err != nil {
-		return ingest.Ack{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+	m, ok := decodeAckFast(data) // the acks agents send; anything else (and every error) encoding/json
+	if !ok {
+		m = protocol.Ack{}
+		if err := json.Unmarshal(data, &m); err != nil {
+			return ingest.Ack{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+		}
 	}
 	if m.AgentID != token {
 		return ingest.Ack{}, fmt.Errorf("%w: agent_id does not match the subject", errMalformed)

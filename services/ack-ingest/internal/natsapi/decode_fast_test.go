@@ -107,3 +107,70 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 		}
 	}
 }
+
+// agentAck is an ack as the agent (and loadgen) encode it.
+func agentAck(tb testing.TB, status, errText string) []byte {
+	tb.Helper()
+	b, err := json.Marshal(protocol.Ack{AgentID: agent, ConfigType: "collectors", Version: 42, Status: status, Error: errText,
+		AppliedAt: time.Date(2026, 12, 2, 2, 45, 0, 987654321, time.UTC)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func TestDecodeAckFastTakesAgentAcks(t *testing.T) {
+	for _, data := range [][]byte{agentAck(t, protocol.AckApplied, ""), agentAck(t, protocol.AckFailed, "dial tcp: connection refused")} {
+		got, ok := decodeAckFast(data)
+		if !ok {
+			t.Fatalf("the agent's own ack left the fast path: %s", data)
+		}
+		var want protocol.Ack
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("fast path %+v, encoding/json %+v", got, want)
+		}
+	}
+	for _, s := range []string{`{"error":"a\nb"}`, `{"Status":"applied"}`, `{"version":2,"version":3}`, `{"version":"1"}`, `{"applied_at":"yesterday"}`, `{"status":null}`} {
+		if _, ok := decodeAckFast([]byte(s)); ok {
+			t.Errorf("%s took the fast path", s)
+		}
+	}
+}
+
+// FuzzDecodeAckFast checks that whatever the fast path accepts, encoding/json decodes to the same ack.
+func FuzzDecodeAckFast(f *testing.F) {
+	f.Add(agentAck(f, protocol.AckApplied, ""))
+	f.Add(agentAck(f, protocol.AckFailed, "exit status 1"))
+	for _, s := range []string{`{"agent_id":"a","config_type":"labels","version":1,"status":"applied"}`, `{}`, ` {"version" : -0 } `,
+		`{"error":"x","error":"y"}`, `{"applied_at":"2026-01-01T00:00:00+01:00"}`, `{"applied_at":"2026-01-01T00:00:00"}`, `{"version":1.5}`,
+		`{"agent_id":"\u0061"}`, `{"agent_id":"a"}x`, `{"agent_id":"a",}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := decodeAckFast(data)
+		if !ok {
+			return
+		}
+		var want protocol.Ack
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("fast path accepted what encoding/json refuses (%v): %q", err, data)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: fast path %+v, encoding/json %+v", data, got, want)
+		}
+	})
+}
+
+func BenchmarkDecodeAck(b *testing.B) {
+	data := agentAck(b, protocol.AckApplied, "")
+	subject := protocol.AckSubject(agent)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeAck(subject, data, stored); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -200,3 +200,71 @@ func (p *fastScanner) integer() (int64, bool) {
 	}
 	return v, true
 }
+
+// decodeAckFast is decodeHeartbeatFast for acks: the flat object the agent encodes (agent_id,
+// config_type, version, status, error, applied_at), or ok false for encoding/json to decide.
+func decodeAckFast(data []byte) (protocol.Ack, bool) {
+	var (
+		a    protocol.Ack
+		seen uint8
+	)
+	p := fastScanner{data: data}
+	if !p.consume('{') {
+		return a, false
+	}
+	if p.consume('}') {
+		return a, p.end()
+	}
+	for {
+		key, ok := p.plainString()
+		if !ok || !p.consume(':') {
+			return a, false
+		}
+		var bit uint8
+		var field *string
+		switch string(key) {
+		case "agent_id":
+			bit, field = 1<<0, &a.AgentID
+		case "config_type":
+			bit, field = 1<<1, &a.ConfigType
+		case "status":
+			bit, field = 1<<2, &a.Status
+		case "error":
+			bit, field = 1<<3, &a.Error
+		case "version":
+			bit = 1 << 4
+			if a.Version, ok = p.integer(); !ok {
+				return a, false
+			}
+		case "applied_at":
+			bit = 1 << 5
+			start := p.pos
+			if _, ok := p.plainString(); !ok {
+				return a, false
+			}
+			if err := a.AppliedAt.UnmarshalJSON(data[start:p.pos]); err != nil {
+				return a, false
+			}
+		default:
+			return a, false
+		}
+		if field != nil {
+			s, ok := p.plainString()
+			if !ok {
+				return a, false
+			}
+			*field = string(s)
+		}
+		if seen&bit != 0 {
+			return a, false
+		}
+		seen |= bit
+		if p.consume(',') {
+			continue
+		}
+		if p.consume('}') {
+			return a, p.end()
+		}
+		return a, false
+	}
+}
