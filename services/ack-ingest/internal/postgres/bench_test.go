@@ -73,6 +73,7 @@ func BenchmarkUpsertApplyStatuses(b *testing.B) {
 	sortApply(rows)
 	s := NewStore(pool)
 	ctx := context.Background()
+	cpu0 := backendCPU(b, pool)
 	b.ResetTimer()
 	start := time.Now()
 	written := 0
@@ -88,7 +89,10 @@ func BenchmarkUpsertApplyStatuses(b *testing.B) {
 		}
 		written += len(batch)
 	}
-	b.ReportMetric(float64(written)/time.Since(start).Seconds(), "rows/s")
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(written)/elapsed.Seconds(), "rows/s")
+	b.ReportMetric(float64((backendCPU(b, pool)-cpu0).Microseconds())/float64(written), "pg-us/row")
 }
 
 // backendCPU is the CPU time (user + system) the PostgreSQL backends serving pool's database have used,
