@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,7 +58,7 @@ type flags struct {
 	machine                                                 string
 
 	api, token, natsURL, natsCA, creds, database, devstackEnv, servicePIDs string
-	devstackBin, pgAdmin, logLevel, devstackPprof                          string
+	devstackBin, pgAdmin, logLevel, devstackPprof, cpuProfile              string
 }
 
 func parseFlags() flags {
@@ -94,6 +95,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.pgAdmin, "pg-admin", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL maintenance database where the private devstack's throwaway database is created (ignored when DATABASE_URL is set)")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "private devstack: the services' log level")
 	flag.BoolVar(&f.keep, "keep", false, "private devstack: keep its data directory, log and database")
+	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write loadgen's own CPU profile to this file")
 	flag.StringVar(&f.devstackPprof, "devstack-pprof", "", "private devstack: serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the services during the run")
 	flag.BoolVar(&f.signing, "signing", true, "private devstack: the resolver signs configs (false: no signing key, to measure what signing costs)")
 	flag.Parse()
@@ -102,6 +104,19 @@ func parseFlags() flags {
 
 func run() (int, error) {
 	f := parseFlags()
+	if f.cpuProfile != "" {
+		// loadgen's own CPU (reported per operation as "loadgen"): profiled to keep the simulator cheap,
+		// since it shares the machine with the stack it measures.
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return 0, err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return 0, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	scenarios, err := scenario.ParseScenarios(f.scenarios)
 	if err != nil {
 		return 0, err
