@@ -397,7 +397,7 @@ func fetchErrorKind(err error) string {
 
 func (f *Fleet) sendHeartbeat(a *Agent, now time.Time) {
 	hb := a.heartbeat(f.table, f.cfg.AgentVersion, now)
-	b, err := json.Marshal(hb)
+	b, err := encodeHeartbeat(hb)
 	if err == nil {
 		err = a.conn.Publish(protocol.HeartbeatSubject(a.ID), b)
 	}
