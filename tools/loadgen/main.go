@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,8 +59,8 @@ type flags struct {
 	jsonOut, strict, keep, analyze, signing, compareSigning bool
 	machine                                                 string
 
-	api, token, natsURL, natsCA, creds, database, devstackEnv, servicePIDs string
-	devstackBin, pgAdmin, logLevel, resolverMetrics                        string
+	api, token, natsURL, natsCA, creds, database, devstackEnv, servicePIDs     string
+	devstackBin, pgAdmin, logLevel, resolverMetrics, devstackPprof, cpuProfile string
 }
 
 func parseFlags() flags {
@@ -96,6 +97,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.pgAdmin, "pg-admin", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL maintenance database where the private devstack's throwaway database is created (ignored when DATABASE_URL is set)")
 	flag.StringVar(&f.logLevel, "log-level", "warn", "private devstack: the services' log level")
 	flag.BoolVar(&f.keep, "keep", false, "private devstack: keep its data directory, log and database")
+	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write loadgen's own CPU profile to this file")
+	flag.StringVar(&f.devstackPprof, "devstack-pprof", "", "private devstack: serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the services during the run")
 	flag.BoolVar(&f.signing, "signing", true, "private devstack: the resolver signs configs (false: no signing key, to measure what signing costs)")
 	flag.BoolVar(&f.compareSigning, "compare-signing", false, "private devstack: run the scenarios twice back to back, signing on then off (a fresh devstack and database each), and print both reports and a comparison")
 	flag.StringVar(&f.resolverMetrics, "resolver-metrics", "", "running stack: the resolver's Prometheus /metrics URL, to count the signatures each phase makes (the private devstack's is found by itself)")
@@ -105,6 +108,19 @@ func parseFlags() flags {
 
 func run() (int, error) {
 	f := parseFlags()
+	if f.cpuProfile != "" {
+		// loadgen's own CPU (reported per operation as "loadgen"): profiled to keep the simulator cheap,
+		// since it shares the machine with the stack it measures.
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return 0, err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return 0, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	scenarios, err := scenario.ParseScenarios(f.scenarios)
 	if err != nil {
 		return 0, err
@@ -204,7 +220,7 @@ func runOnce(ctx context.Context, f flags, scenarios map[string]bool, signing bo
 	if f.api == "" {
 		fmt.Fprintf(progress, "private devstack, signing %s\n", onOff(signing))
 		stack, err := localstack.Start(ctx, localstack.Options{Binary: f.devstackBin, AdminDatabaseURL: f.pgAdmin, LogLevel: f.logLevel,
-			KeepData: f.keep, NoSigning: !signing, Progress: progress})
+			KeepData: f.keep, NoSigning: !signing, Pprof: f.devstackPprof, Progress: progress})
 		if err != nil {
 			return nil, err
 		}

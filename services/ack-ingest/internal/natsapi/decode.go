@@ -38,9 +38,12 @@ func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, err
 	if len(data) > maxMessageBytes {
 		return ingest.Ack{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
 	}
-	var m protocol.Ack
-	if err := json.Unmarshal(data, &m); err != nil {
-		return ingest.Ack{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+	m, ok := decodeAckFast(data) // the acks agents send; anything else (and every error) encoding/json
+	if !ok {
+		m = protocol.Ack{}
+		if err := json.Unmarshal(data, &m); err != nil {
+			return ingest.Ack{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+		}
 	}
 	if m.AgentID != token {
 		return ingest.Ack{}, fmt.Errorf("%w: agent_id does not match the subject", errMalformed)
@@ -73,9 +76,15 @@ func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.He
 	if len(data) > maxMessageBytes {
 		return ingest.Heartbeat{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
 	}
-	var m *protocol.Heartbeat
-	if err := json.Unmarshal(data, &m); err != nil {
-		return ingest.Heartbeat{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+	// The heartbeats agents send take the fast path; anything else (and every error) encoding/json.
+	m := new(protocol.Heartbeat)
+	if fast, ok := decodeHeartbeatFast(data); ok {
+		*m = fast
+	} else {
+		m = nil
+		if err := json.Unmarshal(data, &m); err != nil {
+			return ingest.Heartbeat{}, fmt.Errorf("%w: %s", errMalformed, jsonErrorKind(err))
+		}
 	}
 	// JSON null, or an object without the config state every heartbeat carries (spec: config_hash is
 	// always reported), would otherwise blank the host's reported state.

@@ -22,15 +22,14 @@ import (
 
 // Store implements ingest.Store.
 type Store struct {
-	pool *pgxpool.Pool
-	q    *sqlcdb.Queries
+	q *sqlcdb.Queries
 }
 
 var _ ingest.Store = (*Store)(nil)
 
 // NewStore returns a Store over pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: sqlcdb.New(pool)}
+	return &Store{q: sqlcdb.New(pool)}
 }
 
 // LookupHostIDs implements ingest.Store.
@@ -75,16 +74,21 @@ func (s *Store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStat
 	return nil
 }
 
-// UpdateHeartbeats implements ingest.Store. The batch is streamed with COPY into the connection's
-// temporary heartbeat_batch and written with one UPDATE ... FROM, in one transaction: COPY's binary
-// rows cost the server less than unnesting seven parameter arrays (jsonb ones among them), and the
-// temporary table is emptied by the commit.
+// UpdateHeartbeats implements ingest.Store: one statement (parallel arrays unnested in lockstep) writes
+// the batch and returns the layers anti-entropy needs, in one round trip and one commit.
 func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbeat) (ingest.HeartbeatWrite, error) {
 	if len(rows) == 0 {
 		return ingest.HeartbeatWrite{Layers: map[uuid.UUID]*ingest.HostLayers{}}, nil
 	}
-	batch := make([]sqlcdb.CopyHeartbeatBatchParams, len(rows))
-	var envIDs []uuid.UUID
+	p := sqlcdb.UpdateHeartbeatsParams{
+		HostIds:              make([]uuid.UUID, len(rows)),
+		AgentVersions:        make([]string, len(rows)),
+		ConfigHashes:         make([]string, len(rows)),
+		ConfigVersionValues:  make([]int64, len(rows)),
+		ConfigVersionsJson:   make([][]byte, len(rows)),
+		ReceivedAts:          make([]time.Time, len(rows)),
+		HeartbeatIntervalsMs: make([]int64, len(rows)),
+	}
 	for i, r := range rows {
 		versions := r.ConfigVersions
 		if versions == nil {
@@ -94,14 +98,18 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		if err != nil {
 			return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
 		}
-		batch[i] = sqlcdb.CopyHeartbeatBatchParams{HostID: r.HostID, AgentVersion: r.AgentVersion, ConfigHash: r.ConfigHash,
-			ConfigVersion: r.ConfigVersion, ConfigVersions: js, ReceivedAt: r.ReceivedAt,
-			HeartbeatIntervalMs: r.HeartbeatInterval.Milliseconds()}
-		if !slices.Contains(envIDs, r.EnvironmentID) {
-			envIDs = append(envIDs, r.EnvironmentID)
+		p.HostIds[i] = r.HostID
+		p.AgentVersions[i] = r.AgentVersion
+		p.ConfigHashes[i] = r.ConfigHash
+		p.ConfigVersionValues[i] = r.ConfigVersion
+		p.ConfigVersionsJson[i] = js
+		p.ReceivedAts[i] = r.ReceivedAt
+		p.HeartbeatIntervalsMs[i] = r.HeartbeatInterval.Milliseconds()
+		if !slices.Contains(p.EnvironmentIds, r.EnvironmentID) {
+			p.EnvironmentIds = append(p.EnvironmentIds, r.EnvironmentID)
 		}
 	}
-	got, err := s.writeHeartbeats(ctx, batch, envIDs)
+	got, err := s.q.UpdateHeartbeats(ctx, p)
 	if err != nil {
 		return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: update heartbeats: %w", classify(err))
 	}
@@ -175,27 +183,6 @@ func stage(rows []sqlcdb.UpdateHeartbeatsRow, layers map[uuid.UUID]*ingest.HostL
 			l.EnvironmentChanged[r.ConfigType] = *r.ChangedAt
 		}
 	}
-}
-
-// writeHeartbeats runs the heartbeat write's transaction: load the batch, write it, read the layers.
-func (s *Store) writeHeartbeats(ctx context.Context, batch []sqlcdb.CopyHeartbeatBatchParams, envIDs []uuid.UUID) ([]sqlcdb.UpdateHeartbeatsRow, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	q := s.q.WithTx(tx)
-	if err := q.CreateHeartbeatBatch(ctx); err != nil {
-		return nil, err
-	}
-	if _, err := q.CopyHeartbeatBatch(ctx, batch); err != nil {
-		return nil, err
-	}
-	got, err := q.UpdateHeartbeats(ctx, envIDs)
-	if err != nil {
-		return nil, err
-	}
-	return got, tx.Commit(ctx)
 }
 
 // addLayer records one environment row (version, presence, write time) under its environment.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -133,9 +134,8 @@ func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 	}
 }
 
-// TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection, so every
-// batch reuses the connection's temporary heartbeat_batch: each batch writes and reports only its own
-// hosts, also after a batch whose transaction failed.
+// TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection: each batch
+// writes and reports only its own hosts, also after a batch the database refused.
 func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
 	if err != nil {
@@ -178,10 +178,10 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(w, "agent-0", "agent-1", "agent-2")
-	// A batch refused by the database rolls back, rows loaded into the temporary table included.
+	// A batch refused by the database writes nothing and leaves nothing behind for the next one.
 	bad := batch(t0, "agent-3")
 	bad[0].HostID = uuid.New()
-	bad[0].ConfigHash = "\x00" // PostgreSQL text cannot hold NUL: the COPY fails
+	bad[0].ConfigHash = "\x00" // PostgreSQL text cannot hold NUL: the write fails
 	if _, err := s.UpdateHeartbeats(ctx, bad); err == nil {
 		t.Fatal("a NUL byte in config_hash was accepted")
 	}
@@ -196,5 +196,69 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 	}
 	if n != 5 {
 		t.Errorf("%d hosts have a heartbeat, want 5", n)
+	}
+}
+
+// TestSmallHeartbeatBatchReadsHostsByKey: a batch of a few heartbeats (what a herd makes) reads hosts
+// through its primary key, never by a scan of every host; such a scan per batch was most of
+// PostgreSQL's CPU in a herd. The scans of hosts are counted by PostgreSQL's own statistics, on the
+// single connection the batches use (flushed at each commit).
+func TestSmallHeartbeatBatchReadsHostsByKey(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	hosts := seed.Hosts(t, pool, 2000)
+	if _, err := pool.Exec(ctx, `ANALYZE hosts`); err != nil {
+		t.Fatal(err)
+	}
+	scans := func() (seq, idx int64) {
+		t.Helper()
+		// The statistics a session reads are a snapshot: take a fresh one.
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, `SELECT seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'hosts'`).Scan(&seq, &idx); err != nil {
+			t.Fatal(err)
+		}
+		return seq, idx
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		t.Fatal(err)
+	}
+	seq0, idx0 := scans()
+	s := NewStore(pool)
+	for i := range 5 {
+		var batch []ingest.HostHeartbeat
+		for k := range 4 {
+			agent := fmt.Sprintf("agent-%d", i*4+k)
+			batch = append(batch, ingest.HostHeartbeat{HostID: hosts[agent], Heartbeat: ingest.Heartbeat{AgentID: agent,
+				ReceivedAt: t0, AgentVersion: "1.0.0", ConfigHash: "h", ConfigVersion: 1, ConfigVersions: map[string]int64{"labels": 1}}})
+		}
+		sortHeartbeats(batch)
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		w, err := s.UpdateHeartbeats(ctx, batch)
+		if err != nil || w.Written != 4 {
+			t.Fatalf("batch %d: written %d, %v", i, w.Written, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		t.Fatal(err)
+	}
+	seq1, idx1 := scans()
+	if seq1 != seq0 {
+		t.Errorf("5 batches of 4 heartbeats scanned hosts %d times", seq1-seq0)
+	}
+	if idx1 == idx0 {
+		t.Errorf("hosts was not read through an index (idx_scan %d -> %d)", idx0, idx1)
 	}
 }

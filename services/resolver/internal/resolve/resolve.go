@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -81,7 +82,7 @@ func New(store Store, opts Options) *Resolver {
 	}
 	r := &Resolver{store: store, maxPage: opts.MaxPage, envs: newEnvCache(opts.EnvCacheEntries), trusted: opts.TrustedKeys}
 	if opts.Signer != nil {
-		r.notary = &notary{signer: opts.Signer, store: opts.Statements, observer: opts.SignObserver}
+		r.notary = &notary{signer: opts.Signer, store: opts.Statements, observer: opts.SignObserver, configs: newStatementCache(time.Now)}
 	}
 	return r
 }

@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
+	"time"
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/agentconfig/signing"
@@ -63,6 +66,73 @@ type notary struct {
 	signer   Signer
 	store    StatementStore
 	observer SignObserver
+	// configs keeps the config statements read or made lately, so a batch of fetches whose hosts share
+	// their environment's configs (the usual case) asks the store nothing for them; nil: no cache.
+	configs *statementCache
+}
+
+// statementTTL is how long a replica serves a config statement from memory. A key names one content
+// forever (versions come from one sequence), so a write never makes an entry stale; the bound is for
+// compromise recovery, which deletes what a key signed from the store: every replica stops serving
+// those statements within this time, then reads (and signs) again.
+const statementTTL = time.Minute
+
+// maxCachedStatements bounds the cache: an environment's configs, and host overrides' while they are
+// fetched, are far fewer; reaching it empties the cache.
+const maxCachedStatements = 8192
+
+// statementCache holds config statements by key with the time they were cached.
+type statementCache struct {
+	mu  sync.Mutex
+	now func() time.Time
+	m   map[StatementKey]cachedStatement
+}
+
+type cachedStatement struct {
+	s  protocol.Signed
+	at time.Time
+}
+
+func newStatementCache(now func() time.Time) *statementCache {
+	return &statementCache{now: now, m: map[StatementKey]cachedStatement{}}
+}
+
+// take moves the cached statements of keys into into and returns the keys it does not hold (fresh).
+func (c *statementCache) take(keys []StatementKey, into map[StatementKey]protocol.Signed) []StatementKey {
+	if c == nil {
+		return keys
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	var missing []StatementKey
+	for _, k := range keys {
+		e, ok := c.m[k]
+		if !ok || now.Sub(e.at) >= statementTTL {
+			missing = append(missing, k)
+			continue
+		}
+		into[k] = e.s
+	}
+	return missing
+}
+
+// put caches statements (read from the store or signed and stored).
+func (c *statementCache) put(statements map[StatementKey]protocol.Signed) {
+	if c == nil || len(statements) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m)+len(statements) > maxCachedStatements {
+		clear(c.m)
+	}
+	now := c.now()
+	for k, s := range statements {
+		if _, ok := c.m[k]; !ok || now.Sub(c.m[k].at) >= statementTTL {
+			c.m[k] = cachedStatement{s: s, at: now}
+		}
+	}
 }
 
 // pendingStatement is an effective config of a request waiting for its statement.
@@ -95,9 +165,14 @@ func (n *notary) attach(ctx context.Context, pending []pendingStatement) error {
 		}
 		byKey[p.key] = append(byKey[p.key], p)
 	}
-	stored, err := n.store.ConfigStatements(ctx, keys)
-	if err != nil {
-		return fmt.Errorf("read statements: %w", err)
+	stored := make(map[StatementKey]protocol.Signed, len(keys))
+	if ask := n.configs.take(keys, stored); len(ask) > 0 {
+		read, err := n.store.ConfigStatements(ctx, ask)
+		if err != nil {
+			return fmt.Errorf("read statements: %w", err)
+		}
+		n.configs.put(read)
+		maps.Copy(stored, read)
 	}
 	var missing []StatementKey
 	for _, k := range keys {
@@ -133,6 +208,7 @@ func (n *notary) attach(ctx context.Context, pending []pendingStatement) error {
 		if err := n.store.SaveConfigStatements(ctx, fresh); err != nil {
 			return fmt.Errorf("store %d statements: %w", len(fresh), err)
 		}
+		n.configs.put(fresh)
 	}
 	for k, ps := range byKey {
 		s := stored[k]

@@ -161,9 +161,17 @@ func Rows(real15k, r50k, r100k *scenario.Result, mergeNsOp float64, mergeLoad st
 		out = append(out, notRun("boot herd, 100,000 agents in a 10 s window: every agent configured", "100k", "within 20 s, 0 left without config"))
 	} else {
 		h := r100k.Herd
+		c := Configured(h)
+		measured := fmt.Sprintf("%d of %d configured", c.Agents, h.Agents)
+		if c.Left == 0 {
+			measured += " in " + dur(c.After)
+		} else {
+			measured += fmt.Sprintf("; %d without config after %s", c.Left, dur(c.After))
+		}
+		measured += fmt.Sprintf(" (%d first attempts failed, %d retries); first-attempt p99 %s", h.Failed, h.Retry.Retries, dur(h.Latency.P99))
 		out = append(out, Row{Figure: "boot herd, 100,000 agents in a 10 s window: every agent configured", Run: "100k",
-			Measured: fmt.Sprintf("%d of %d configured in %s; %d without config; first-attempt p99 %s", h.OK, h.Agents, dur(h.Elapsed), h.Failed, dur(h.Latency.P99)),
-			Target:   "within 20 s, 0 left without config", Verdict: verdict(h.Failed == 0 && h.Elapsed <= 20*time.Second), Load: loadOf(r100k)})
+			Measured: measured, Target: "within 20 s, 0 left without config",
+			Verdict: verdict(c.Left == 0 && c.After <= 20*time.Second), Load: loadOf(r100k)})
 	}
 	out = append(out, herd("herd, 50,000 agents in 5 s", "50k", "0 failures, p99 ≤ 250 ms", r50k, 250*time.Millisecond))
 	if r100k == nil || r100k.Heartbeat == nil {
@@ -178,13 +186,16 @@ func Rows(real15k, r50k, r100k *scenario.Result, mergeNsOp float64, mergeLoad st
 			Measured: fmt.Sprintf("%.0f/s (offered %.0f/s; landed %.0f/s, written by ack-ingest %.0f/s)", rate, hb.OfferedRate, hb.LandedRate, hb.ProcessedRate),
 			Target:   "≥ 30,000/s", Verdict: verdict(rate >= 30000), Load: loadOf(r100k)})
 	}
-	if r50k == nil || r50k.Herd == nil || r50k.Herd.OK == 0 {
+	if r50k == nil || r50k.Herd == nil || Configured(r50k.Herd).Agents == 0 {
 		out = append(out, notRun("services + PostgreSQL CPU per herd fetch", "50k", "≤ 50 µs"))
 	} else {
+		// The herd's CPU covers every attempt (refused first attempts and their retries too), so it is
+		// divided by the agents that got their config, as loadgen's own report does.
 		h := r50k.Herd
-		per := (h.CPU["services"] + h.CPU["postgres"]) / time.Duration(h.OK)
-		out = append(out, Row{Figure: "services + PostgreSQL CPU per herd fetch (first heartbeat included)", Run: "50k",
-			Measured: fmt.Sprintf("%s (services %s + PostgreSQL %s)", dur(per), dur(h.CPU["services"]/time.Duration(h.OK)), dur(h.CPU["postgres"]/time.Duration(h.OK))),
+		n := time.Duration(Configured(h).Agents)
+		per := (h.CPU["services"] + h.CPU["postgres"]) / n
+		out = append(out, Row{Figure: "services + PostgreSQL CPU per herd fetch (per configured agent: first heartbeat and retries included)", Run: "50k",
+			Measured: fmt.Sprintf("%s (services %s + PostgreSQL %s)", dur(per), dur(h.CPU["services"]/n), dur(h.CPU["postgres"]/n)),
 			Target:   "≤ 50 µs", Verdict: verdict(per <= 50*time.Microsecond), Load: loadOf(r50k)})
 	}
 	if r100k == nil || len(r100k.Memory) == 0 {
@@ -206,6 +217,26 @@ func Rows(real15k, r50k, r100k *scenario.Result, mergeNsOp float64, mergeLoad st
 			Measured: fmt.Sprintf("%.1f µs", mergeNsOp/1000), Target: "≤ 20 µs", Verdict: verdict(mergeNsOp <= 20000), Load: mergeLoad})
 	}
 	return out
+}
+
+// Herd is how many agents of a herd ended with their config, how many were left without, and when the
+// last one had it.
+type Herd struct {
+	Agents, Left int64
+	After        time.Duration
+}
+
+// Configured counts the agents a herd configured, by their first fetch or by a retry (agents retry the
+// way the agent does; a first-attempt failure is not an agent left without config). A run without
+// retries (-retry-for 0, or a report from before they existed) counts first attempts only.
+func Configured(h *scenario.HerdResult) Herd {
+	c := Herd{Agents: h.OK + h.Retry.RetriedOK, After: h.Retry.AllConfigured}
+	c.Left = int64(h.Agents) - c.Agents
+	if c.After == 0 {
+		// Some agent never got its config (or no retry stats): the herd's whole duration.
+		c.After = h.Elapsed
+	}
+	return c
 }
 
 // Print writes rows as one Markdown table.

@@ -78,3 +78,58 @@ func TestMergeNsTakesTheMedianAndTheLoad(t *testing.T) {
 		t.Errorf("missing file: %v", ns)
 	}
 }
+
+// The boot herd's target is about agents left without config: agents whose first fetch was refused
+// retry as the agent does, and the run reports how many a retry configured and when the last one was.
+func TestBootHerdCountsAgentsConfiguredByRetries(t *testing.T) {
+	boot := func(r fleet.RetryStats, failed int64, elapsed time.Duration) *scenario.Result {
+		return &scenario.Result{LoadAverage: [2]float64{4.2, 6.5}, Herd: &scenario.HerdResult{
+			Agents: 100000, OK: 100000 - failed, Failed: failed, Elapsed: elapsed, RetryFor: 2 * time.Minute, Retry: r,
+			Latency: latency.Summary{Count: int(100000 - failed), P99: 1868 * time.Millisecond}}}
+	}
+	const figure = "boot herd"
+	for _, tc := range []struct {
+		name         string
+		run          *scenario.Result
+		verdict      string
+		measuredHead string
+	}{
+		// The lead's fa1e552 run: 61,073 first attempts refused, every one configured by a retry, the
+		// last agent 30.6 s after boot — a miss for its time, not for agents left without config.
+		{"all configured late", boot(fleet.RetryStats{Retries: 121727, RetriedOK: 61073, ServerDelays: 121727, AllConfigured: 30603 * time.Millisecond}, 61073, 30603*time.Millisecond),
+			"MISS", "100000 of 100000 configured in 30.603s (61073 first attempts failed, 121727 retries)"},
+		{"all configured in time", boot(fleet.RetryStats{Retries: 900, RetriedOK: 800, AllConfigured: 14 * time.Second}, 800, 14*time.Second),
+			"pass", "100000 of 100000 configured in 14s (800 first attempts failed, 900 retries)"},
+		{"no failure at all", boot(fleet.RetryStats{AllConfigured: 10200 * time.Millisecond}, 0, 10200*time.Millisecond),
+			"pass", "100000 of 100000 configured in 10.2s (0 first attempts failed, 0 retries)"},
+		{"some left without config", boot(fleet.RetryStats{Retries: 5000, RetriedOK: 2990, GaveUp: 10}, 3000, 2*time.Minute),
+			"MISS", "99990 of 100000 configured; 10 without config after 2m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := byFigure(Rows(nil, nil, tc.run, -1, ""), figure)
+			if row.Verdict != tc.verdict || !strings.HasPrefix(row.Measured, tc.measuredHead) {
+				t.Errorf("row %+v, want verdict %s and measured starting %q", row, tc.verdict, tc.measuredHead)
+			}
+			if !strings.Contains(row.Measured, "first-attempt p99 1.868s") {
+				t.Errorf("first-attempt p99 missing: %q", row.Measured)
+			}
+		})
+	}
+}
+
+// The herd's CPU covers every attempt, so it is divided by the agents configured, not by the first
+// attempts that succeeded (the lead's 50k run: 15.79 s over 27,333 first successes would read 578 µs;
+// over the 50,000 agents configured it is 316 µs).
+func TestCPUPerFetchDividesByAgentsConfigured(t *testing.T) {
+	r50k := &scenario.Result{Herd: &scenario.HerdResult{Agents: 50000, OK: 27333, Failed: 22667,
+		Retry: fleet.RetryStats{Retries: 27116, RetriedOK: 22667, AllConfigured: 12753 * time.Millisecond},
+		CPU:   scenario.CPU{"services": 10090 * time.Millisecond, "postgres": 5700 * time.Millisecond}}}
+	row := byFigure(Rows(nil, r50k, nil, -1, ""), "services + PostgreSQL CPU")
+	if want := "316µs (services 202µs + PostgreSQL 114µs)"; row.Measured != want || row.Verdict != "MISS" {
+		t.Errorf("row %+v, want measured %q, MISS", row, want)
+	}
+	r50k.Herd.CPU = scenario.CPU{"services": 50000 * 30 * time.Microsecond, "postgres": 50000 * 15 * time.Microsecond}
+	if row := byFigure(Rows(nil, r50k, nil, -1, ""), "services + PostgreSQL CPU"); row.Verdict != "pass" {
+		t.Errorf("45 µs per configured agent: %+v", row)
+	}
+}

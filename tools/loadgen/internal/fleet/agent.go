@@ -202,11 +202,3 @@ func (a *Agent) state(t *entryTable) State {
 	s.ConfigHash = t.hash(entries)
 	return s
 }
-
-func decodeCommand(data []byte) (protocol.Command, error) {
-	var cmd protocol.Command
-	if err := json.Unmarshal(data, &cmd); err != nil {
-		return cmd, fmt.Errorf("decode command: %w", err)
-	}
-	return cmd, nil
-}

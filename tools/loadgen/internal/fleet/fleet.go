@@ -354,8 +354,8 @@ func (f *Fleet) fetchOnce(a *Agent) (time.Duration, string, error) {
 	if err != nil {
 		return elapsed, fetchErrorKind(err), err
 	}
-	var reply protocol.FetchReply
-	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+	reply, err := decodeFetchReply(msg.Data)
+	if err != nil {
 		// A micro endpoint may answer an error in headers only.
 		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 			return elapsed, "error " + code, &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
@@ -397,7 +397,7 @@ func fetchErrorKind(err error) string {
 
 func (f *Fleet) sendHeartbeat(a *Agent, now time.Time) {
 	hb := a.heartbeat(f.table, f.cfg.AgentVersion, now)
-	b, err := json.Marshal(hb)
+	b, err := encodeHeartbeat(hb)
 	if err == nil {
 		err = a.conn.Publish(protocol.HeartbeatSubject(a.ID), b)
 	}

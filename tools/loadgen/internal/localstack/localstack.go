@@ -39,6 +39,9 @@ type Options struct {
 	// NoSigning runs the resolver without a signing key (configs go out unsigned), to measure what
 	// signing costs; by default devstack signs.
 	NoSigning bool
+	// Pprof, when set, is the address devstack serves net/http/pprof on (devstack -pprof), to profile
+	// the services during a run.
+	Pprof string
 	// Progress receives one line per step.
 	Progress io.Writer
 }
@@ -131,7 +134,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bin, "-data", s.Dir, "-http", httpAddr, "-nats", natsAddr, "-metrics", metricsAddr, "-no-agent", "-log-level", logLevel)
+	args := []string{"-data", s.Dir, "-http", httpAddr, "-nats", natsAddr, "-metrics", metricsAddr, "-no-agent", "-log-level", logLevel}
+	if opts.Pprof != "" {
+		args = append(args, "-pprof", opts.Pprof)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a Ctrl-C at the terminal reaches loadgen, which then stops devstack in order.

@@ -121,16 +121,6 @@ type EnvironmentFleetStat struct {
 	FailedApplies int64
 }
 
-type HeartbeatBatch struct {
-	HostID              uuid.UUID
-	AgentVersion        string
-	ConfigHash          string
-	ConfigVersion       int64
-	ConfigVersions      []byte
-	ReceivedAt          time.Time
-	HeartbeatIntervalMs int64
-}
-
 type Host struct {
 	ID                  uuid.UUID
 	ClientID            uuid.UUID
