@@ -146,6 +146,16 @@ func (a *Agent) handle(t *entryTable, cmd protocol.Command, received time.Time) 
 	return ack, outcomeApplied
 }
 
+// refuse answers a config_update the agent's local policy refuses, the way the agent's ConfigHandler
+// does: the version is acknowledged failed with the reason and nothing the agent holds changes.
+func (a *Agent) refuse(cmd protocol.Command, reason string, received time.Time) protocol.Ack {
+	a.mu.Lock()
+	a.receipts[cmd.ConfigType] = Receipt{Version: cmd.Version, At: received}
+	a.mu.Unlock()
+	return protocol.Ack{AgentID: a.ID, ConfigType: cmd.ConfigType, Version: cmd.Version, Status: protocol.AckFailed,
+		Error: reason, AppliedAt: time.Now().UTC()}
+}
+
 // heartbeat builds the agent's next heartbeat. AgentVersion carries a per-agent sequence number
 // ("<base>+hb.<n>") so that the heartbeat scenario can tell, from the hosts table alone, how many
 // heartbeats have landed.
