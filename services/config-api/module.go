@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/httpapi"
 	"github.com/configsync/configsync/services/config-api/internal/natsclient"
 	"github.com/configsync/configsync/services/config-api/internal/postgres"
+	"github.com/configsync/configsync/services/config-api/internal/rollouts"
 	"github.com/configsync/configsync/services/config-api/internal/sessions"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
@@ -78,13 +80,50 @@ type Config struct {
 	// per-environment fleet stats (one aggregate statement): the console overview's drifted and stale
 	// counts and, with metrics.Module, the fleet gauges.
 	FleetMetricsInterval time.Duration `env:"CONFIGAPI_FLEET_METRICS_INTERVAL" default:"30s"`
+	// RolloutTick is how often the rollout controller looks at the active staged rollouts (each is
+	// led by one replica at a time, through its row lock).
+	RolloutTick time.Duration `env:"CONFIGAPI_ROLLOUT_TICK" default:"1s"`
 }
 
 // Module registers config-api's routes on the app's router.
 var Module = fx.Module("config-api",
 	envconfig.Provide[Config](),
-	fx.Invoke(register, runFleetMetrics),
+	fx.Invoke(register, runFleetMetrics, runRolloutController),
 )
+
+// runRolloutController runs the staged rollout controller for the app's lifetime (never blocking start).
+func runRolloutController(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) {
+	ctl := NewRolloutController(cfg, pool, m.Metrics, log.Named("rollouts"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			go func() { defer close(done); ctl.Run(ctx) }()
+			return nil
+		},
+		OnStop: func(stop context.Context) error {
+			cancel()
+			select {
+			case <-done:
+				return nil
+			case <-stop.Done():
+				return stop.Err()
+			}
+		},
+	})
+}
+
+// NewRolloutController assembles the staged rollout controller without fx; m may be nil (no metrics).
+func NewRolloutController(cfg Config, pool *pgxpool.Pool, m *metrics.Metrics, log *zap.Logger) *rollouts.Controller {
+	transitions := metrics.Register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Name: "rollout_transitions_total",
+		Help: "Transitions made by the staged rollout controller, by result.",
+	}, []string{"result"}))
+	return rollouts.NewController(postgres.NewRollouts(postgres.NewStore(pool)), rollouts.ControllerOptions{
+		Interval: cfg.RolloutTick, OnlineWindow: onlineWindow(cfg.OnlineWindow),
+		Transitions: func(result string) { transitions.WithLabelValues(result).Inc() },
+	}, log)
+}
 
 // runFleetMetrics runs the fleet stats' lease loop for the app's lifetime: the console's overview reads
 // what it stores, and the fleet gauges are registered when the app has metrics.
@@ -174,6 +213,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 		Drift:       drift.NewDetector(tenantSvc, store, resolver, creds, cfg.OnlineWindow),
 		Audit:       auditSvc,
 		ApplyStatus: statusSvc,
+		Rollouts:    rollouts.NewService(postgres.NewRollouts(store), tenantSvc, guard, onlineWindow(cfg.OnlineWindow)),
 	}
 	console, err := webui.New(webui.Services{
 		Sessions:    sessions.NewService(store, tokenSvc, guard, cfg.ConsoleSessionTTL),

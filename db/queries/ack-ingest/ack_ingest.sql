@@ -62,7 +62,11 @@ VALUES (@host_id, @agent_version, @config_hash, @config_version, @config_version
 --   'written'      one row: the count of hosts written;
 --   'override'     the written hosts' rows (host_id set; flag false = tombstone);
 --   'environment'  the environments' rows (environment_id set);
---   'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at).
+--   'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at);
+--   'staged'       a written host's environment layer of a type given by a staged rollout
+--                  (rollout_layers, migration 00014): it replaces the 'environment' row of that type for
+--                  that host, so anti-entropy never repairs a host outside a started stage to the new
+--                  revision (nor one inside back to the old).
 -- agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
 -- follows too.
 WITH upd AS (
@@ -96,7 +100,12 @@ UNION ALL
 SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.config_type, r.version,
        false, r.attempts, r.next_at, NULL
 FROM config_repairs r
-WHERE r.host_id IN (SELECT id FROM upd);
+WHERE r.host_id IN (SELECT id FROM upd)
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, rl.config_type, rl.version,
+       true, 0, NULL, rl.joined_at
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM upd));
 
 -- name: InactiveHostIDs :many
 -- The hosts among host_ids that are revoked or gone: their acks and heartbeats are dropped, never
@@ -143,7 +152,7 @@ WHERE r.host_id = v.host_id AND r.config_type = v.config_type;
 -- The last stored report of the given hosts (few: those whose heartbeat came within the repair grace
 -- of a write) with what anti-entropy needs to check it again once the grace is over: the layer
 -- versions and open repairs as UpdateHeartbeats returns them, and per type the version the host last
--- acked "applied" ('applied' rows). On 'host' rows config_type holds the agent id. Revoked hosts are
+-- acked "applied" ('applied' rows), and 'staged' rows as UpdateHeartbeats. On 'host' rows config_type holds the agent id. Revoked hosts are
 -- left out.
 WITH h AS MATERIALIZED (
     SELECT hs.id, hs.environment_id, hs.agent_id, hs.config_versions
@@ -173,4 +182,9 @@ UNION ALL
 SELECT 'applied', s.host_id, '00000000-0000-0000-0000-000000000000'::uuid, s.config_type, s.version,
        true, 0, NULL, NULL, NULL
 FROM host_config_apply_status s
-WHERE s.host_id IN (SELECT id FROM h) AND s.status = 'applied';
+WHERE s.host_id IN (SELECT id FROM h) AND s.status = 'applied'
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, rl.config_type, rl.version,
+       true, 0, NULL, rl.joined_at, NULL
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h));

@@ -23,3 +23,13 @@ LEFT JOIN host_configs hc ON hc.host_id = h.id AND hc.config_type = @config_type
 LEFT JOIN host_config_apply_status s ON s.host_id = h.id AND s.config_type = @config_type
 WHERE h.environment_id = @environment_id AND h.revoked_at IS NULL
   AND (sqlc.narg(host_id)::uuid IS NULL OR h.id = sqlc.narg(host_id)::uuid);
+
+-- name: ApplyStatusStagedLayers :many
+-- The environment layers of one config type that staged rollouts give hosts of an environment (or the
+-- one host_id): rollout_layers, the rule every reader follows. Each replaces the environment's row for
+-- its host in what ApplyStatusHosts returns; a staged layer was "written" when the host joined.
+SELECT l.host_id, l.version, l.joined_at
+FROM rollout_layers l
+WHERE l.config_type = @config_type
+  AND l.host_id = ANY (ARRAY(SELECT hs.id FROM hosts hs WHERE hs.environment_id = @environment_id AND hs.revoked_at IS NULL
+                             AND (sqlc.narg(host_id)::uuid IS NULL OR hs.id = sqlc.narg(host_id)::uuid)));

@@ -77,10 +77,12 @@ WHERE h.environment_id = @environment_id
         WHEN 'drifted' THEN h.revoked_at IS NULL
             AND host_online(h.last_heartbeat_at, h.heartbeat_interval_ms, @online_window::interval, statement_timestamp())
             AND CASE WHEN EXISTS (SELECT 1 FROM host_configs hc WHERE hc.host_id = h.id)
+                       OR EXISTS (SELECT 1 FROM rollout_hosts rh WHERE rh.host_id = h.id)
                      THEN host_version_drift(h.id, h.environment_id, h.config_versions) IS NOT NULL
-                     -- Without rows of its own, a host's effective versions are the environment's live
-                     -- rows, and host_version_drift is NULL exactly when its report contains them: one
-                     -- containment test (the environment's side computed once), not a call per host.
+                     -- Without rows of its own (nor a rollout that reached it), a host's effective
+                     -- versions are the environment's live rows, and host_version_drift is NULL exactly
+                     -- when its report contains them: one containment test (the environment's side
+                     -- computed once), not a call per host.
                      ELSE NOT COALESCE(h.config_versions, '{}'::jsonb) @> (
                          SELECT COALESCE(jsonb_object_agg(ec.config_type, ec.version), '{}'::jsonb)
                          FROM environment_configs ec

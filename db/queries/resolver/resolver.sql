@@ -4,6 +4,8 @@
 --   'host'         one row: the host (config_type '', version 0);
 --   'override'     the host's rows of the types (host_id set; tombstones have config_data NULL);
 --   'environment'  its environment's rows of the types (environment_id set).
+--   'staged'       the host's environment layer of a type where a staged rollout gives it one
+--                  (rollout_layers, migration 00014): it replaces the 'environment' row of that type.
 -- No 'host' row means no such host. Every access is an index lookup by key, whatever the statistics.
 WITH h AS MATERIALIZED (
     SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
@@ -22,7 +24,12 @@ UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
        ec.config_type, ec.config_data, ec.version
 FROM environment_configs ec
-WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
+WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[])
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       rl.config_type, rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY (@config_types::text[]);
 
 -- name: LayersByAgentID :many
 -- LayersByHostID by agent id (a single resolve by agent). Its parameters are scalars, so PostgreSQL soon
@@ -44,7 +51,12 @@ UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
        ec.config_type, ec.config_data, ec.version
 FROM environment_configs ec
-WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
+WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[])
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       rl.config_type, rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY (@config_types::text[]);
 
 -- name: FetchHostsByAgentIDs :many
 -- The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows of the
@@ -52,8 +64,10 @@ WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.confi
 -- carries only the version of its environment's row, never its data (config_data is always NULL): the
 -- resolver keeps environments' effective configs in memory, keyed by that version, and reads an
 -- environment's data only when its cached version is not the current one. This version check is how
--- every resolver replica sees every write without listening to events. Every access is an index
--- lookup by key (hosts by agent_id, host_configs and environment_configs by primary key).
+-- every resolver replica sees every write without listening to events. A 'staged' row (version only)
+-- is a host's environment layer of a type given by a staged rollout (rollout_layers); its data is
+-- read by RolloutLayerData and cached by version. Every access is an index lookup by key (hosts by
+-- agent_id, host_configs and environment_configs by primary key, rollout_hosts by host).
 WITH h AS MATERIALIZED (
     SELECT hs.id, hs.client_id, hs.environment_id, hs.agent_id
     FROM hosts hs
@@ -71,7 +85,12 @@ UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
        ec.config_type, NULL::jsonb, ec.version
 FROM environment_configs ec
-WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[]);
+WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY (@config_types::text[])
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       rl.config_type, NULL::jsonb, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY (@config_types::text[]);
 
 -- name: EnvironmentRows :many
 -- The rows of the given types of the given environments (config_data NULL = tombstone): what
@@ -79,6 +98,22 @@ WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND
 SELECT ec.environment_id, ec.config_type, ec.config_data, ec.version
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (@environment_ids::uuid[]) AND ec.config_type = ANY (@config_types::text[]);
+
+-- name: RolloutLayerData :many
+-- The data of staged environment layers by (environment, type, version) (parallel arrays): the rollout
+-- of that environment and type with the newest version at or below it. A rollout takes its stage
+-- versions only while it is active and the next rollout of the type starts after it ended, so that
+-- rollout is the one that gave the version.
+SELECT k.environment_id::uuid AS environment_id, k.config_type::text AS config_type, k.version::bigint AS version, r.config_data
+FROM (SELECT unnest(@environment_ids::uuid[]) AS environment_id, unnest(@config_types::text[]) AS config_type,
+             unnest(@versions::bigint[]) AS version) AS k
+CROSS JOIN LATERAL (
+    SELECT ro.config_data
+    FROM rollouts ro
+    WHERE ro.environment_id = k.environment_id AND ro.config_type = k.config_type AND ro.version <= k.version
+    ORDER BY ro.version DESC
+    LIMIT 1
+) AS r;
 
 -- name: BatchEnvironment :one
 -- The environment (for its client) and its row of one type, if any (version NULL = no row).
@@ -101,7 +136,8 @@ SELECT set_config('enable_bitmapscan', 'off', true);
 -- One page of an environment's non-revoked hosts in id order, read in order from hosts_environment_idx
 -- and stopped at the limit, with their rows of one type: a 'host' row per host (config columns zero),
 -- then an 'override' row per host row of the type (config_data NULL = tombstone), looked up by key for
--- exactly the page's hosts. Each host query comes in one variant per filter, so no catch-all predicate
+-- exactly the page's hosts, and a 'staged' row per host a staged rollout gives its own environment layer
+-- of the type (rollout_layers; it replaces the environment's row for that host). Each host query comes in one variant per filter, so no catch-all predicate
 -- blurs the planner's estimates.
 WITH page AS MATERIALIZED (
     SELECT hs.id, hs.agent_id
@@ -115,7 +151,11 @@ FROM page
 UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
-WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page));
+WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+UNION ALL
+SELECT 'staged', rl.host_id, '', rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = @config_type;
 
 -- name: OnlineHostPage :many
 -- HostPage restricted to online hosts: a last heartbeat at or after online_since, or, with online_at
@@ -135,7 +175,11 @@ FROM page
 UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
-WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page));
+WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+UNION ALL
+SELECT 'staged', rl.host_id, '', rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = @config_type;
 
 -- name: ListedHostPage :many
 -- HostPage restricted to the listed hosts (ids of other environments are ignored), optionally online
@@ -156,7 +200,11 @@ FROM page
 UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
-WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page));
+WHERE hc.config_type = @config_type AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+UNION ALL
+SELECT 'staged', rl.host_id, '', rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = @config_type;
 
 -- name: ConfigStatements :many
 -- The stored signed statements of the given (scope, config_type, version) keys (parallel arrays

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -142,7 +143,38 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 			l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
 		}
 	}
+	stage(got, w.Layers)
 	return w, nil
+}
+
+// stage applies the 'staged' rows (a staged rollout's environment layer of a type for one host, see
+// rollout_layers) to the hosts' layers: each replaces the environment's row of its type for its host
+// alone, so the host gets copies of the environment's maps it shares with the others.
+func stage(rows []sqlcdb.UpdateHeartbeatsRow, layers map[uuid.UUID]*ingest.HostLayers) {
+	copied := map[uuid.UUID]bool{}
+	for _, r := range rows {
+		if r.Level != "staged" {
+			continue
+		}
+		l := layers[r.HostID]
+		if l == nil {
+			continue
+		}
+		if !copied[r.HostID] {
+			copied[r.HostID] = true
+			l.Environment, l.EnvironmentChanged = maps.Clone(l.Environment), maps.Clone(l.EnvironmentChanged)
+			if l.Environment == nil {
+				l.Environment = map[string]agentconfig.LayerState{}
+			}
+			if l.EnvironmentChanged == nil {
+				l.EnvironmentChanged = map[string]time.Time{}
+			}
+		}
+		l.Environment[r.ConfigType] = agentconfig.LayerState{Version: r.Version, Present: r.Flag}
+		if r.ChangedAt != nil {
+			l.EnvironmentChanged[r.ConfigType] = *r.ChangedAt
+		}
+	}
 }
 
 // writeHeartbeats runs the heartbeat write's transaction: load the batch, write it, read the layers.
@@ -250,6 +282,7 @@ func layersOf(rows []sqlcdb.UpdateHeartbeatsRow, hosts int) map[uuid.UUID]*inges
 		l.Environment = envs[envOf[id]] // shared, read-only
 		l.EnvironmentChanged = envChanged[envOf[id]]
 	}
+	stage(rows, out)
 	return out
 }
 

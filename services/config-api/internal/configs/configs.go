@@ -67,6 +67,9 @@ type Current struct {
 	Target Target
 	Row    *Record // the addressed row, nil when the type was never written at this level
 	Env    *Record // host scope only: the environment row of the same type, nil when none
+	// ActiveRollout (environment scope only) is the running or paused staged rollout of the type, if
+	// any: the environment's row of the type belongs to it until it ends.
+	ActiveRollout uuid.NullUUID
 }
 
 // Effective returns the version a caller saw as ETag for this state and whether a config exists:
@@ -186,6 +189,10 @@ type Precondition struct {
 
 // Set reports whether the request carried an If-Match.
 func (c Precondition) Set() bool { return c.Any || len(c.Versions) > 0 }
+
+// Check fails with a PreconditionFailed fault unless the config at version (exists: it is live)
+// satisfies the If-Match.
+func (c Precondition) Check(version int64, exists bool) error { return c.check(version, exists) }
 
 func (c Precondition) check(version int64, exists bool) error {
 	switch {

@@ -266,7 +266,17 @@ func writable(cur Current) error {
 	if cur.Target.Revoked {
 		return fault.Conflictf("host %s is revoked", cur.Target.HostID)
 	}
+	if cur.ActiveRollout.Valid {
+		return RolloutActive(cur.ActiveRollout.UUID)
+	}
 	return nil
+}
+
+// RolloutActive is the refusal of a write (or of a second rollout) of an environment's config type
+// while the staged rollout id runs or is paused: abort or finish it first.
+func RolloutActive(id uuid.UUID) error {
+	return &fault.Error{Kind: fault.Conflict, Code: "rollout_active",
+		Message: fmt.Sprintf("rollout %s of this config is active; abort it or let it finish first", id)}
 }
 
 func missingConfig(ref Ref) error {

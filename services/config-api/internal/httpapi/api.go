@@ -19,6 +19,7 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 	"github.com/configsync/configsync/services/config-api/internal/drift"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
+	"github.com/configsync/configsync/services/config-api/internal/rollouts"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
 	"github.com/configsync/configsync/services/config-api/internal/tokens"
 )
@@ -42,6 +43,7 @@ type Services struct {
 	Drift       *drift.Detector
 	Audit       *audit.Service
 	ApplyStatus *applystatus.Service
+	Rollouts    *rollouts.Service
 }
 
 // Options tune the API.
@@ -81,6 +83,7 @@ func (a *API) routes() []route {
 		envConfig = env + "/agent-configs/{configType}"
 		hostCfg   = host + "/agent-configs/{configType}"
 		cred      = client + "/credentials/{credID}"
+		rollout   = envConfig + "/rollouts/{rolloutID}"
 	)
 	return []route{
 		{method: http.MethodGet, path: "/openapi.json", public: true, h: a.openAPI},
@@ -117,6 +120,13 @@ func (a *API) routes() []route {
 		{method: http.MethodGet, path: envConfig + "/revisions", h: a.revisions(scopeEnvironment)},
 		{method: http.MethodPost, path: envConfig + "/rollback", h: a.rollback(scopeEnvironment)},
 		{method: http.MethodGet, path: envConfig + "/status", h: a.applyStatus(scopeEnvironment)},
+		{method: http.MethodPost, path: envConfig + "/rollouts", h: a.startRollout},
+		{method: http.MethodGet, path: envConfig + "/rollouts", h: a.listRollouts},
+		{method: http.MethodGet, path: rollout, h: a.getRollout},
+		{method: http.MethodPost, path: rollout + "/pause", h: a.rolloutAction("pause")},
+		{method: http.MethodPost, path: rollout + "/resume", h: a.rolloutAction("resume")},
+		{method: http.MethodPost, path: rollout + "/promote", h: a.rolloutAction("promote")},
+		{method: http.MethodPost, path: rollout + "/abort", h: a.rolloutAction("abort")},
 
 		{method: http.MethodGet, path: host, h: a.getHost},
 		{method: http.MethodDelete, path: host, h: a.revokeHost},

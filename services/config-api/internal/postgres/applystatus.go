@@ -34,6 +34,15 @@ func (s *Store) StatusHosts(ctx context.Context, environmentID uuid.UUID, config
 	if err != nil {
 		return nil, fmt.Errorf("postgres: apply status hosts: %w", err)
 	}
+	staged, err := s.q.ApplyStatusStagedLayers(ctx, sqlcdb.ApplyStatusStagedLayersParams{EnvironmentID: environmentID, ConfigType: configType, HostID: only})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: apply status staged layers: %w", err)
+	}
+	// A staged rollout's layer replaces the environment's row for its host (rollout_layers).
+	own := make(map[uuid.UUID]applystatus.Layer, len(staged))
+	for _, l := range staged {
+		own[l.HostID] = layer(l.Version, true, &l.JoinedAt)
+	}
 	out := make([]applystatus.Host, len(rows))
 	for i, r := range rows {
 		h := applystatus.Host{
@@ -42,6 +51,9 @@ func (s *Store) StatusHosts(ctx context.Context, environmentID uuid.UUID, config
 			HeartbeatInterval: time.Duration(r.HeartbeatIntervalMs) * time.Millisecond,
 			Environment:       layer(r.EnvVersion, r.EnvPresent, r.EnvWrittenAt),
 			Override:          layer(r.HostVersion, r.HostPresent, r.HostWrittenAt),
+		}
+		if l, ok := own[r.ID]; ok {
+			h.Environment = l
 		}
 		if r.AckAppliedAt != nil {
 			h.Ack = &applystatus.Ack{Version: r.AckVersion, Status: r.AckStatus, Error: r.AckError, AppliedAt: *r.AckAppliedAt}

@@ -123,6 +123,13 @@ func readCurrent(ctx context.Context, q *sqlcdb.Queries, t configs.Target, confi
 	}
 	if t.Scope == protocol.ScopeEnvironment {
 		cur.Row = env
+		active, err := q.ActiveRolloutOf(ctx, sqlcdb.ActiveRolloutOfParams{EnvironmentID: t.EnvironmentID, ConfigType: configType})
+		switch {
+		case err == nil:
+			cur.ActiveRollout = uuid.NullUUID{UUID: active, Valid: true}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return cur, fmt.Errorf("postgres: read active rollout: %w", err)
+		}
 		return cur, nil
 	}
 	cur.Env = env

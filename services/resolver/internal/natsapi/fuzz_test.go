@@ -119,3 +119,7 @@ func checkClientError(t *testing.T, err error) {
 		t.Fatalf("request error is neither invalid_request nor not_found: %v", err)
 	}
 }
+
+func (fuzzStore) StagedLayers(context.Context, []resolve.StagedKey) (map[resolve.StagedKey]agentconfig.Layer, error) {
+	return map[resolve.StagedKey]agentconfig.Layer{}, nil
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -114,6 +115,7 @@ func (s *Store) FetchRows(ctx context.Context, agentIDs, types []string) (resolv
 	out := resolve.FetchRows{EnvironmentVersions: map[string]map[string]int64{}}
 	index := map[uuid.UUID]int{}
 	overrides := map[uuid.UUID]map[string]agentconfig.Layer{}
+	staged := map[uuid.UUID]map[string]int64{}
 	for _, r := range rows {
 		switch r.Level {
 		case "host":
@@ -132,12 +134,46 @@ func (s *Store) FetchRows(ctx context.Context, agentIDs, types []string) (resolv
 				out.EnvironmentVersions[env] = map[string]int64{}
 			}
 			out.EnvironmentVersions[env][r.ConfigType] = r.Version
+		case "staged":
+			if staged[r.HostID] == nil {
+				staged[r.HostID] = map[string]int64{}
+			}
+			staged[r.HostID][r.ConfigType] = r.Version
 		}
 	}
 	for id, rows := range overrides {
 		if i, ok := index[id]; ok {
 			out.Hosts[i].Overrides = rows
 		}
+	}
+	for id, versions := range staged {
+		if i, ok := index[id]; ok {
+			out.Hosts[i].Staged = versions
+		}
+	}
+	return out, nil
+}
+
+// StagedLayers returns the data of staged environment layers, in one query (RolloutLayerData).
+func (s *Store) StagedLayers(ctx context.Context, keys []resolve.StagedKey) (map[resolve.StagedKey]agentconfig.Layer, error) {
+	envs := make([]uuid.UUID, len(keys))
+	types := make([]string, len(keys))
+	versions := make([]int64, len(keys))
+	for i, k := range keys {
+		var err error
+		if envs[i], err = uuid.Parse(k.EnvironmentID); err != nil {
+			return nil, fmt.Errorf("postgres: environment id: %w", err)
+		}
+		types[i], versions[i] = k.ConfigType, k.Version
+	}
+	rows, err := s.q.RolloutLayerData(ctx, sqlcdb.RolloutLayerDataParams{EnvironmentIds: envs, ConfigTypes: types, Versions: versions})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read staged layers: %w", err)
+	}
+	out := make(map[resolve.StagedKey]agentconfig.Layer, len(rows))
+	for _, r := range rows {
+		out[resolve.StagedKey{EnvironmentID: r.EnvironmentID.String(), ConfigType: r.ConfigType, Version: r.Version}] =
+			agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
 	}
 	return out, nil
 }
@@ -173,6 +209,7 @@ func hostLayers(rows []layerRow) []resolve.HostLayers {
 	var keys []key
 	envs := map[uuid.UUID]map[string]agentconfig.Layer{}
 	overrides := map[uuid.UUID]map[string]agentconfig.Layer{}
+	staged := map[uuid.UUID]map[string]agentconfig.Layer{}
 	add := func(m map[uuid.UUID]map[string]agentconfig.Layer, id uuid.UUID, r layerRow) {
 		if m[id] == nil {
 			m[id] = map[string]agentconfig.Layer{}
@@ -191,6 +228,8 @@ func hostLayers(rows []layerRow) []resolve.HostLayers {
 			add(overrides, r.HostID, r)
 		case "environment":
 			add(envs, r.EnvironmentID, r)
+		case "staged":
+			add(staged, r.HostID, r)
 		}
 	}
 	none := map[string]agentconfig.Layer{}
@@ -201,7 +240,13 @@ func hostLayers(rows []layerRow) []resolve.HostLayers {
 		return m
 	}
 	for i, k := range keys {
-		hosts[i].Layers = resolve.Layers{Environment: orNone(envs[k.env]), Host: orNone(overrides[k.host])}
+		env := orNone(envs[k.env])
+		if own := staged[k.host]; len(own) > 0 {
+			// The rollout's layers replace the environment's rows of their types for this host only.
+			env = maps.Clone(env)
+			maps.Copy(env, own)
+		}
+		hosts[i].Layers = resolve.Layers{Environment: env, Host: orNone(overrides[k.host])}
 	}
 	return hosts
 }
@@ -303,6 +348,7 @@ func (s *Store) HostPage(ctx context.Context, q resolve.HostPageQuery) (hosts []
 // override row when it has one.
 func pageHosts(rows []pageRow) []resolve.PageHost {
 	overrides := map[uuid.UUID]*agentconfig.Layer{}
+	staged := map[uuid.UUID]*agentconfig.Layer{}
 	var ids []uuid.UUID
 	agents := map[uuid.UUID]string{}
 	for _, r := range rows {
@@ -312,13 +358,15 @@ func pageHosts(rows []pageRow) []resolve.PageHost {
 			agents[r.HostID] = r.AgentID
 		case "override":
 			overrides[r.HostID] = &agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
+		case "staged":
+			staged[r.HostID] = &agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
 		}
 	}
 	// The page comes out of the index in id order, but SQL promises no order for a UNION: sort.
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	hosts := make([]resolve.PageHost, len(ids))
 	for i, id := range ids {
-		hosts[i] = resolve.PageHost{HostID: id.String(), AgentID: agents[id], Override: overrides[id]}
+		hosts[i] = resolve.PageHost{HostID: id.String(), AgentID: agents[id], Override: overrides[id], Staged: staged[id]}
 	}
 	return hosts
 }

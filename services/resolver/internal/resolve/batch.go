@@ -52,13 +52,33 @@ func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRe
 		Environment:   envConfig,
 		Hosts:         make([]protocol.BatchHost, 0, min(len(hosts), limit)),
 	}
+	envScoped := map[int]bool{} // hosts whose result is a staged environment layer alone
 	for i, h := range hosts {
 		if i == limit {
 			reply.NextAfter = reply.Hosts[len(reply.Hosts)-1].HostID
 			break
 		}
 		bh := protocol.BatchHost{HostID: h.HostID, AgentID: h.AgentID}
-		if h.Override != nil {
+		if h.Staged != nil {
+			// A staged rollout gives this host its own environment layer: its result is its own,
+			// signed in the environment's scope unless an override merges into it.
+			var over agentconfig.Layer
+			if h.Override != nil {
+				over = *h.Override
+			}
+			eff, err := agentconfig.Resolve(q.ConfigType, *h.Staged, over)
+			if err != nil {
+				return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: merge %s for host %s: %w", q.ConfigType, h.HostID, err)
+			}
+			ec, err := effectiveConfig(eff, false)
+			if err != nil {
+				return protocol.ResolveBatchReply{}, err
+			}
+			bh.Override = &ec
+			if h.Override == nil {
+				envScoped[len(reply.Hosts)] = true
+			}
+		} else if h.Override != nil {
 			eff, err := agentconfig.Resolve(q.ConfigType, env.Layer, *h.Override)
 			if err != nil {
 				return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: merge %s for host %s: %w", q.ConfigType, h.HostID, err)
@@ -71,15 +91,16 @@ func (r *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRe
 		}
 		reply.Hosts = append(reply.Hosts, bh)
 	}
-	if err := r.signBatch(ctx, &reply); err != nil {
+	if err := r.signBatch(ctx, &reply, envScoped); err != nil {
 		return protocol.ResolveBatchReply{}, fmt.Errorf("resolve batch: %w", err)
 	}
 	return reply, nil
 }
 
 // signBatch attaches statements to a page when signing is on: the environment's config in the
-// environment's scope (one statement for every host that runs it), each override in its agent's.
-func (r *Resolver) signBatch(ctx context.Context, reply *protocol.ResolveBatchReply) error {
+// environment's scope (one statement for every host that runs it), each override in its agent's, and
+// a staged environment layer without an override (envScoped, by index in Hosts) in the environment's.
+func (r *Resolver) signBatch(ctx context.Context, reply *protocol.ResolveBatchReply, envScoped map[int]bool) error {
 	if r.notary == nil {
 		return nil
 	}
@@ -93,8 +114,12 @@ func (r *Resolver) signBatch(ctx context.Context, reply *protocol.ResolveBatchRe
 		if h.Override == nil {
 			continue
 		}
+		scope := signing.AgentScope(h.AgentID)
+		if envScoped[i] {
+			scope = signing.EnvironmentScope(reply.EnvironmentID)
+		}
 		pending = append(pending, pendingStatement{clientID: reply.ClientID, ec: h.Override,
-			key: StatementKey{Scope: signing.AgentScope(h.AgentID), ConfigType: reply.ConfigType, Version: h.Override.Version}})
+			key: StatementKey{Scope: scope, ConfigType: reply.ConfigType, Version: h.Override.Version}})
 	}
 	return r.notary.attach(ctx, pending)
 }

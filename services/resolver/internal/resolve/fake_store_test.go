@@ -172,3 +172,9 @@ func (s *fakeStore) HostPage(_ context.Context, q resolve.HostPageQuery) ([]reso
 	}
 	return page, nil
 }
+
+// StagedLayers: the fake holds no staged rollouts (the adapter's rollout rows are tested against a
+// real database).
+func (s *fakeStore) StagedLayers(context.Context, []resolve.StagedKey) (map[resolve.StagedKey]agentconfig.Layer, error) {
+	return map[resolve.StagedKey]agentconfig.Layer{}, nil
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
@@ -42,6 +44,10 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 	if err != nil {
 		return protocol.ResolveSetsReply{}, err
 	}
+	staged, err := r.stagedLayers(ctx, rows.Hosts)
+	if err != nil {
+		return protocol.ResolveSetsReply{}, err
+	}
 
 	byAgent := make(map[string]*FetchHost, len(rows.Hosts))
 	for i := range rows.Hosts {
@@ -51,8 +57,8 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 		TrustedKeys: r.trusted}
 	var pending []pendingStatement   // signing: one per entry of reply.Configs, by index
 	var found []Host                 // signing: the hosts of the reply, for their identity statements
-	envConfig := map[[2]string]int{} // environment id, type -> index in Configs
-	envSet := map[string]int{}       // environment id -> its set of hosts without a row of their own
+	envConfig := map[StagedKey]int{} // environment id, type, version -> index in Configs
+	envSet := map[string]int{}       // environment id (+ staged versions) -> its set of hosts without a row of their own
 	for _, id := range ids {
 		h, ok := byAgent[id]
 		if !ok {
@@ -62,7 +68,8 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 		host := protocol.SetHost{HostID: h.Host.ID, AgentID: h.Host.AgentID}
 		found = append(found, h.Host)
 		shared := len(h.Overrides) == 0
-		if n, ok := envSet[h.Host.EnvironmentID]; ok && shared {
+		setKey := h.Host.EnvironmentID + stagedSignature(h.Staged)
+		if n, ok := envSet[setKey]; ok && shared {
 			reply.Sets[n].Hosts = append(reply.Sets[n].Hosts, host)
 			continue
 		}
@@ -70,6 +77,10 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 			Configs: make(map[string]int, len(types)), Hosts: []protocol.SetHost{host}}
 		for _, t := range types {
 			env, hasEnv := envs[h.Host.EnvironmentID][t]
+			if v, ok := h.Staged[t]; ok {
+				// A staged rollout gives this host its own environment layer of the type.
+				env, hasEnv = staged[StagedKey{EnvironmentID: h.Host.EnvironmentID, ConfigType: t, Version: v}], true
+			}
 			over, hasHost := h.Overrides[t]
 			switch {
 			case hasHost:
@@ -82,7 +93,7 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 				pending = append(pending, pendingStatement{clientID: h.Host.ClientID,
 					key: StatementKey{Scope: scopeOf(h.Host, true), ConfigType: t, Version: ec.Version}})
 			case hasEnv:
-				k := [2]string{h.Host.EnvironmentID, t}
+				k := StagedKey{EnvironmentID: h.Host.EnvironmentID, ConfigType: t, Version: env.layer.Version}
 				n, ok := envConfig[k]
 				if !ok {
 					n = len(reply.Configs)
@@ -95,7 +106,7 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 			}
 		}
 		if shared {
-			envSet[h.Host.EnvironmentID] = len(reply.Sets)
+			envSet[setKey] = len(reply.Sets)
 		}
 		reply.Sets = append(reply.Sets, set)
 	}
@@ -183,6 +194,80 @@ func (r *Resolver) environments(ctx context.Context, versions map[string]map[str
 		out[envID] = entries
 	}
 	return out, nil
+}
+
+// stagedLayers returns the staged environment layers the hosts resolve (and their environment-level
+// effective configs): from the environment cache, keyed by version, where it holds them; the rest read
+// in one query and cached. A version names one content for good, so an entry never goes stale.
+func (r *Resolver) stagedLayers(ctx context.Context, hosts []FetchHost) (map[StagedKey]envEntry, error) {
+	out := map[StagedKey]envEntry{}
+	var missing []StagedKey
+	for _, h := range hosts {
+		for t, v := range h.Staged {
+			k := StagedKey{EnvironmentID: h.Host.EnvironmentID, ConfigType: t, Version: v}
+			if _, ok := out[k]; ok || slices.Contains(missing, k) {
+				continue
+			}
+			if e, ok := r.envs.get(stagedCacheKey(k), v); ok {
+				out[k] = e
+				continue
+			}
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	read, err := r.store.StagedLayers(ctx, missing)
+	if err != nil {
+		return nil, fmt.Errorf("resolve sets: read %d staged layers: %w", len(missing), err)
+	}
+	for _, k := range missing {
+		row, ok := read[k]
+		if !ok {
+			return nil, fmt.Errorf("resolve sets: staged layer %d of %s of environment %s not found", k.Version, k.ConfigType, k.EnvironmentID)
+		}
+		e, err := envEntryOf(k.EnvironmentID, k.ConfigType, row)
+		if err != nil {
+			return nil, err
+		}
+		r.envs.put(stagedCacheKey(k), e)
+		out[k] = e
+	}
+	return out, nil
+}
+
+// stagedCacheKey is the environment cache's key of a staged layer: its own slot per version.
+func stagedCacheKey(k StagedKey) envKey {
+	return envKey{EnvironmentID: k.EnvironmentID, ConfigType: k.ConfigType, Stage: strconv.FormatInt(k.Version, 10)}
+}
+
+// stagedSignature distinguishes the sets of an environment's hosts by the staged layers they resolve.
+func stagedSignature(staged map[string]int64) string {
+	if len(staged) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, t := range slices.Sorted(maps.Keys(staged)) {
+		b.WriteString("\x00")
+		b.WriteString(t)
+		b.WriteString("=")
+		b.WriteString(strconv.FormatInt(staged[t], 10))
+	}
+	return b.String()
+}
+
+// envEntryOf merges an environment-level row into its cache entry.
+func envEntryOf(envID, t string, row agentconfig.Layer) (envEntry, error) {
+	eff, err := agentconfig.Resolve(t, row, agentconfig.Layer{})
+	if err != nil {
+		return envEntry{}, fmt.Errorf("resolve sets: merge %s of environment %s: %w", t, envID, err)
+	}
+	ec, err := effectiveConfig(eff, false)
+	if err != nil {
+		return envEntry{}, fmt.Errorf("resolve sets: %s of environment %s: %w", t, envID, err)
+	}
+	return envEntry{layer: row, effective: ec}, nil
 }
 
 // EnvCacheStats is how often ResolveSets found an environment's rows in the cache at their current

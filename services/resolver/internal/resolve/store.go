@@ -17,6 +17,8 @@ type Host struct {
 
 // Layers are the stored rows of one host's two levels, keyed by config type. A row with nil Data is a
 // tombstone (deleted, but its version still counts); a type without a row is absent from the map.
+// Environment is the host's environment layer: where a staged rollout gives the host one of its own
+// (rollout_layers), that layer replaces the environment's row of the type.
 type Layers struct {
 	Environment map[string]agentconfig.Layer
 	Host        map[string]agentconfig.Layer
@@ -57,6 +59,9 @@ type PageHost struct {
 	HostID   string
 	AgentID  string
 	Override *agentconfig.Layer
+	// Staged is the host's own environment layer of the type when a staged rollout gives it one (it
+	// replaces the environment's row for this host); nil otherwise.
+	Staged *agentconfig.Layer
 }
 
 // FetchHost is a host of a batch of fetches with its own rows (overrides and tombstones) of the
@@ -64,6 +69,17 @@ type PageHost struct {
 type FetchHost struct {
 	Host      Host
 	Overrides map[string]agentconfig.Layer
+	// Staged holds, by type, the version of the host's own environment layer where a staged rollout
+	// gives it one (it replaces the environment's row for this host); its data is read by
+	// Store.StagedLayers and cached by version.
+	Staged map[string]int64
+}
+
+// StagedKey names a staged environment layer: a version a rollout gave hosts of an environment's type.
+type StagedKey struct {
+	EnvironmentID string
+	ConfigType    string
+	Version       int64
 }
 
 // FetchRows is what a batch of fetches reads in one query: its hosts with their own rows, and for each
@@ -93,4 +109,6 @@ type Store interface {
 	EnvironmentLayer(ctx context.Context, environmentID, configType string) (EnvironmentLayer, error)
 	// HostPage returns up to q.Limit hosts with their overrides of q.ConfigType, in one query.
 	HostPage(ctx context.Context, q HostPageQuery) ([]PageHost, error)
+	// StagedLayers returns the data of the given staged environment layers, in one query.
+	StagedLayers(ctx context.Context, keys []StagedKey) (map[StagedKey]agentconfig.Layer, error)
 }

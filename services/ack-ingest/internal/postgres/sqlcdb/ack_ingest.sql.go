@@ -123,6 +123,11 @@ SELECT 'applied', s.host_id, '00000000-0000-0000-0000-000000000000'::uuid, s.con
        true, 0, NULL, NULL, NULL
 FROM host_config_apply_status s
 WHERE s.host_id IN (SELECT id FROM h) AND s.status = 'applied'
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, rl.config_type, rl.version,
+       true, 0, NULL, rl.joined_at, NULL
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h))
 `
 
 type HostReportsRow struct {
@@ -141,7 +146,7 @@ type HostReportsRow struct {
 // The last stored report of the given hosts (few: those whose heartbeat came within the repair grace
 // of a write) with what anti-entropy needs to check it again once the grace is over: the layer
 // versions and open repairs as UpdateHeartbeats returns them, and per type the version the host last
-// acked "applied" ('applied' rows). On 'host' rows config_type holds the agent id. Revoked hosts are
+// acked "applied" ('applied' rows), and 'staged' rows as UpdateHeartbeats. On 'host' rows config_type holds the agent id. Revoked hosts are
 // left out.
 func (q *Queries) HostReports(ctx context.Context, hostIds []uuid.UUID) ([]HostReportsRow, error) {
 	rows, err := q.db.Query(ctx, hostReports, hostIds)
@@ -269,6 +274,11 @@ SELECT 'repair', r.host_id, '00000000-0000-0000-0000-000000000000'::uuid, r.conf
        false, r.attempts, r.next_at, NULL
 FROM config_repairs r
 WHERE r.host_id IN (SELECT id FROM upd)
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, rl.config_type, rl.version,
+       true, 0, NULL, rl.joined_at
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM upd))
 `
 
 type UpdateHeartbeatsRow struct {
@@ -293,7 +303,11 @@ type UpdateHeartbeatsRow struct {
 //	'written'      one row: the count of hosts written;
 //	'override'     the written hosts' rows (host_id set; flag false = tombstone);
 //	'environment'  the environments' rows (environment_id set);
-//	'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at).
+//	'repair'       the written hosts' open repairs (config_repairs: version, attempts, next_at);
+//	'staged'       a written host's environment layer of a type given by a staged rollout
+//	               (rollout_layers, migration 00014): it replaces the 'environment' row of that type for
+//	               that host, so anti-entropy never repairs a host outside a started stage to the new
+//	               revision (nor one inside back to the old).
 //
 // agentconfig.Expected turns the layers into what each host should hold, the rule the resolver
 // follows too.

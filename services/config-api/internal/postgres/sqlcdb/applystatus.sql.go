@@ -113,3 +113,46 @@ func (q *Queries) ApplyStatusHosts(ctx context.Context, arg ApplyStatusHostsPara
 	}
 	return items, nil
 }
+
+const applyStatusStagedLayers = `-- name: ApplyStatusStagedLayers :many
+SELECT l.host_id, l.version, l.joined_at
+FROM rollout_layers l
+WHERE l.config_type = $1
+  AND l.host_id = ANY (ARRAY(SELECT hs.id FROM hosts hs WHERE hs.environment_id = $2 AND hs.revoked_at IS NULL
+                             AND ($3::uuid IS NULL OR hs.id = $3::uuid)))
+`
+
+type ApplyStatusStagedLayersParams struct {
+	ConfigType    string
+	EnvironmentID uuid.UUID
+	HostID        uuid.NullUUID
+}
+
+type ApplyStatusStagedLayersRow struct {
+	HostID   uuid.UUID
+	Version  int64
+	JoinedAt time.Time
+}
+
+// The environment layers of one config type that staged rollouts give hosts of an environment (or the
+// one host_id): rollout_layers, the rule every reader follows. Each replaces the environment's row for
+// its host in what ApplyStatusHosts returns; a staged layer was "written" when the host joined.
+func (q *Queries) ApplyStatusStagedLayers(ctx context.Context, arg ApplyStatusStagedLayersParams) ([]ApplyStatusStagedLayersRow, error) {
+	rows, err := q.db.Query(ctx, applyStatusStagedLayers, arg.ConfigType, arg.EnvironmentID, arg.HostID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ApplyStatusStagedLayersRow
+	for rows.Next() {
+		var i ApplyStatusStagedLayersRow
+		if err := rows.Scan(&i.HostID, &i.Version, &i.JoinedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -212,3 +212,48 @@ type Outbox struct {
 	LastError   *string
 	Traceparent *string
 }
+
+type Rollout struct {
+	ID              uuid.UUID
+	ClientID        uuid.UUID
+	EnvironmentID   uuid.UUID
+	ConfigType      string
+	State           string
+	Reason          string
+	Plan            []byte
+	Stages          []byte
+	CurrentStage    int32
+	Promoted        bool
+	ConfigData      []byte
+	PreviousVersion int64
+	PreviousData    []byte
+	Version         int64
+	FinalVersion    *int64
+	CreatedBy       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+type RolloutHost struct {
+	RolloutID uuid.UUID
+	HostID    uuid.UUID
+	Stage     int32
+	Version   int64
+	JoinedAt  time.Time
+}
+
+type RolloutLayer struct {
+	HostID     uuid.UUID
+	ConfigType string
+	Version    int64
+	ConfigData []byte
+	JoinedAt   time.Time
+}
+
+type RolloutMembership struct {
+	HostID     uuid.UUID
+	ConfigType string
+	Version    int64
+	ConfigData []byte
+	JoinedAt   time.Time
+}

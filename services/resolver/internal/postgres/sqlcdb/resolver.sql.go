@@ -192,6 +192,11 @@ SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-00
        ec.config_type, NULL::jsonb, ec.version
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       rl.config_type, NULL::jsonb, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY ($2::text[])
 `
 
 type FetchHostsByAgentIDsParams struct {
@@ -215,8 +220,10 @@ type FetchHostsByAgentIDsRow struct {
 // carries only the version of its environment's row, never its data (config_data is always NULL): the
 // resolver keeps environments' effective configs in memory, keyed by that version, and reads an
 // environment's data only when its cached version is not the current one. This version check is how
-// every resolver replica sees every write without listening to events. Every access is an index
-// lookup by key (hosts by agent_id, host_configs and environment_configs by primary key).
+// every resolver replica sees every write without listening to events. A 'staged' row (version only)
+// is a host's environment layer of a type given by a staged rollout (rollout_layers); its data is
+// read by RolloutLayerData and cached by version. Every access is an index lookup by key (hosts by
+// agent_id, host_configs and environment_configs by primary key, rollout_hosts by host).
 func (q *Queries) FetchHostsByAgentIDs(ctx context.Context, arg FetchHostsByAgentIDsParams) ([]FetchHostsByAgentIDsRow, error) {
 	rows, err := q.db.Query(ctx, fetchHostsByAgentIDs, arg.AgentIds, arg.ConfigTypes)
 	if err != nil {
@@ -260,6 +267,10 @@ UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
 WHERE hc.config_type = $4 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+UNION ALL
+SELECT 'staged', rl.host_id, '', rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = $4
 `
 
 type HostPageParams struct {
@@ -280,7 +291,8 @@ type HostPageRow struct {
 // One page of an environment's non-revoked hosts in id order, read in order from hosts_environment_idx
 // and stopped at the limit, with their rows of one type: a 'host' row per host (config columns zero),
 // then an 'override' row per host row of the type (config_data NULL = tombstone), looked up by key for
-// exactly the page's hosts. Each host query comes in one variant per filter, so no catch-all predicate
+// exactly the page's hosts, and a 'staged' row per host a staged rollout gives its own environment layer
+// of the type (rollout_layers; it replaces the environment's row for that host). Each host query comes in one variant per filter, so no catch-all predicate
 // blurs the planner's estimates.
 func (q *Queries) HostPage(ctx context.Context, arg HostPageParams) ([]HostPageRow, error) {
 	rows, err := q.db.Query(ctx, hostPage,
@@ -371,6 +383,11 @@ SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-00
        ec.config_type, ec.config_data, ec.version
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       rl.config_type, rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY ($2::text[])
 `
 
 type LayersByAgentIDParams struct {
@@ -439,6 +456,11 @@ SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-00
        ec.config_type, ec.config_data, ec.version
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
+UNION ALL
+SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
+       rl.config_type, rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY ($2::text[])
 `
 
 type LayersByHostIDParams struct {
@@ -463,6 +485,8 @@ type LayersByHostIDRow struct {
 //	'host'         one row: the host (config_type '', version 0);
 //	'override'     the host's rows of the types (host_id set; tombstones have config_data NULL);
 //	'environment'  its environment's rows of the types (environment_id set).
+//	'staged'       the host's environment layer of a type where a staged rollout gives it one
+//	               (rollout_layers, migration 00014): it replaces the 'environment' row of that type.
 //
 // No 'host' row means no such host. Every access is an index lookup by key, whatever the statistics.
 func (q *Queries) LayersByHostID(ctx context.Context, arg LayersByHostIDParams) ([]LayersByHostIDRow, error) {
@@ -511,6 +535,10 @@ UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
 WHERE hc.config_type = $8 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+UNION ALL
+SELECT 'staged', rl.host_id, '', rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = $8
 `
 
 type ListedHostPageParams struct {
@@ -586,6 +614,10 @@ UNION ALL
 SELECT 'override', hc.host_id, '', hc.config_data, hc.version
 FROM host_configs hc
 WHERE hc.config_type = $7 AND hc.host_id = ANY (ARRAY(SELECT id FROM page))
+UNION ALL
+SELECT 'staged', rl.host_id, '', rl.config_data, rl.version
+FROM rollout_layers rl
+WHERE rl.host_id = ANY (ARRAY(SELECT id FROM page)) AND rl.config_type = $7
 `
 
 type OnlineHostPageParams struct {
@@ -657,6 +689,61 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 func (q *Queries) PlanOrderedPages(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, planOrderedPages)
 	return err
+}
+
+const rolloutLayerData = `-- name: RolloutLayerData :many
+SELECT k.environment_id::uuid AS environment_id, k.config_type::text AS config_type, k.version::bigint AS version, r.config_data
+FROM (SELECT unnest($1::uuid[]) AS environment_id, unnest($2::text[]) AS config_type,
+             unnest($3::bigint[]) AS version) AS k
+CROSS JOIN LATERAL (
+    SELECT ro.config_data
+    FROM rollouts ro
+    WHERE ro.environment_id = k.environment_id AND ro.config_type = k.config_type AND ro.version <= k.version
+    ORDER BY ro.version DESC
+    LIMIT 1
+) AS r
+`
+
+type RolloutLayerDataParams struct {
+	EnvironmentIds []uuid.UUID
+	ConfigTypes    []string
+	Versions       []int64
+}
+
+type RolloutLayerDataRow struct {
+	EnvironmentID uuid.UUID
+	ConfigType    string
+	Version       int64
+	ConfigData    []byte
+}
+
+// The data of staged environment layers by (environment, type, version) (parallel arrays): the rollout
+// of that environment and type with the newest version at or below it. A rollout takes its stage
+// versions only while it is active and the next rollout of the type starts after it ended, so that
+// rollout is the one that gave the version.
+func (q *Queries) RolloutLayerData(ctx context.Context, arg RolloutLayerDataParams) ([]RolloutLayerDataRow, error) {
+	rows, err := q.db.Query(ctx, rolloutLayerData, arg.EnvironmentIds, arg.ConfigTypes, arg.Versions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RolloutLayerDataRow
+	for rows.Next() {
+		var i RolloutLayerDataRow
+		if err := rows.Scan(
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.Version,
+			&i.ConfigData,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const saveConfigStatements = `-- name: SaveConfigStatements :exec
