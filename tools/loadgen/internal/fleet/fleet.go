@@ -112,7 +112,7 @@ type counters struct {
 	commands, applied, stale, rejected, malformed   atomic.Int64
 	foreign, acksSent, ackErrors                    atomic.Int64
 	heartbeatsSent, heartbeatErrors, droppedByConns atomic.Int64
-	pushesDropped, refused                          atomic.Int64
+	pushesDropped, refused, repeated                atomic.Int64
 }
 
 // New connects Conns connections and builds one agent per id (ids must be valid agent ids). Commands
@@ -272,6 +272,9 @@ func (f *Fleet) handleCommand(subject string, data []byte, received time.Time) {
 		switch outcome {
 		case outcomeApplied:
 			f.counters.applied.Add(1)
+		case outcomeRepeated:
+			f.counters.applied.Add(1)
+			f.counters.repeated.Add(1)
 		case outcomeStale:
 			f.counters.stale.Add(1)
 		case outcomeRejected:
@@ -567,6 +570,9 @@ type Stats struct {
 	PushesDropped int64 `json:"pushes_dropped"`
 	// Refused: config_updates the agents' simulated local policy refused (acknowledged failed).
 	Refused int64 `json:"refused"`
+	// Repeated: config_updates of a version the agent already held (counted in Applied too; acked
+	// again, as the agent does).
+	Repeated int64 `json:"repeated"`
 }
 
 // Stats returns a snapshot of the fleet's counters.
@@ -579,7 +585,7 @@ func (f *Fleet) Stats() Stats {
 		Commands:     c.commands.Load(), Applied: c.applied.Load(), Stale: c.stale.Load(), Rejected: c.rejected.Load(),
 		Malformed: c.malformed.Load(), Foreign: c.foreign.Load(), AcksSent: c.acksSent.Load(), AckErrors: c.ackErrors.Load(),
 		HeartbeatsSent: c.heartbeatsSent.Load(), HeartbeatErrors: c.heartbeatErrors.Load(), SlowConsumer: c.droppedByConns.Load(),
-		PushesDropped: c.pushesDropped.Load(), Refused: c.refused.Load(),
+		PushesDropped: c.pushesDropped.Load(), Refused: c.refused.Load(), Repeated: c.repeated.Load(),
 	}
 	f.errMu.Lock()
 	if len(f.fetchErrors) > 0 {

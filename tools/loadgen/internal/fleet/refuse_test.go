@@ -83,6 +83,8 @@ func TestRefusedConfigIsAckedFailedAndNotApplied(t *testing.T) {
 
 	// The previous config again, as a newer version (what a revert pushes), and then a deletion.
 	push(7, `{"static":{"ring":"all"}}`)
+	push(7, `{"static":{"ring":"all"}}`) // the same version again: applied and acked again, counted as repeated
+	testinfra.Eventually(t, waitTimeout, func() bool { return f.Stats().Repeated == int64(len(ids)) }, "every agent counted the repeated version")
 	push(8, `null`)
 	for i, id := range ids {
 		if v := f.AgentState(i).ConfigVersions["labels"]; v != 0 {
@@ -96,7 +98,7 @@ func TestRefusedConfigIsAckedFailedAndNotApplied(t *testing.T) {
 		}
 		backend.mu.Unlock()
 	}
-	if s := f.Stats(); s.Refused != 5 {
-		t.Fatalf("%d refused after the revert and the deletion, want still 5", s.Refused)
+	if s := f.Stats(); s.Refused != 5 || s.Repeated != int64(len(ids)) {
+		t.Fatalf("%d refused and %d repeated after the revert and the deletion, want still 5 and %d", s.Refused, s.Repeated, len(ids))
 	}
 }

@@ -115,6 +115,11 @@ func rolloutText(p func(string, ...any), name string, ro *scenario.RolloutRun) {
 			p("  stage %d: %d host(s) failed: %s", s.Index, e.Hosts, e.Error)
 		}
 	}
+	p("  config_updates the agents received meanwhile: %d, of which %d carried a version the agent already held; %d agents reached.", ro.Commands, ro.Repeated, ro.Reached)
+	if ab := ro.Abort; ab != nil {
+		p("  abort: %s in %s; %d config_updates until the %d reached agents had the previous config back (version %d), %s after the abort answered.",
+			ab.State, dur(ab.Latency), ab.Commands, ab.Reached, ab.Version, dur(ab.RevertedAfter))
+	}
 	p("  CPU: %s", cpuLine(ro.CPU, int64(ro.Received), "agent reached"))
 }
 

@@ -57,7 +57,12 @@ type RolloutRun struct {
 	Elapsed       time.Duration `json:"elapsed_ns"`
 	ServerElapsed time.Duration `json:"server_elapsed_ns"`
 	Polls         int           `json:"polls"`
-	Stages        []StageRun    `json:"stages"`
+	// Commands is how many config_updates the agents received from the start until the rollout stopped
+	// running (completed: until every ack was persisted); Repeated how many of them carried a version
+	// the agent already held (a push to a host whose config did not change).
+	Commands int64      `json:"commands"`
+	Repeated int64      `json:"repeated"`
+	Stages   []StageRun `json:"stages"`
 	// Received is how many agents had received the rollout's version when it stopped running; Reached
 	// the hosts of the started stages (the sum of their targeted counts). Received > Reached means a
 	// host outside every started stage was sent the version.
@@ -103,6 +108,9 @@ type AbortRun struct {
 	Reached       int           `json:"reached"`
 	Reverted      int           `json:"reverted"`
 	RevertedAfter time.Duration `json:"reverted_after_ns"`
+	// Commands is how many config_updates the agents received from the abort until the last reached
+	// agent had the previous config back.
+	Commands int64 `json:"commands"`
 }
 
 // rolloutPlan is the plan of both scenarios: a 1-host canary, 5%, 100%, no bake time, the default gate.
@@ -206,6 +214,11 @@ func (r *Runner) rollout(ctx context.Context, failing bool) (*RolloutRun, error)
 		r.logf("rollout: %s config to %d agents; plan %s", RolloutConfigType, r.opts.Agents, run.Plan)
 	}
 	cpu0 := r.cpuSnapshot()
+	fleet0 := r.fleet.Stats()
+	countCommands := func() {
+		s := r.fleet.Stats()
+		run.Commands, run.Repeated = s.Commands-fleet0.Commands, s.Repeated-fleet0.Repeated
+	}
 	sent := time.Now()
 	ro, err := r.backend.API.StartRollout(ctx, r.envID, RolloutConfigType, r.rolloutConfig(failing), &plan)
 	if err != nil {
@@ -231,12 +244,14 @@ func (r *Runner) rollout(ctx context.Context, failing bool) (*RolloutRun, error)
 		return run, err
 	}
 	run.Elapsed = time.Since(returned)
+	countCommands()
 	received := r.receivedAtLeast(final.Version)
 	summarizeRollout(run, final, seen)
 	run.Received = len(received)
-	r.logf("%s: %s after %s (server %s), stage %d of 0-%d%s; %d agents received version %d, %d hosts in started stages",
+	r.logf("%s: %s after %s (server %s), stage %d of 0-%d%s; %d agents received version %d, %d hosts in started stages; %d commands (%d of a version the agent held)",
 		map[bool]string{false: Rollout, true: RolloutFail}[failing], run.State, run.Elapsed.Round(time.Millisecond),
-		run.ServerElapsed.Round(time.Millisecond), run.CurrentStage, run.LastStage, reasonSuffix(run.Reason), run.Received, run.Version, run.Reached)
+		run.ServerElapsed.Round(time.Millisecond), run.CurrentStage, run.LastStage, reasonSuffix(run.Reason), run.Received, run.Version, run.Reached,
+		run.Commands, run.Repeated)
 	for _, s := range run.Stages {
 		r.logf("  stage %d (%s) %s: %d/%d applied, %d failed, %d pending, %d offline, %d unhealthy; %s",
 			s.Index, s.What, s.State, s.Applied, s.Targeted, s.Failed, s.Pending, s.Offline, s.Unhealthy, stageTimes(s))
@@ -255,6 +270,7 @@ func (r *Runner) rollout(ctx context.Context, failing bool) (*RolloutRun, error)
 			return run, err
 		}
 		run.AllAcked = doneAt.Sub(returned)
+		countCommands()
 		r.logf("rollout: every agent's ack of version %d persisted %s after the start", final.Version, run.AllAcked.Round(time.Millisecond))
 	}
 	if final.Active() {
@@ -362,6 +378,7 @@ func summarizeRollout(run *RolloutRun, ro configapi.Rollout, seenPassed map[int]
 // reached received the version that reverts it (the previous config written again as the
 // environment's final_version; without one in the answer, any version newer than the rollout's).
 func (r *Runner) abortRollout(ctx context.Context, ro configapi.Rollout, reached map[string]bool) (*AbortRun, error) {
+	fleet0 := r.fleet.Stats()
 	sent := time.Now()
 	after, err := r.backend.API.RolloutAction(ctx, r.envID, RolloutConfigType, ro.ID, "abort")
 	if err != nil {
@@ -393,6 +410,7 @@ func (r *Runner) abortRollout(ctx context.Context, ro configapi.Rollout, reached
 		return ab, err
 	}
 	ab.RevertedAfter = doneAt.Sub(returned)
+	ab.Commands = r.fleet.Stats().Commands - fleet0.Commands
 	r.logf("rollout-fail: aborted (%s, %s); the %d reached agents received the previous config again %s after the abort",
 		ab.State, ab.Latency.Round(time.Millisecond), ab.Reached, ab.RevertedAfter.Round(time.Millisecond))
 	return ab, nil

@@ -114,6 +114,9 @@ func TestRolloutScenariosAgainstAFakeAPI(t *testing.T) {
 			t.Errorf("clean stage %d = %+v", i, s)
 		}
 	}
+	if clean.Commands != agents || clean.Repeated != 0 {
+		t.Errorf("clean rollout: %d commands (%d repeated), want one per agent", clean.Commands, clean.Repeated)
+	}
 	if !strings.Contains(clean.Plan, "1 host → 5% → 100%; bake 0 s") {
 		t.Errorf("plan %q", clean.Plan)
 	}
@@ -138,6 +141,9 @@ func TestRolloutScenariosAgainstAFakeAPI(t *testing.T) {
 	ab := failing.Abort
 	if ab == nil || ab.State != configapi.RolloutReverted || ab.Reached != failing.Reached || ab.Reverted != ab.Reached || ab.Version != 44 {
 		t.Fatalf("abort = %+v", ab)
+	}
+	if failing.Commands != 4 || ab.Commands != 4 {
+		t.Errorf("failing rollout: %d commands, abort %d; want 4 and 4 (the canary and stage 1)", failing.Commands, ab.Commands)
 	}
 	if got := f.Stats().Refused; got != int64(s1.Failed) {
 		t.Errorf("the fleet refused %d configs, the rollout counts %d failed", got, s1.Failed)
