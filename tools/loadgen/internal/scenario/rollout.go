@@ -195,9 +195,9 @@ func (r *Runner) refusal(agentID, configType string, payload json.RawMessage) st
 	if json.Unmarshal(payload, &labels) != nil {
 		return ""
 	}
-	for _, d := range labels.Dynamic {
+	for i, d := range labels.Dynamic {
 		if d.Source == "command" && len(d.Command) > 0 {
-			return "policy: commands: " + d.Command[0] + ": command labels are off (policy.commands is empty)"
+			return fmt.Sprintf("labels: dynamic[%d].command: policy: commands: %s: command labels are off (policy.commands is empty)", i, d.Command[0])
 		}
 	}
 	return ""

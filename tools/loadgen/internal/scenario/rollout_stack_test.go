@@ -11,7 +11,7 @@ import (
 	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
 )
 
-// TestRolloutScenariosAgainstDevstack runs both rollout scenarios with 60 agents against the real
+// TestRolloutScenariosAgainstDevstack runs both rollout scenarios with 200 agents against the real
 // services (devstack as a child process): the clean rollout completes and every agent acknowledged its
 // version; with every agent but the canary refusing the config the gate pauses it before its last stage,
 // with their error; the abort brings every reached agent a newer version; and no agent outside the
@@ -20,7 +20,10 @@ func TestRolloutScenariosAgainstDevstack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	backend, stack := devstackBackend(ctx, t)
-	const agents = 60
+	// A percentage stage takes the hosts whose bucket (a hash) falls in it, so 5% of 60 hosts can be
+	// none; 5% of 200 is empty about once in 27,000 runs (0.95^199), and stage 1 must hold a host for the
+	// failing rollout to pause there.
+	const agents = 200
 	var log bytes.Buffer
 	runner := New(Options{
 		Agents: agents, Conns: 3, Subscriptions: fleet.Wildcard,
@@ -38,7 +41,7 @@ func TestRolloutScenariosAgainstDevstack(t *testing.T) {
 	}
 	reached := 0
 	for _, s := range clean.Stages {
-		if s.State != "passed" || s.Targeted == 0 || s.Started < 0 || s.Passed < s.Started {
+		if s.State != "passed" || s.Started < 0 || s.Passed < s.Started {
 			t.Errorf("clean stage %+v", s)
 		}
 		reached += s.Targeted
@@ -52,7 +55,7 @@ func TestRolloutScenariosAgainstDevstack(t *testing.T) {
 		t.Fatalf("rollout-fail = %+v\n%s", failing, log.String())
 	}
 	stage := failing.Stages[failing.CurrentStage]
-	if stage.Failed == 0 || len(stage.TopErrors) == 0 || !strings.Contains(stage.TopErrors[0].Error, "policy: commands: uname") {
+	if stage.Failed == 0 || len(stage.TopErrors) == 0 || !strings.Contains(stage.TopErrors[0].Error, "labels: dynamic[0].command: policy: commands: uname") {
 		t.Errorf("the paused stage = %+v", stage)
 	}
 	if failing.Received > failing.Reached {

@@ -56,7 +56,7 @@ func TestRefusalPlaysTheAgentPolicy(t *testing.T) {
 	r.failing = map[string]bool{"bad": true}
 	failing, _ := json.Marshal(r.rolloutConfig(true))
 	clean, _ := json.Marshal(r.rolloutConfig(false))
-	if got := r.refusal("bad", RolloutConfigType, failing); got != "policy: commands: uname: command labels are off (policy.commands is empty)" {
+	if got := r.refusal("bad", RolloutConfigType, failing); got != "labels: dynamic[0].command: policy: commands: uname: command labels are off (policy.commands is empty)" {
 		t.Errorf("refusing agent, command label: %q", got)
 	}
 	for _, c := range []struct {
@@ -132,7 +132,7 @@ func TestRolloutScenariosAgainstAFakeAPI(t *testing.T) {
 		t.Errorf("failing agents %d (%d picked), want 12 of 39", failing.FailingAgents, len(r.failing))
 	}
 	s1 := failing.Stages[1]
-	if s1.Failed == 0 || s1.Failed+s1.Applied != s1.Targeted || len(s1.TopErrors) != 1 || !strings.HasPrefix(s1.TopErrors[0].Error, "policy: commands: uname") {
+	if s1.Failed == 0 || s1.Failed+s1.Applied != s1.Targeted || len(s1.TopErrors) != 1 || !strings.HasPrefix(s1.TopErrors[0].Error, "labels: dynamic[0].command: policy: commands: uname") {
 		t.Errorf("stage 1 = %+v", s1)
 	}
 	if failing.Stages[2].State != "pending" || failing.Received != failing.Reached || failing.Reached != 1+s1.Targeted {
