@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// pageGate is a pgx query tracer for the resolver's pool that can hold the resolver's batch page
+// pageGate is a pgx query tracer for the resolver's pool that can hold the resolver's push page
 // queries (sqlc names HostPage, OnlineHostPage, ListedHostPage). Armed with n, it lets n more page queries through and then holds
 // every further one until released: with delivery's page size at 1 host, that stops an environment
 // fan-out after exactly n hosts, at a point the test chooses, without any timing.
@@ -74,7 +74,7 @@ func (g *pageGate) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 
 func (g *pageGate) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// isHostPageQuery recognises the resolver's batch page queries by their sqlc name comment.
+// isHostPageQuery recognises the resolver's push page queries by their sqlc name comment.
 func isHostPageQuery(sql string) bool {
 	for _, name := range []string{"HostPage", "OnlineHostPage", "ListedHostPage"} {
 		if strings.Contains(sql, "-- name: "+name+" ") {

@@ -108,13 +108,15 @@ func TestHostileNATSInput(t *testing.T) {
 			`{"host_id":42}`, `{"agent_id":["x"]}`, `{"host_id":"not-a-uuid"}`, `{"types":"healthcheck","agent_id":"`+agent+`"}`,
 			`{"agent_id":"`+agent+`","types":["no_such_type"]}`, `{"agent_id":"`+agent+`","host_id":"`+hosts[0].ID+`"}`,
 			`{"agent_id":"`+agent+`","explain":"yes"}`, `{}`)...)},
-		{protocol.ResolveBatchSubject, append(garbage(), wrongTyped(
-			`{"environment_id":5}`, `{"environment_id":"`+ten.EnvID+`","config_type":7}`,
-			`{"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","limit":"ten"}`,
-			`{"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","limit":-1}`,
-			`{"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","online_since":"yesterday"}`,
-			`{"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","host_ids":"x"}`,
-			`{"environment_id":"`+ten.EnvID+`","config_type":"no_such_type"}`, `{}`)...)},
+		{protocol.ResolvePushSubject, append(garbage(), wrongTyped(
+			`{"contract":1,"environment_id":5}`, `{"contract":1,"environment_id":"`+ten.EnvID+`","config_type":7}`,
+			`{"contract":1,"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","limit":"ten"}`,
+			`{"contract":1,"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","limit":-1}`,
+			`{"contract":1,"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","online_since":"yesterday"}`,
+			`{"contract":1,"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","host_ids":"x"}`,
+			`{"contract":1,"environment_id":"`+ten.EnvID+`","config_type":"healthcheck","environment_version":"1"}`,
+			`{"contract":"1","environment_id":"`+ten.EnvID+`","config_type":"healthcheck"}`,
+			`{"contract":1,"environment_id":"`+ten.EnvID+`","config_type":"no_such_type"}`, `{"contract":1}`, `{}`)...)},
 		{protocol.CredentialCreateSubject, append(garbage(), wrongTyped(
 			`{"client_id":1,"name":"x","secret":{"password":"p"}}`, `{"client_id":"`+ten.ClientID+`","name":{},"secret":[]}`,
 			`{"client_id":"`+ten.ClientID+`","name":"x","secret":{"password":5}}`,

@@ -81,14 +81,15 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 // ServicePermissions is THE table of what every service user may do (the README shows the same). Who
 // requests what:
 //
-//   - config-api: resolver (resolve, resolve_batch), credential (create, rotate, delete, get, list,
+//   - config-api: resolver (resolve; resolve_sets.v1 for drift's expected configs), credential (create, rotate, delete, get, list,
 //     account_update — only config-api asks the custodian to re-sign the account); its outbox relay
 //     publishes configsync.events.> into JetStream (PubAcks come to its inbox); it ensures the three
 //     streams; it answers agents' credential renewals (queue-subscribes configsync.agent.*.creds.renew
 //     and replies to the asking agent's _INBOX.<id>.> inbox, the one the agent may read).
 //   - delivery: answers agents' fetches (subscribes configsync.agent.*.config.fetch, replies to the
-//     agents' _INBOX.<id>.> inboxes), pushes configsync.cmd.<id>, requests resolver (resolve,
-//     resolve_sets.v1, resolve_batch) and credential inject, consumes CONFIGSYNC_EVENTS.
+//     agents' _INBOX.<id>.> inboxes), pushes configsync.cmd.<id>, requests resolver (the resolve_sets
+//     contract: resolve_sets.v1 for fetches, resolve_push.v1 for fan-outs) and credential inject,
+//     consumes CONFIGSYNC_EVENTS.
 //   - resolver and credential: micro services; they reply only to config-api's and delivery's inboxes
 //     (and answer $SRV requests on MonitorInboxPrefix). The credential service also answers
 //     account_update (covered by configsync.svc.credential.>); it looks the account up and pushes it
@@ -102,7 +103,7 @@ func ServicePermissions() []ServicePermission {
 			Service: ConfigAPIService,
 			Publish: join(
 				[]string{
-					protocol.ResolveSubject, protocol.ResolveBatchSubject,
+					protocol.ResolveSubject, protocol.ResolveSetsSubject,
 					protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
 					protocol.CredentialGetSubject, protocol.CredentialListSubject, protocol.AccountUpdateSubject,
 					protocol.EventsSubjects,
@@ -129,8 +130,7 @@ func ServicePermissions() []ServicePermission {
 			Publish: join(
 				[]string{
 					protocol.CommandSubjectPrefix + "*", agentInboxes, microAnswers,
-					protocol.ResolveSubject, protocol.ResolveSetsSubject, protocol.ResolveBatchSubject,
-					protocol.CredentialInjectSubject,
+					protocol.ResolveSetsSubject, protocol.ResolvePushSubject, protocol.CredentialInjectSubject,
 					// Read-only: how far ack-ingest's heartbeat consumer is behind (while it lags, delivery
 					// pushes regardless of the stored heartbeats).
 					"$JS.API.CONSUMER.INFO." + protocol.HeartbeatsStream + "." + protocol.HeartbeatsIngestDurable,

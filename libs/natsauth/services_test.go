@@ -155,7 +155,7 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 	ack := connectService(t, ns, a, natsauth.AckIngestService)
 	agent := connect(t, ns, must(a.Issuer().IssueAgent("agent-a")), nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")))
 
-	echoEndpoints(t, res.nc, protocol.ResolverServiceName, protocol.ResolveSubject, protocol.ResolveBatchSubject, protocol.ResolveSetsSubject)
+	echoEndpoints(t, res.nc, protocol.ResolverServiceName, protocol.ResolveSubject, protocol.ResolveSetsSubject, protocol.ResolvePushSubject)
 	echoEndpoints(t, cred.nc, protocol.CredentialServiceName, protocol.CredentialCreateSubject, protocol.CredentialRotateSubject,
 		protocol.CredentialDeleteSubject, protocol.CredentialGetSubject, protocol.CredentialListSubject, protocol.CredentialInjectSubject)
 	fetch, err := micro.AddService(del.nc, micro.Config{Name: "delivery", Version: "1.0.0"})
@@ -184,11 +184,11 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 		}
 	}
 
-	for _, subj := range []string{protocol.ResolveSubject, protocol.ResolveBatchSubject, protocol.CredentialCreateSubject,
+	for _, subj := range []string{protocol.ResolveSubject, protocol.ResolveSetsSubject, protocol.CredentialCreateSubject,
 		protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject, protocol.CredentialGetSubject, protocol.CredentialListSubject} {
 		request(t, api, subj)
 	}
-	for _, subj := range []string{protocol.ResolveSubject, protocol.ResolveSetsSubject, protocol.ResolveBatchSubject, protocol.CredentialInjectSubject} {
+	for _, subj := range []string{protocol.ResolveSetsSubject, protocol.ResolvePushSubject, protocol.CredentialInjectSubject} {
 		request(t, del, subj)
 	}
 	if _, err := agent.Request(protocol.FetchSubject("agent-a"), []byte(`{"agent_id":"agent-a"}`), 3*time.Second); err != nil {
@@ -287,7 +287,7 @@ func TestServiceUsersDenied(t *testing.T) {
 		// Only delivery pushes to agents and asks for injection (config-api may answer agents' inboxes:
 		// their credential renewals).
 		natsauth.ConfigAPIService: {cmd, protocol.CredentialInjectSubject, deliveryInbox, protocol.FetchSubject("agent-a"),
-			protocol.RepairSubject},
+			protocol.RepairSubject, protocol.ResolvePushSubject},
 		// Only config-api asks the credential service to re-sign the NATS account.
 		natsauth.ResolverService: {cmd, agentInbox, protocol.CredentialInjectSubject, protocol.CredentialCreateSubject,
 			protocol.ConfigChangedSubject, protocol.ResolveSubject, protocol.AccountUpdateSubject, protocol.RepairSubject},
@@ -297,11 +297,13 @@ func TestServiceUsersDenied(t *testing.T) {
 		natsauth.DeliveryService: {protocol.CredentialCreateSubject, protocol.CredentialRotateSubject, protocol.CredentialDeleteSubject,
 			protocol.ConfigChangedSubject, apiInbox, "$JS.API.STREAM.UPDATE." + protocol.EventsStream,
 			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x", protocol.AccountUpdateSubject,
-			protocol.RepairSubject, "$JS.API.CONSUMER.DELETE." + protocol.HeartbeatsStream + "." + protocol.HeartbeatsIngestDurable},
+			protocol.RepairSubject, "$JS.API.CONSUMER.DELETE." + protocol.HeartbeatsStream + "." + protocol.HeartbeatsIngestDurable,
+			protocol.ResolveSubject},
 		// ack-ingest may not publish to agents at all.
 		natsauth.AckIngestService: {cmd, agentInbox, protocol.FetchSubject("agent-a"), protocol.ConfigChangedSubject,
 			protocol.CredentialInjectSubject, protocol.ResolveSubject, "$JS.API.STREAM.UPDATE." + protocol.AcksStream,
-			"$JS.API.CONSUMER.CREATE." + protocol.EventsStream + ".x", protocol.AccountUpdateSubject},
+			"$JS.API.CONSUMER.CREATE." + protocol.EventsStream + ".x", protocol.AccountUpdateSubject, protocol.ResolvePushSubject,
+			protocol.ResolveSetsSubject},
 	}
 	// Only config-api answers agents' credential renewals (the renewal request carries the agent's key).
 	subDenied := map[string][]string{

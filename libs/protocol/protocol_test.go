@@ -51,11 +51,12 @@ func TestRoundTrip(t *testing.T) {
 		Remaining: []string{"c"},
 		Failed:    []AgentError{{AgentID: "d", Error: Error{Code: CodeInternal, Message: "too large"}}}})
 	roundTrip(t, Error{Code: CodeUnavailable, Message: "busy", RetryAfterMS: 1500})
-	roundTrip(t, ResolveBatchRequest{EnvironmentID: "e", ConfigType: "labels", HostIDs: []string{"h"}, OnlineSince: &now, After: "x", Limit: 10})
-	roundTrip(t, ResolveBatchReply{EnvironmentID: "e", ClientID: "c", ConfigType: "labels",
-		Environment: EffectiveConfig{ConfigType: "labels", ConfigData: json.RawMessage(`{}`), Version: 1, Source: "environment"},
-		Hosts:       []BatchHost{{HostID: "h", AgentID: "a"}, {HostID: "h2", AgentID: "a2", Override: &EffectiveConfig{ConfigType: "labels", ConfigData: json.RawMessage("null"), Version: 2}}},
-		NextAfter:   "h2"})
+	roundTrip(t, ResolvePushRequest{Contract: ResolveSetsContract, EnvironmentID: "e", ConfigType: "labels", HostIDs: []string{"h"},
+		EnvironmentVersion: 7, OnlineSince: &now, OnlineAt: &now, After: "x", Limit: 10})
+	roundTrip(t, ResolveSetsReply{Contract: ResolveSetsContract,
+		Configs:   []EffectiveConfig{{ConfigType: "labels", ConfigData: json.RawMessage(`{}`), Version: 1, Source: "environment", EnvironmentVersion: 1}},
+		Sets:      []ConfigSet{{ClientID: "c", EnvironmentID: "e", Configs: map[string]int{"labels": 0}, Hosts: []SetHost{{HostID: "h", AgentID: "a"}}}},
+		NextAfter: "h"})
 	roundTrip(t, CredentialCreateRequest{ClientID: "c", Name: "db", Secret: map[string]string{"password": "pw"}})
 	roundTrip(t, CredentialListReply{Credentials: []CredentialMeta{{ID: "i", ClientID: "c", Name: "db", Fields: []string{"password"}, KeyVersion: "local:v1", CreatedAt: now, UpdatedAt: now}}})
 	roundTrip(t, InjectRequest{Items: []InjectItem{{Key: "k", ClientID: "c", EnvironmentID: "e", Collectors: json.RawMessage(`[{"type":"mysql","name":"p","credential_id":"x"}]`)}}})

@@ -50,8 +50,8 @@ type ResolveReply struct {
 // MaxResolveAgents is the most agent ids one ResolveSetsRequest may carry.
 const MaxResolveAgents = 1000
 
-// ResolveSetsContract is the version of the resolve_sets request and reply (ResolveSetsSubject names it
-// too). A resolver answers only requests of its own contract (else CodeContractMismatch) and stamps its
+// ResolveSetsContract is the version of the resolve_sets contract: its requests (ResolveSetsRequest,
+// ResolvePushRequest) and their reply (ResolveSetsSubject and ResolvePushSubject name it too). A resolver answers only requests of its own contract (else CodeContractMismatch) and stamps its
 // replies with it; delivery refuses a reply of another contract. Either way the fetch fails as
 // "unavailable" and the agent retries: a rolling upgrade never misreads a reply. Bump it (and the
 // subject) for any change an older peer would read differently.
@@ -74,6 +74,10 @@ type ResolveSetsRequest struct {
 // Missing lists the requested agent ids that have no host (unknown or revoked). Remaining lists agent
 // ids left out to keep the reply within the NATS max payload: ask for them again. Failed lists the
 // agents that cannot be answered in any reply (their configs alone exceed the max payload).
+//
+// The same reply answers a ResolvePushRequest: one set per distinct config of the page's type, hosts
+// without a row of their own in one set; a page cut to the max payload moves NextAfter back instead of
+// listing Remaining.
 type ResolveSetsReply struct {
 	Contract int `json:"contract"`
 	// Configs are the distinct effective configs; sets name them by index. The signed statement of a
@@ -85,6 +89,8 @@ type ResolveSetsReply struct {
 	Failed    []AgentError      `json:"failed,omitempty"`
 	// TrustedKeys is the current signed trusted-key list (key rotation), when the resolver has one.
 	TrustedKeys *Signed `json:"trusted_keys,omitempty"`
+	// NextAfter (push pages only) is the cursor of the next page; empty after the last one.
+	NextAfter string `json:"next_after,omitempty"`
 }
 
 // ConfigSet is one distinct set of effective configs (one per type that has a row at either level) in
@@ -130,37 +136,28 @@ func (r ResolveSetsReply) Check() error {
 	return nil
 }
 
-// ResolveBatchRequest asks for one config type across the hosts of one environment, a page at a time.
-// HostIDs restricts the hosts; OnlineSince keeps only hosts with a heartbeat at or after it, and with
-// OnlineAt also set, hosts online at OnlineAt by Online with the window OnlineAt - OnlineSince (a host
-// with a long heartbeat interval of its own stays online longer). After is the cursor from the previous
-// page; Limit caps the page (the resolver applies its own maximum).
-type ResolveBatchRequest struct {
-	EnvironmentID string     `json:"environment_id"`
-	ConfigType    string     `json:"config_type"`
-	HostIDs       []string   `json:"host_ids,omitempty"`
-	OnlineSince   *time.Time `json:"online_since,omitempty"`
-	OnlineAt      *time.Time `json:"online_at,omitempty"`
-	After         string     `json:"after,omitempty"`
-	Limit         int        `json:"limit,omitempty"`
-}
-
-// ResolveBatchReply carries one page. Environment is the effective config of every host without a host
-// row for the type (so it is sent once, not per host); a BatchHost with Override set has its own result.
-type ResolveBatchReply struct {
-	EnvironmentID string          `json:"environment_id"`
-	ClientID      string          `json:"client_id"`
-	ConfigType    string          `json:"config_type"`
-	Environment   EffectiveConfig `json:"environment"`
-	Hosts         []BatchHost     `json:"hosts"`
-	NextAfter     string          `json:"next_after,omitempty"`
-}
-
-// BatchHost is one host of a ResolveBatchReply page.
-type BatchHost struct {
-	HostID   string           `json:"host_id"`
-	AgentID  string           `json:"agent_id"`
-	Override *EffectiveConfig `json:"override,omitempty"`
+// ResolvePushRequest asks for one config type across the hosts of one environment, a page at a time (a
+// config-change event's fan-out), answered in the resolve_sets contract: a ResolveSetsReply with the
+// distinct configs of the page, the distinct sets they form (each with its hosts) and NextAfter.
+//
+// HostIDs restricts the hosts (a host-scope event names its host). EnvironmentVersion, when not 0, keeps
+// only the hosts whose environment layer of the type resolves to that version: an environment-scope
+// event at version V reaches the hosts it changed, not those whose environment layer is another version
+// (a later event covers them; during a staged rollout they are not in a started stage). OnlineSince keeps
+// only hosts with a heartbeat at or after it, and with OnlineAt also set, hosts online at OnlineAt by
+// Online with the window OnlineAt - OnlineSince (a host with a long heartbeat interval of its own stays
+// online longer). After is the host id cursor from the previous page; Limit caps the hosts read for the
+// page (the resolver applies its own maximum).
+type ResolvePushRequest struct {
+	Contract           int        `json:"contract"`
+	EnvironmentID      string     `json:"environment_id"`
+	ConfigType         string     `json:"config_type"`
+	HostIDs            []string   `json:"host_ids,omitempty"`
+	EnvironmentVersion int64      `json:"environment_version,omitempty"`
+	OnlineSince        *time.Time `json:"online_since,omitempty"`
+	OnlineAt           *time.Time `json:"online_at,omitempty"`
+	After              string     `json:"after,omitempty"`
+	Limit              int        `json:"limit,omitempty"`
 }
 
 // CredentialMeta describes a stored credential. It never carries secret values.

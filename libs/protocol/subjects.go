@@ -41,12 +41,14 @@ const (
 	ResolverServiceName   = "resolver"
 	CredentialServiceName = "credential"
 
-	ResolveSubject      = "configsync.svc.resolver.resolve"
-	ResolveBatchSubject = "configsync.svc.resolver.resolve_batch"
+	ResolveSubject = "configsync.svc.resolver.resolve"
 	// ResolveSetsSubject resolves many hosts by agent id in one request (delivery's batched fetches)
 	// into distinct config sets. It ends in the contract version (ResolveSetsContract): a delivery of
 	// another contract finds no responder, an error it retries, rather than a reply it would misread.
 	ResolveSetsSubject = "configsync.svc.resolver.resolve_sets.v1"
+	// ResolvePushSubject resolves one config type for a page of an environment's hosts (delivery's
+	// fan-out of a config-change event) into the same distinct sets; same contract, same version suffix.
+	ResolvePushSubject = "configsync.svc.resolver.resolve_push.v1"
 
 	CredentialCreateSubject = "configsync.svc.credential.create"
 	CredentialRotateSubject = "configsync.svc.credential.rotate"

@@ -3,6 +3,7 @@ package configapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
 	configapi "github.com/configsync/configsync/services/config-api"
+	"github.com/configsync/configsync/services/config-api/internal/postgres"
 	"github.com/configsync/configsync/services/config-api/internal/rollouts"
 )
 
@@ -453,5 +455,61 @@ func TestRolloutPlacesLateHosts(t *testing.T) {
 	}
 	if n := h.count(`SELECT count(*) FROM audit_events WHERE object = $1 AND action = $2`, "rollout:"+ro.ID, rollouts.ActionHostsPlaced); n != 1 {
 		t.Errorf("%d placement audit events, want 1", n)
+	}
+}
+
+// crashingRollouts is the rollout repository of a controller that dies in the middle of a step: its
+// transaction's announce of a stage fails after the stage's hosts were written.
+type crashingRollouts struct{ rollouts.Repository }
+
+type crashingTx struct{ rollouts.Tx }
+
+func (c crashingRollouts) Lead(ctx context.Context, id uuid.UUID, fn func(rollouts.Tx, *rollouts.Rollout) error) (bool, error) {
+	return c.Repository.Lead(ctx, id, func(tx rollouts.Tx, r *rollouts.Rollout) error { return fn(crashingTx{tx}, r) })
+}
+
+func (crashingTx) Announce(context.Context, *rollouts.Rollout, int64, string) error {
+	return errors.New("controller killed")
+}
+
+// TestRolloutControllerCrashMidStep: a controller dying in the middle of a stage start (hosts placed,
+// the announcement not yet written) leaves no trace of it — its transaction is rolled back whole — and
+// the next controller starts that stage exactly once.
+func TestRolloutControllerCrashMidStep(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.newRolloutTenant("wayne", 4)
+	path := a.configPath("labels")
+	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v1")})
+	plan := map[string]any{"stages": []map[string]any{{"hosts": 1}, {"percent": 100}}, "bake_seconds": 0}
+	var ro rolloutObj
+	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"), "plan": plan}).data(t, &ro)
+	ctx := context.Background()
+	members := func() int {
+		return h.count(`SELECT count(*) FROM rollout_hosts WHERE rollout_id = $1`, ro.ID)
+	}
+	before := h.count(`SELECT count(*) FROM outbox`)
+
+	var results []string
+	crashing := rollouts.NewController(crashingRollouts{postgres.NewRollouts(postgres.NewStore(h.pool))},
+		rollouts.ControllerOptions{OnlineWindow: h.apiCfg.OnlineWindow, Transitions: func(r string) { results = append(results, r) }}, h.log)
+	crashing.Tick(ctx)
+	if len(results) != 1 || results[0] != rollouts.ResultError {
+		t.Fatalf("the crashing controller's step: %v, want one error", results)
+	}
+	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	if ro.CurrentStage != 0 || ro.Stages[1].StartedAt != nil || ro.Stages[0].State != rollouts.StageBaking || members() != 1 ||
+		h.count(`SELECT count(*) FROM outbox`) != before {
+		t.Fatalf("a crashed step left a trace: %+v, %d members, outbox %d -> %d", ro, members(), before, h.count(`SELECT count(*) FROM outbox`))
+	}
+
+	configapi.NewRolloutController(h.apiCfg, h.pool, nil, h.log).Tick(ctx)
+	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	if ro.CurrentStage != 1 || ro.Stages[1].StartedAt == nil || members() != 4 || h.count(`SELECT count(*) FROM outbox`) != before+1 {
+		t.Fatalf("after the next controller's step: %+v, %d members", ro, members())
+	}
+	if n := h.count(`SELECT count(*) FROM audit_events WHERE object = $1 AND action = $2 AND (detail->>'stage')::int = 1`,
+		"rollout:"+ro.ID, rollouts.ActionStageStarted); n != 1 {
+		t.Errorf("stage 1 started %d times", n)
 	}
 }

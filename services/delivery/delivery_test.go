@@ -71,6 +71,45 @@ func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
 	}
 }
 
+// An environment event is pushed only to the hosts whose environment layer resolves to its version:
+// an event a later write has overtaken changes nobody (the later event covers them), the later one
+// reaches every online host, overrides merged on top.
+func TestEnvironmentChangePushedOnlyAtItsVersion(t *testing.T) {
+	s := newStack(t, 12)
+	s.startResolver(t)
+	s.startCredential(t)
+	s.startDelivery(t, testDeliveryConfig(t))
+
+	override := s.hosts[4]
+	s.putHost(t, override, "labels", `{"static":{"team":"edge"}}`)
+	old := s.putEnv(t, "labels", `{"static":{"env":"prod","team":"core"}}`)
+	current := s.putEnv(t, "labels", `{"static":{"env":"prod","team":"platform"}}`)
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: old})
+	s.eventsSettled(t)
+	if agents := s.fleet.agents(); len(agents) != 0 {
+		t.Fatalf("an overtaken event (version %d, environment at %d) was pushed to %v", old, current, agents)
+	}
+
+	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: current})
+	s.eventsSettled(t)
+	for _, h := range s.hosts {
+		cmds := s.fleet.commands(h.agent, "labels")
+		if !h.online {
+			if len(cmds) != 0 {
+				t.Fatalf("offline %s received %d commands", h.agent, len(cmds))
+			}
+			continue
+		}
+		want := `{"static":{"env":"prod","team":"platform"}}`
+		if h == override {
+			want = `{"static":{"env":"prod","team":"edge"}}`
+		}
+		if len(cmds) != 1 || cmds[0].Version != current || !jsonEqual(cmds[0].Payload, []byte(want)) {
+			t.Fatalf("%s received %+v, want version %d payload %s", h.agent, cmds, current, want)
+		}
+	}
+}
+
 func TestHostChangeReachesOnlyThatHost(t *testing.T) {
 	s := newStack(t, 12)
 	s.startResolver(t)

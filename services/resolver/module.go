@@ -32,9 +32,10 @@ import (
 type Config struct {
 	// Workers bounds concurrent single-host resolves per instance.
 	Workers int `env:"RESOLVER_WORKERS" default:"16"`
-	// BatchWorkers bounds concurrent batch pages per instance (each page holds one pool connection).
+	// BatchWorkers bounds concurrent push pages (resolve_push) per instance (each page holds one pool
+	// connection).
 	BatchWorkers int `env:"RESOLVER_BATCH_WORKERS" default:"2"`
-	// BatchMaxPage is the default and largest number of hosts in one batch page.
+	// BatchMaxPage is the default and largest number of hosts in one push page.
 	BatchMaxPage int `env:"RESOLVER_BATCH_MAX_PAGE" default:"5000"`
 	// RequestTimeout bounds the work on one request.
 	RequestTimeout time.Duration `env:"RESOLVER_REQUEST_TIMEOUT" default:"10s"`

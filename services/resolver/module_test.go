@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,7 +176,38 @@ func TestResolveTombstones(t *testing.T) {
 	expect(t, "override over deleted default", got, `{"interval_seconds":30}`, "host_override", again, envTomb, again)
 }
 
-func TestResolveBatch(t *testing.T) {
+// pushedHost is a host of a resolve_push page with the config its set gives it (nil: none).
+type pushedHost struct {
+	HostID, AgentID string
+	Config          *protocol.EffectiveConfig
+}
+
+// pushPage calls resolve_push and flattens the page into its hosts, checking the contract.
+func pushPage(t *testing.T, nc *nats.Conn, req protocol.ResolvePushRequest) ([]pushedHost, protocol.ResolveSetsReply) {
+	t.Helper()
+	req.Contract = protocol.ResolveSetsContract
+	reply, code := call[protocol.ResolveSetsReply](t, nc, protocol.ResolvePushSubject, req)
+	if code != "" {
+		t.Fatalf("push page: %s", code)
+	}
+	if err := reply.Check(); err != nil {
+		t.Fatal(err)
+	}
+	var hosts []pushedHost
+	for _, set := range reply.Sets {
+		for _, h := range set.Hosts {
+			ph := pushedHost{HostID: h.HostID, AgentID: h.AgentID}
+			if n, ok := set.Configs[req.ConfigType]; ok {
+				ph.Config = &reply.Configs[n]
+			}
+			hosts = append(hosts, ph)
+		}
+	}
+	slices.SortFunc(hosts, func(a, b pushedHost) int { return strings.Compare(a.HostID, b.HostID) })
+	return hosts, reply
+}
+
+func TestResolvePush(t *testing.T) {
 	s := newStack(t, 1, resolver.Config{})
 	env := s.db.Environment("prod")
 	other := s.db.Environment("staging")
@@ -199,20 +232,18 @@ func TestResolveBatch(t *testing.T) {
 	s.db.Revoke(ids[11])
 
 	// All hosts, five per page.
-	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: 5}
-	var got []protocol.BatchHost
+	req := protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: 5}
+	var got []pushedHost
 	pages := 0
 	for {
-		reply, code := call[protocol.ResolveBatchReply](t, s.client, protocol.ResolveBatchSubject, req)
-		if code != "" {
-			t.Fatalf("batch: %s", code)
-		}
+		hosts, reply := pushPage(t, s.client, req)
 		pages++
-		if reply.EnvironmentID != env || reply.ClientID != s.db.ClientOf(env) || reply.ConfigType != "healthcheck" {
-			t.Fatalf("reply header %+v", reply)
+		for _, set := range reply.Sets {
+			if set.EnvironmentID != env || set.ClientID != s.db.ClientOf(env) {
+				t.Fatalf("set scope %s/%s", set.ClientID, set.EnvironmentID)
+			}
 		}
-		expect(t, "environment", reply.Environment, `{"interval_seconds":60,"timeout_seconds":5}`, "environment", envV, envV, 0)
-		got = append(got, reply.Hosts...)
+		got = append(got, hosts...)
 		if reply.NextAfter == "" {
 			break
 		}
@@ -225,56 +256,66 @@ func TestResolveBatch(t *testing.T) {
 		if i > 0 && h.HostID <= got[i-1].HostID {
 			t.Fatalf("hosts not in id order: %s after %s", h.HostID, got[i-1].HostID)
 		}
-		if agents[h.HostID] != h.AgentID {
+		if agents[h.HostID] != h.AgentID || h.Config == nil {
 			t.Fatalf("host %+v is not one of the environment's", h)
 		}
 		switch v, ok := overrides[h.HostID]; {
 		case ok:
-			if h.Override == nil {
-				t.Fatalf("host %s lost its override", h.AgentID)
-			}
-			expect(t, "override", *h.Override, fmt.Sprintf(`{"interval_seconds":60,"timeout_seconds":%s}`, h.AgentID[len("agent-"):]), "merged", v, envV, v)
+			expect(t, "override", *h.Config, fmt.Sprintf(`{"interval_seconds":60,"timeout_seconds":%s}`, h.AgentID[len("agent-"):]), "merged", v, envV, v)
 		case h.HostID == ids[10]:
-			if h.Override == nil {
-				t.Fatal("a tombstoned override must be sent: its version is newer")
-			}
-			expect(t, "tombstone", *h.Override, `{"interval_seconds":60,"timeout_seconds":5}`, "environment", tomb, envV, tomb)
+			// A tombstoned override is sent: its version is newer.
+			expect(t, "tombstone", *h.Config, `{"interval_seconds":60,"timeout_seconds":5}`, "environment", tomb, envV, tomb)
 		default:
-			if h.Override != nil {
-				t.Fatalf("host %s without a row carries %+v", h.AgentID, h.Override)
-			}
+			expect(t, "environment", *h.Config, `{"interval_seconds":60,"timeout_seconds":5}`, "environment", envV, envV, 0)
 		}
 	}
 
 	// Online filter: heartbeats at base+i minutes; since base+8m keeps 8, 9, 10 (11 is revoked).
 	since := base.Add(8 * time.Minute)
-	reply, _ := call[protocol.ResolveBatchReply](t, s.client, protocol.ResolveBatchSubject,
-		protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", OnlineSince: &since})
-	if names := agentIDs(reply.Hosts); !sameSet(names, "agent-8", "agent-9", "agent-10") {
+	hosts, _ := pushPage(t, s.client, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", OnlineSince: &since})
+	if names := agentIDs(hosts); !sameSet(names, "agent-8", "agent-9", "agent-10") {
 		t.Fatalf("online since: %v", names)
 	}
 
 	// Host list (another environment's host and a revoked host are ignored), with the online filter.
-	reply, _ = call[protocol.ResolveBatchReply](t, s.client, protocol.ResolveBatchSubject,
-		protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{ids[2], ids[7], ids[9], ids[11]}})
-	if names := agentIDs(reply.Hosts); !sameSet(names, "agent-2", "agent-7", "agent-9") {
+	hosts, _ = pushPage(t, s.client, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{ids[2], ids[7], ids[9], ids[11]}})
+	if names := agentIDs(hosts); !sameSet(names, "agent-2", "agent-7", "agent-9") {
 		t.Fatalf("host list: %v", names)
 	}
-	reply, _ = call[protocol.ResolveBatchReply](t, s.client, protocol.ResolveBatchSubject,
-		protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{ids[2], ids[9]}, OnlineSince: &since})
-	if names := agentIDs(reply.Hosts); !sameSet(names, "agent-9") {
+	hosts, _ = pushPage(t, s.client, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{ids[2], ids[9]}, OnlineSince: &since})
+	if names := agentIDs(hosts); !sameSet(names, "agent-9") {
 		t.Fatalf("host list online: %v", names)
 	}
 
-	// A type without an environment row: null environment config, only overriding hosts carry data.
-	reply, _ = call[protocol.ResolveBatchReply](t, s.client, protocol.ResolveBatchSubject,
-		protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"})
-	if len(reply.Hosts) != 11 || reply.Environment.Version != 0 || (len(reply.Environment.ConfigData) != 0 && string(reply.Environment.ConfigData) != "null") {
+	// A type without an environment row: no config for hosts without a row of their own.
+	hosts, reply := pushPage(t, s.client, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "tracing"})
+	if len(hosts) != 11 || len(reply.Configs) != 0 || hosts[0].Config != nil {
 		t.Fatalf("type without rows: %+v", reply)
+	}
+
+	// The version rule: an environment event at a replaced version reaches no host; at the current
+	// version every host of the environment (overrides merged on top).
+	hosts, _ = pushPage(t, s.client, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: envV})
+	if len(hosts) != 11 {
+		t.Fatalf("event at the current version reached %d hosts, want 11", len(hosts))
+	}
+	newV := s.db.PutEnv(env, "healthcheck", `{"interval_seconds":30}`)
+	if hosts, _ = pushPage(t, s.client, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: envV}); len(hosts) != 0 {
+		t.Fatalf("event at a replaced version reached %v", agentIDs(hosts))
+	}
+	hosts, _ = pushPage(t, s.client, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: newV})
+	if len(hosts) != 11 || hosts[0].Config.EnvironmentVersion != newV {
+		t.Fatalf("event at the new version: %d hosts, first %+v", len(hosts), hosts[0].Config)
+	}
+
+	// Another contract is refused as such (the caller retries), never misread.
+	if _, code := call[protocol.ResolveSetsReply](t, s.client, protocol.ResolvePushSubject,
+		protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract + 1, EnvironmentID: env, ConfigType: "healthcheck"}); code != protocol.CodeContractMismatch {
+		t.Fatalf("another contract: code %q", code)
 	}
 }
 
-func agentIDs(hosts []protocol.BatchHost) []string {
+func agentIDs(hosts []pushedHost) []string {
 	var out []string
 	for _, h := range hosts {
 		out = append(out, h.AgentID)
@@ -320,9 +361,9 @@ func TestErrorCodes(t *testing.T) {
 		{"bad host id", protocol.ResolveSubject, protocol.ResolveRequest{HostID: "web-1"}, protocol.CodeInvalidRequest},
 		{"no host", protocol.ResolveSubject, protocol.ResolveRequest{}, protocol.CodeInvalidRequest},
 		{"malformed", protocol.ResolveSubject, json.RawMessage(`{"host_id":[1,2]}`), protocol.CodeInvalidRequest},
-		{"unknown environment", protocol.ResolveBatchSubject, protocol.ResolveBatchRequest{EnvironmentID: "5f0c1c1e-0000-4000-8000-000000000000", ConfigType: "healthcheck"}, protocol.CodeNotFound},
-		{"batch unknown type", protocol.ResolveBatchSubject, protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "nope"}, protocol.CodeInvalidRequest},
-		{"batch bad cursor", protocol.ResolveBatchSubject, protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", After: "web-1"}, protocol.CodeInvalidRequest},
+		{"unknown environment", protocol.ResolvePushSubject, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: "5f0c1c1e-0000-4000-8000-000000000000", ConfigType: "healthcheck"}, protocol.CodeNotFound},
+		{"push unknown type", protocol.ResolvePushSubject, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "nope"}, protocol.CodeInvalidRequest},
+		{"push bad cursor", protocol.ResolvePushSubject, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "healthcheck", After: "web-1"}, protocol.CodeInvalidRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -392,10 +433,10 @@ func TestQueueGroupSharesRequests(t *testing.T) {
 	}
 }
 
-// BenchmarkResolveBatch10kNATS is BenchmarkResolveBatch10k (internal/postgres) end to end: 10,000 hosts
-// of one environment, every tenth with an override, paged through the resolve_batch endpoint over NATS
+// BenchmarkResolvePush10kNATS is BenchmarkResolvePush10k (internal/postgres) end to end: 10,000 hosts
+// of one environment, every tenth with an override, paged through the resolve_push endpoint over NATS
 // (queries, merges, JSON and transport included).
-func BenchmarkResolveBatch10kNATS(b *testing.B) {
+func BenchmarkResolvePush10kNATS(b *testing.B) {
 	s := newStack(b, 1, resolver.Config{})
 	env := s.db.Environment("bench")
 	s.db.Hosts(env, "bench", 10_000)
@@ -405,14 +446,16 @@ func BenchmarkResolveBatch10kNATS(b *testing.B) {
 
 	b.ReportAllocs()
 	for b.Loop() {
-		req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "labels"}
+		req := protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "labels"}
 		hosts := 0
 		for {
-			reply, code := call[protocol.ResolveBatchReply](b, s.client, protocol.ResolveBatchSubject, req)
+			reply, code := call[protocol.ResolveSetsReply](b, s.client, protocol.ResolvePushSubject, req)
 			if code != "" {
-				b.Fatalf("batch: %s", code)
+				b.Fatalf("push page: %s", code)
 			}
-			hosts += len(reply.Hosts)
+			for _, set := range reply.Sets {
+				hosts += len(set.Hosts)
+			}
 			if reply.NextAfter == "" {
 				break
 			}

@@ -73,6 +73,13 @@ func (c *Client) Call(ctx context.Context, subject string, req, reply any) error
 	return nil
 }
 
+// CallFor is Call decoding the reply into a new R: one line per endpoint in a service's client.
+func CallFor[R any](ctx context.Context, c *Client, subject string, req any) (R, error) {
+	var reply R
+	err := c.Call(ctx, subject, req, &reply)
+	return reply, err
+}
+
 var errorPrefix = []byte(`{"error"`)
 
 // ReplyError returns the error of an error reply, or nil for any other reply. The body

@@ -19,17 +19,19 @@ import (
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/protocol/selector"
+	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
 )
 
-// pageSize is how many hosts one round of batch resolves covers.
+// pageSize is how many hosts one resolve covers (at most protocol.MaxResolveAgents).
 const pageSize = 500
 
-// Resolver resolves one config type for a page of an environment's hosts (the resolver service).
+// Resolver resolves the effective configs of many hosts by agent id into their distinct config sets
+// (the resolver service's resolve_sets contract, as delivery's fetches use it).
 type Resolver interface {
-	ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error)
+	ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error)
 }
 
 // Credentials lists a client's credential metadata (the credential service).
@@ -137,50 +139,50 @@ func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environ
 	}
 }
 
-// expected resolves every config type for a page of hosts: host id -> type -> effective config.
+// expected resolves every config type for a page of hosts, as the resolver answers their fetches:
+// host id -> type -> effective config (deleted types left out). A host revoked meanwhile has none.
 func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page []hosts.Host) (map[uuid.UUID]map[string]protocol.EffectiveConfig, error) {
-	ids := make([]string, len(page))
 	out := make(map[uuid.UUID]map[string]protocol.EffectiveConfig, len(page))
-	for i, h := range page {
-		ids[i] = h.ID.String()
+	byAgent := make(map[string]uuid.UUID, len(page))
+	ids := make([]string, 0, len(page))
+	for _, h := range page {
 		out[h.ID] = map[string]protocol.EffectiveConfig{}
+		byAgent[h.AgentID] = h.ID
+		ids = append(ids, h.AgentID)
 	}
-	for _, configType := range agentconfig.TypeNames() {
-		after := ""
-		for {
-			reply, err := d.resolver.ResolveBatch(ctx, protocol.ResolveBatchRequest{
-				EnvironmentID: environmentID.String(),
-				ConfigType:    configType,
-				HostIDs:       ids,
-				After:         after,
-				Limit:         len(ids),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("drift: resolve %s: %w", configType, err)
+	for len(ids) > 0 {
+		reply, err := d.resolver.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: ids})
+		if err != nil {
+			return nil, fmt.Errorf("drift: resolve: %w", err)
+		}
+		if err := reply.Check(); err != nil {
+			// Another contract (a rolling upgrade): never guess at its meaning.
+			return nil, fault.ServiceUnavailable("resolver service failed", err)
+		}
+		if len(reply.Failed) > 0 {
+			// A host whose configs alone exceed the NATS max payload.
+			return nil, fault.ServiceUnavailable("resolver service failed", &reply.Failed[0].Error)
+		}
+		for _, set := range reply.Sets {
+			if set.EnvironmentID != environmentID.String() {
+				continue
 			}
-			for _, bh := range reply.Hosts {
-				id, err := uuid.Parse(bh.HostID)
-				if err != nil {
-					continue
-				}
-				m, ok := out[id]
+			for _, h := range set.Hosts {
+				id, ok := byAgent[h.AgentID]
 				if !ok {
 					continue
 				}
-				ec := reply.Environment
-				if bh.Override != nil {
-					ec = *bh.Override
-				}
-				if !agentconfig.IsNull(ec.ConfigData) {
-					ec.ConfigType = configType
-					m[configType] = ec
+				for typ, n := range set.Configs {
+					if ec := reply.Configs[n]; !agentconfig.IsNull(ec.ConfigData) {
+						out[id][typ] = ec
+					}
 				}
 			}
-			if reply.NextAfter == "" {
-				break
-			}
-			after = reply.NextAfter
 		}
+		if len(reply.Remaining) >= len(ids) {
+			return nil, fault.ServiceUnavailable("resolver service failed", errors.New("no host of the page answered"))
+		}
+		ids = reply.Remaining
 	}
 	return out, nil
 }

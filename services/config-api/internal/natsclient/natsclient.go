@@ -50,6 +50,13 @@ func (r requester) call(ctx context.Context, subject string, req, out any) error
 	}
 }
 
+// request is call decoding the reply into a new R.
+func request[R any](ctx context.Context, r requester, subject string, req any) (R, error) {
+	var reply R
+	err := r.call(ctx, subject, req, &reply)
+	return reply, err
+}
+
 // mapError turns a service's error code into a fault. Messages of caller errors (invalid, not found,
 // conflict) are written for the caller and passed on; others are replaced by a generic message.
 func (r requester) mapError(e *protocol.Error) error {
@@ -77,16 +84,13 @@ func NewResolver(nc *nats.Conn, timeout time.Duration) *Resolver {
 
 // Resolve resolves one host's configs.
 func (c *Resolver) Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error) {
-	var reply protocol.ResolveReply
-	err := c.r.call(ctx, protocol.ResolveSubject, req, &reply)
-	return reply, err
+	return request[protocol.ResolveReply](ctx, c.r, protocol.ResolveSubject, req)
 }
 
-// ResolveBatch resolves one config type for a page of an environment's hosts.
-func (c *Resolver) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error) {
-	var reply protocol.ResolveBatchReply
-	err := c.r.call(ctx, protocol.ResolveBatchSubject, req, &reply)
-	return reply, err
+// ResolveSets resolves many hosts, by agent id, into their distinct config sets (the resolve_sets
+// contract; a resolver of another contract has no responder on the subject: unavailable).
+func (c *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
+	return request[protocol.ResolveSetsReply](ctx, c.r, protocol.ResolveSetsSubject, req)
 }
 
 // Credentials is the credential service's client. It only ever returns metadata.
@@ -99,16 +103,12 @@ func NewCredentials(nc *nats.Conn, timeout time.Duration) *Credentials {
 
 // Create stores a new credential.
 func (c *Credentials) Create(ctx context.Context, req protocol.CredentialCreateRequest) (protocol.CredentialMeta, error) {
-	var meta protocol.CredentialMeta
-	err := c.r.call(ctx, protocol.CredentialCreateSubject, req, &meta)
-	return meta, err
+	return request[protocol.CredentialMeta](ctx, c.r, protocol.CredentialCreateSubject, req)
 }
 
 // Rotate replaces a credential's secret or re-encrypts it under the newest key.
 func (c *Credentials) Rotate(ctx context.Context, req protocol.CredentialRotateRequest) (protocol.CredentialMeta, error) {
-	var meta protocol.CredentialMeta
-	err := c.r.call(ctx, protocol.CredentialRotateSubject, req, &meta)
-	return meta, err
+	return request[protocol.CredentialMeta](ctx, c.r, protocol.CredentialRotateSubject, req)
 }
 
 // Delete deletes a credential.
@@ -118,16 +118,11 @@ func (c *Credentials) Delete(ctx context.Context, ref protocol.CredentialRef) er
 
 // Get returns one credential's metadata.
 func (c *Credentials) Get(ctx context.Context, ref protocol.CredentialRef) (protocol.CredentialMeta, error) {
-	var meta protocol.CredentialMeta
-	err := c.r.call(ctx, protocol.CredentialGetSubject, ref, &meta)
-	return meta, err
+	return request[protocol.CredentialMeta](ctx, c.r, protocol.CredentialGetSubject, ref)
 }
 
 // List lists a client's credentials.
 func (c *Credentials) List(ctx context.Context, req protocol.CredentialListRequest) ([]protocol.CredentialMeta, error) {
-	var reply protocol.CredentialListReply
-	if err := c.r.call(ctx, protocol.CredentialListSubject, req, &reply); err != nil {
-		return nil, err
-	}
-	return reply.Credentials, nil
+	reply, err := request[protocol.CredentialListReply](ctx, c.r, protocol.CredentialListSubject, req)
+	return reply.Credentials, err
 }

@@ -100,10 +100,10 @@ func newTestPusher(r *fakeResolver, inj *fakeInjector, pub *fakePublisher, pageS
 func TestPushEnvironmentReachesEveryOnlineHostOnce(t *testing.T) {
 	r := newFleet(2500)
 	r.envCfg["collectors"] = cfg("collectors", 10, `[{"type":"mysql","name":"db","credential_id":"c1"}]`)
-	// Two hosts share one override; one has its own; one override has no credentials.
+	// Two hosts share one override (one set); one has its own; one override has no credentials.
 	shared := cfg("collectors", 11, `[{"type":"redis","name":"cache","credential_id":"c2"}]`)
 	r.hosts[0].overrides["collectors"] = shared
-	r.hosts[1500].overrides["collectors"] = shared
+	r.hosts[1].overrides["collectors"] = shared
 	r.hosts[3].overrides["collectors"] = cfg("collectors", 12, `[{"type":"postgres","name":"pg","credential_id":"c3"}]`)
 	r.hosts[4].overrides["collectors"] = cfg("collectors", 13, `[]`)
 	inj := &fakeInjector{}
@@ -131,7 +131,7 @@ func TestPushEnvironmentReachesEveryOnlineHostOnce(t *testing.T) {
 		if c.Type != protocol.CommandConfigUpdate || c.ConfigType != "collectors" || c.CommandID == "" || !c.IssuedAt.Equal(fixedNow) {
 			t.Fatalf("command %+v", c)
 		}
-		want := map[int]int64{0: 11, 1500: 11, 3: 12, 4: 13}[i]
+		want := map[int]int64{0: 11, 1: 11, 3: 12, 4: 13}[i]
 		if want == 0 {
 			want = 10
 		}
@@ -149,17 +149,20 @@ func TestPushEnvironmentReachesEveryOnlineHostOnce(t *testing.T) {
 	if res.Published != online || res.Hosts != online || res.Pages != 2 || res.SkippedCredentials != 0 {
 		t.Fatalf("result %+v, online %d", res, online)
 	}
-	// The env list once for the whole event, each distinct credentialed override once (the shared one
-	// appears on both pages).
+	// The env list once for the whole event (it is on both pages), each set's credentialed override
+	// once (the shared one is one set).
 	if n := inj.items(); n != 3 {
 		t.Fatalf("%d inject items, want 3: the env list and each distinct override once", n)
 	}
 	if pub.flushes != res.Pages {
 		t.Fatalf("%d flushes for %d pages", pub.flushes, res.Pages)
 	}
-	for _, req := range r.batchReqs {
+	for _, req := range r.pushReqs {
 		if req.OnlineSince == nil || !req.OnlineSince.Equal(fixedNow.Add(-90*time.Second)) {
 			t.Fatalf("online_since = %v", req.OnlineSince)
+		}
+		if req.Contract != protocol.ResolveSetsContract || req.EnvironmentVersion != 10 || req.HostIDs != nil {
+			t.Fatalf("push request %+v: want this contract, the event's version, no host list", req)
 		}
 	}
 	ids := map[string]bool{}
@@ -228,6 +231,41 @@ func TestPushHostScopeAndDeletion(t *testing.T) {
 	}
 }
 
+// An environment-scope event at version V is pushed only to the hosts whose environment layer is at V
+// (a staged rollout's hosts outside started stages, or hosts a later write already moved on, are
+// not changed by it); a host-scope event goes to its host whatever the environment's version.
+func TestPushOnlyWhereTheEventsVersionIs(t *testing.T) {
+	r := newFleet(9)
+	r.envCfg["labels"] = cfg("labels", 7, `{"static":{"env":"prod"}}`)
+	pub := &fakePublisher{}
+	p := newTestPusher(r, &fakeInjector{}, pub, 4)
+	res, err := p.Push(context.Background(), protocol.ConfigChanged{EventID: "old", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1",
+		ConfigType: "labels", Version: 6})
+	if err != nil || res.Published != 0 || res.Hosts != 0 || len(pub.sent) != 0 {
+		t.Fatalf("event at a replaced version: %+v %v, %d sent", res, err, len(pub.sent))
+	}
+	res, err = p.Push(context.Background(), protocol.ConfigChanged{EventID: "new", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1",
+		ConfigType: "labels", Version: 7})
+	if err != nil || res.Published != 6 || len(pub.byAgent()) != 6 {
+		t.Fatalf("event at the current version: %+v %v, sent to %d agents", res, err, len(pub.byAgent()))
+	}
+	for _, req := range r.pushReqs {
+		if req.Contract != protocol.ResolveSetsContract || (req.EnvironmentVersion != 6 && req.EnvironmentVersion != 7) {
+			t.Fatalf("environment push request %+v", req)
+		}
+	}
+	pub.sent, r.pushReqs = nil, nil
+	r.hosts[0].overrides["labels"] = cfg("labels", 9, `{"static":{"team":"edge"}}`)
+	res, err = p.Push(context.Background(), protocol.ConfigChanged{EventID: "host", Scope: protocol.ScopeHost, EnvironmentID: "env-1",
+		HostID: "host-00000", AgentID: "agent-00000", ConfigType: "labels", Version: 9})
+	if err != nil || res.Published != 1 || len(pub.byAgent()["agent-00000"]) != 1 || pub.byAgent()["agent-00000"][0].Version != 9 {
+		t.Fatalf("host event: %+v %v, sent %v", res, err, pub.byAgent())
+	}
+	if req := r.pushReqs[0]; req.EnvironmentVersion != 0 || !slices.Equal(req.HostIDs, []string{"host-00000"}) {
+		t.Fatalf("host push request %+v", req)
+	}
+}
+
 func TestPushErrors(t *testing.T) {
 	r := newFleet(3)
 	p := newTestPusher(r, &fakeInjector{}, &fakePublisher{}, 10)
@@ -248,6 +286,19 @@ func TestPushErrors(t *testing.T) {
 	if _, err := p.Push(context.Background(), protocol.ConfigChanged{EventID: "e", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1", ConfigType: "labels"}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("resolver down: %v", err)
 	}
+	// A resolver of another contract (a rolling upgrade), refusing the request or answering in its
+	// own: the fan-out is redone, never misread.
+	r.fail = protocol.Errorf(protocol.CodeContractMismatch, "contract 1, this resolver speaks 2")
+	if _, err := p.Push(context.Background(), protocol.ConfigChanged{EventID: "e", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1", ConfigType: "labels"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("resolver of another contract: %v", err)
+	}
+	r.fail, r.contract = nil, protocol.ResolveSetsContract+1
+	pub := &fakePublisher{}
+	p = newTestPusher(r, &fakeInjector{}, pub, 10)
+	if _, err := p.Push(context.Background(), protocol.ConfigChanged{EventID: "e", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1", ConfigType: "labels"}); !errors.Is(err, ErrUnavailable) || len(pub.sent) != 0 {
+		t.Fatalf("reply of another contract: %v, %d sent", err, len(pub.sent))
+	}
+	r.contract = 0
 	// Credential service down: the fan-out must be redone, not silently skipped.
 	r.fail = nil
 	r.envCfg["collectors"] = cfg("collectors", 2, `[{"type":"mysql","name":"db","credential_id":"c1"}]`)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,12 +16,14 @@ import (
 // fakeResolver serves one environment: an environment-level effective config per type and per-host
 // overrides, with hosts online or not.
 type fakeResolver struct {
-	mu        sync.Mutex
-	env       protocol.HostRef // ClientID and EnvironmentID
-	envCfg    map[string]protocol.EffectiveConfig
-	hosts     []fakeHost // sorted by HostID
-	batchReqs []protocol.ResolveBatchRequest
-	fail      error
+	mu       sync.Mutex
+	env      protocol.HostRef // ClientID and EnvironmentID
+	envCfg   map[string]protocol.EffectiveConfig
+	hosts    []fakeHost // sorted by HostID
+	pushReqs []protocol.ResolvePushRequest
+	fail     error
+	// contract, when set, is the contract its push replies claim.
+	contract int
 }
 
 type fakeHost struct {
@@ -67,34 +70,74 @@ func (r *fakeResolver) ResolveSets(ctx context.Context, req protocol.ResolveSets
 	return resolveSets(ctx, r, req.AgentIDs, 0, nil)
 }
 
-func (r *fakeResolver) ResolveBatch(_ context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error) {
+// ResolvePush answers a push page as the resolver does: the hosts read (online, listed, after the
+// cursor, up to the limit) whose environment layer is at the requested version, hosts without an
+// override of the type in one set with the environment's config, hosts with identical overrides
+// (same version, data and statement) in one set each.
+func (r *fakeResolver) ResolvePush(_ context.Context, req protocol.ResolvePushRequest) (protocol.ResolveSetsReply, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.batchReqs = append(r.batchReqs, req)
+	r.pushReqs = append(r.pushReqs, req)
 	if r.fail != nil {
-		return protocol.ResolveBatchReply{}, r.fail
+		return protocol.ResolveSetsReply{}, r.fail
+	}
+	if req.Contract != protocol.ResolveSetsContract {
+		return protocol.ResolveSetsReply{}, protocol.Errorf(protocol.CodeContractMismatch, "contract %d", req.Contract)
 	}
 	if req.EnvironmentID != r.env.EnvironmentID {
-		return protocol.ResolveBatchReply{}, protocol.Errorf(protocol.CodeNotFound, "unknown environment")
+		return protocol.ResolveSetsReply{}, protocol.Errorf(protocol.CodeNotFound, "unknown environment")
 	}
-	reply := protocol.ResolveBatchReply{EnvironmentID: r.env.EnvironmentID, ClientID: r.env.ClientID, ConfigType: req.ConfigType,
-		Environment: r.envCfg[req.ConfigType], Hosts: []protocol.BatchHost{}}
-	if reply.Environment.ConfigData == nil {
-		reply.Environment = protocol.EffectiveConfig{ConfigType: req.ConfigType, ConfigData: json.RawMessage("null")}
+	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{}, Sets: []protocol.ConfigSet{}}
+	if r.contract != 0 {
+		reply.Contract = r.contract
 	}
+	env, hasEnv := r.envCfg[req.ConfigType]
+	envSet := -1
+	byContent := map[string]int{}
+	read := 0
 	for _, h := range r.hosts {
 		if h.id <= req.After || (req.OnlineSince != nil && !h.online) || (len(req.HostIDs) > 0 && !slices.Contains(req.HostIDs, h.id)) {
 			continue
 		}
-		if len(reply.Hosts) == req.Limit {
-			reply.NextAfter = reply.Hosts[len(reply.Hosts)-1].HostID
+		if req.Limit > 0 && read == req.Limit {
+			reply.NextAfter = req.After
 			break
 		}
-		bh := protocol.BatchHost{HostID: h.id, AgentID: h.agent}
-		if o, ok := h.overrides[req.ConfigType]; ok {
-			bh.Override = &o
+		read++
+		req.After = h.id
+		if req.EnvironmentVersion != 0 && env.Version != req.EnvironmentVersion {
+			continue
 		}
-		reply.Hosts = append(reply.Hosts, bh)
+		host := protocol.SetHost{HostID: h.id, AgentID: h.agent}
+		set := protocol.ConfigSet{ClientID: r.env.ClientID, EnvironmentID: r.env.EnvironmentID, Configs: map[string]int{}, Hosts: []protocol.SetHost{host}}
+		o, own := h.overrides[req.ConfigType]
+		if !own {
+			if envSet >= 0 {
+				reply.Sets[envSet].Hosts = append(reply.Sets[envSet].Hosts, host)
+				continue
+			}
+			envSet = len(reply.Sets)
+			if hasEnv {
+				env.EnvironmentVersion = env.Version
+				set.Configs[req.ConfigType] = len(reply.Configs)
+				reply.Configs = append(reply.Configs, env)
+			}
+			reply.Sets = append(reply.Sets, set)
+			continue
+		}
+		o.EnvironmentVersion, o.HostVersion = env.Version, o.Version
+		k := strconv.FormatInt(o.Version, 10) + "\x00" + string(o.ConfigData)
+		if o.Statement != nil {
+			k += "\x00" + string(o.Statement.Statement)
+		}
+		if n, ok := byContent[k]; ok {
+			reply.Sets[n].Hosts = append(reply.Sets[n].Hosts, host)
+			continue
+		}
+		byContent[k] = len(reply.Sets)
+		set.Configs[req.ConfigType] = len(reply.Configs)
+		reply.Configs = append(reply.Configs, o)
+		reply.Sets = append(reply.Sets, set)
 	}
 	return reply, nil
 }

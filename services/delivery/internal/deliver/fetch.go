@@ -11,14 +11,14 @@ import (
 
 // Fetcher answers agents' startup fetches.
 type Fetcher struct {
-	resolver SetsResolver
+	resolver Resolver
 	injector Injector
 	log      *zap.Logger
 }
 
 // NewFetcher returns a Fetcher resolving batches of agents through resolver and injecting credentials
 // through injector.
-func NewFetcher(resolver SetsResolver, injector Injector, log *zap.Logger) *Fetcher {
+func NewFetcher(resolver Resolver, injector Injector, log *zap.Logger) *Fetcher {
 	return &Fetcher{resolver: resolver, injector: injector, log: log}
 }
 

@@ -11,16 +11,14 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 )
 
-// Resolver computes hosts' effective configs (the resolver service).
+// Resolver computes hosts' effective configs (the resolver service) in its resolve_sets contract: the
+// distinct config sets of the hosts asked for, each with the agents that hold it, so delivery builds
+// one answer per set and never groups hosts itself. ResolveSets answers a batch of agents' fetches;
+// ResolvePush a page of an environment's hosts for one config type (a config-change fan-out). Replies
+// are of the contract's version (protocol.ResolveSetsReply.Check).
 type Resolver interface {
-	Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error)
-	ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error)
-}
-
-// SetsResolver resolves the hosts of many agents in one request into their distinct config sets (the
-// resolver's resolve_sets): the Fetcher answers a batch of fetches with one request.
-type SetsResolver interface {
 	ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error)
+	ResolvePush(ctx context.Context, req protocol.ResolvePushRequest) (protocol.ResolveSetsReply, error)
 }
 
 // Injector inlines credential secrets into collector lists (the credential service). Each item of a

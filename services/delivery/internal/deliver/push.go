@@ -40,6 +40,8 @@ type PushResult struct {
 	SkippedCredentials int
 	// FailedPublish: commands the connection refused (best effort; the agent pulls at startup).
 	FailedPublish int
+	// SkippedTooLarge: hosts not pushed because their config alone exceeds the NATS max payload.
+	SkippedTooLarge int
 }
 
 // Pusher fans config-change events out to online agents.
@@ -65,16 +67,22 @@ func NewPusher(resolver Resolver, injector Injector, publisher CommandPublisher,
 	return &Pusher{resolver: resolver, injector: injector, publisher: publisher, opts: opts, log: log}
 }
 
-// Push sends the effective config of ev's type, as it is now, to every online host in ev's scope (the
-// whole environment, or one host): one config_update per host, a deleted config as a null payload. It
-// pages through the hosts; collector lists are injected once per distinct list, never per host. Hosts
-// whose credentials fail are skipped (and logged); the rest are pushed. An error (wrapping
-// ErrInvalidRequest for an unusable event, else ErrUnavailable) means the fan-out did not complete and
-// should be redone; a vanished environment or host is not an error (there is no one to push to).
-// ev must be a valid event (protocol.ConfigChanged.Validate; the events consumer decodes and checks it).
+// Push sends the effective config of ev's type, as it is now, to every online host in ev's scope that
+// the event changed: for an environment-scope event at version V, the hosts whose environment layer
+// resolves to V (the others are covered by another event, or during a staged rollout are not in a
+// started stage); for a host-scope event, its host. One config_update per host, a deleted config as a
+// null payload. It pages through the hosts with the resolver's resolve_push, which answers each page
+// as distinct config sets with their agents: each set is injected (collectors that reference
+// credentials, all or nothing) and encoded once, then published to its agents; the environment's own
+// config, the same on every page, once per event. Hosts whose credentials fail are skipped (and
+// logged); the rest are pushed. An error (wrapping ErrInvalidRequest for an unusable event, else
+// ErrUnavailable: a resolver of another contract during a rolling upgrade is one) means the fan-out
+// did not complete and should be redone; a vanished environment or host is not an error (there is no
+// one to push to). ev must be a valid event (protocol.ConfigChanged.Validate; the events consumer
+// decodes and checks it).
 func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResult, error) {
 	var res PushResult
-	req, err := p.batchRequest(ev)
+	req, err := p.pushRequest(ev)
 	if err != nil {
 		return res, err
 	}
@@ -86,7 +94,14 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 	f := &fanout{p: p, ev: ev, issuedAt: p.opts.Now().UTC()}
 	for {
 		rctx, span := tracer.Start(ctx, "resolve", trace.WithAttributes(attribute.Int("page", res.Pages+1)))
-		page, err := p.resolver.ResolveBatch(rctx, req)
+		page, err := p.resolver.ResolvePush(rctx, req)
+		if err == nil {
+			if cerr := page.Check(); cerr != nil {
+				// Another contract (a rolling upgrade) or a reply that contradicts itself: never guess
+				// at its meaning; the event is redone.
+				err = protocol.Errorf(protocol.CodeContractMismatch, "unusable resolve_push reply: %s", cerr.Error())
+			}
+		}
 		endSpan(span, err)
 		if err != nil {
 			err = classifyRemote("resolver", err)
@@ -107,11 +122,12 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 	}
 }
 
-func (p *Pusher) batchRequest(ev protocol.ConfigChanged) (protocol.ResolveBatchRequest, error) {
+func (p *Pusher) pushRequest(ev protocol.ConfigChanged) (protocol.ResolvePushRequest, error) {
 	// Online by protocol.Online: the window, or a host's own heartbeat interval when that is longer.
 	now := p.opts.Now().UTC()
 	since := now.Add(-p.opts.OnlineWindow)
-	req := protocol.ResolveBatchRequest{
+	req := protocol.ResolvePushRequest{
+		Contract:      protocol.ResolveSetsContract,
 		EnvironmentID: ev.EnvironmentID,
 		ConfigType:    ev.ConfigType,
 		OnlineSince:   &since,
@@ -120,10 +136,12 @@ func (p *Pusher) batchRequest(ev protocol.ConfigChanged) (protocol.ResolveBatchR
 	}
 	switch ev.Scope {
 	case protocol.ScopeEnvironment:
+		// Only the hosts this event changed: those whose environment layer is at its version.
+		req.EnvironmentVersion = ev.Version
 	case protocol.ScopeHost:
 		req.HostIDs = []string{ev.HostID}
 	default: // unreachable for a decoded event (protocol.ConfigChanged.Validate checked it)
-		return protocol.ResolveBatchRequest{}, fmt.Errorf("%w: unknown scope", ErrInvalidRequest)
+		return protocol.ResolvePushRequest{}, fmt.Errorf("%w: unknown scope", ErrInvalidRequest)
 	}
 	return req, nil
 }
@@ -134,77 +152,61 @@ type fanout struct {
 	ev       protocol.ConfigChanged
 	issuedAt time.Time
 
-	// The environment's effective config is the same on every page: it is injected and encoded once.
+	// The environment's own config (no host row in it) is the same on every page: it is injected and
+	// encoded once per event.
 	env     *protocol.EffectiveConfig
 	envTmpl commandTemplate
 	envErr  *protocol.Error
-	// Overrides already prepared on earlier pages, by content (bounded: see maxPreparedOverrides).
-	prepared map[string]preparedGroup
-	buf      []byte
+	buf     []byte
 }
 
-type preparedGroup struct {
-	tmpl commandTemplate
-	err  *protocol.Error
+// setPush is one config set of a page: the config its agents receive and its encoded command.
+type setPush struct {
+	key    string
+	cfg    protocol.EffectiveConfig
+	agents []string
+	tmpl   commandTemplate
+	err    *protocol.Error
+	env    bool // the environment's own config (HostVersion 0)
+	done   bool // tmpl and err are known (the environment's config, from an earlier page)
 }
 
-// maxPreparedOverrides bounds the overrides remembered across pages of one event.
-const maxPreparedOverrides = 4096
-
-// group is the hosts of a page that receive the same effective config.
-type group struct {
-	key     string
-	content string // version and bytes of an override; "" for the environment group
-	cfg     protocol.EffectiveConfig
-	agents  []string
-	tmpl    commandTemplate
-	err     *protocol.Error
-	cached  bool
-}
-
-func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res *PushResult) error {
-	envGroup := &group{key: "env", cfg: page.Environment}
-	groups := []*group{}
-	byOverride := map[string]*group{}
-	for _, h := range page.Hosts {
-		if !protocol.ValidAgentID(h.AgentID) {
-			f.p.log.Warn("push: host with an unusable agent id skipped", zap.String("host_id", h.HostID))
-			continue
-		}
-		if h.Override == nil {
-			envGroup.agents = append(envGroup.agents, h.AgentID)
-			continue
-		}
-		// Identical overrides (same version and bytes) share one injection and one encoding.
-		k := strconv.FormatInt(h.Override.Version, 10) + "\x00" + string(h.Override.ConfigData)
-		if st := h.Override.Statement; st != nil {
-			// A signed override is its agent's alone (its statement names the agent).
-			k += "\x00" + string(st.Statement)
-		}
-		g, ok := byOverride[k]
+func (f *fanout) page(ctx context.Context, page protocol.ResolveSetsReply, res *PushResult) error {
+	sets := make([]*setPush, 0, len(page.Sets))
+	hosts := 0
+	for i, set := range page.Sets {
+		n, ok := set.Configs[f.ev.ConfigType]
 		if !ok {
-			g = &group{key: "override-" + strconv.Itoa(len(byOverride)), content: k, cfg: *h.Override}
-			byOverride[k] = g
-			groups = append(groups, g)
+			hosts += len(set.Hosts)
+			continue // no row at either level: nothing to say
 		}
-		g.agents = append(g.agents, h.AgentID)
+		sp := &setPush{key: strconv.Itoa(i), cfg: page.Configs[n], agents: make([]string, 0, len(set.Hosts))}
+		sp.env = sp.cfg.HostVersion == 0
+		for _, h := range set.Hosts {
+			if !protocol.ValidAgentID(h.AgentID) {
+				f.p.log.Warn("push: host with an unusable agent id skipped", zap.String("host_id", h.HostID))
+				continue
+			}
+			sp.agents = append(sp.agents, h.AgentID)
+		}
+		hosts += len(sp.agents)
+		sets = append(sets, sp)
 	}
-	if len(envGroup.agents) > 0 {
-		groups = append(groups, envGroup)
+	res.Hosts += hosts
+	for _, a := range page.Failed {
+		f.p.log.Warn("push: host skipped, its config cannot be delivered",
+			append(eventFields(f.ev), zap.String("agent_id", a.AgentID), zap.String("code", a.Error.Code), zap.String("reason", a.Error.Message))...)
 	}
-	res.Hosts += len(envGroup.agents)
-	for _, g := range byOverride {
-		res.Hosts += len(g.agents)
-	}
+	res.SkippedTooLarge += len(page.Failed)
 
-	if err := f.prepare(ctx, page, groups, envGroup); err != nil {
+	if err := f.prepare(ctx, page, sets); err != nil {
 		return err
 	}
-	for _, g := range groups {
+	for _, sp := range sets {
 		// "unavailable" is transient (the cipher is away), unlike a broken credential: skipping these
 		// hosts would leave them on the old config for good, so the fan-out is redone later instead.
-		if g.err != nil && g.err.Code == protocol.CodeUnavailable {
-			return fmt.Errorf("%w: inject credentials for %d hosts: %s", ErrUnavailable, len(g.agents), g.err.Message)
+		if sp.err != nil && sp.err.Code == protocol.CodeUnavailable {
+			return fmt.Errorf("%w: inject credentials for %d hosts: %s", ErrUnavailable, len(sp.agents), sp.err.Message)
 		}
 	}
 
@@ -212,19 +214,16 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 	ctx, span := tracer.Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
 	published, failed, skipped := 0, 0, 0
-	for _, g := range groups {
-		if g.err != nil {
-			skipped += len(g.agents)
+	for _, sp := range sets {
+		if sp.err != nil {
+			skipped += len(sp.agents)
 			f.p.log.Warn("push: hosts skipped, their config cannot be delivered",
-				append(eventFields(f.ev), zap.Int("hosts", len(g.agents)), zap.Strings("agent_ids_sample", sample(g.agents, 10)),
-					zap.Int64("version", g.cfg.Version), zap.String("code", g.err.Code), zap.String("reason", g.err.Message))...)
+				append(eventFields(f.ev), zap.Int("hosts", len(sp.agents)), zap.Strings("agent_ids_sample", sample(sp.agents, 10)),
+					zap.Int64("version", sp.cfg.Version), zap.String("code", sp.err.Code), zap.String("reason", sp.err.Message))...)
 			continue
 		}
-		if g.cfg.Version == 0 && isNull(g.cfg.ConfigData) {
-			continue // no row at either level: nothing to say
-		}
-		for _, agentID := range g.agents {
-			f.buf = g.tmpl.appendCommand(f.buf[:0], commandID(agentID, f.ev.ConfigType, g.cfg.Version))
+		for _, agentID := range sp.agents {
+			f.buf = sp.tmpl.appendCommand(f.buf[:0], commandID(agentID, f.ev.ConfigType, sp.cfg.Version))
 			if err := f.p.publisher.Publish(ctx, agentID, f.buf); err != nil {
 				failed++
 				continue
@@ -239,29 +238,24 @@ func (f *fanout) page(ctx context.Context, page protocol.ResolveBatchReply, res 
 	res.Published += published
 	res.FailedPublish += failed
 	res.SkippedCredentials += skipped
-	f.p.log.Info("push page sent", append(eventFields(f.ev), zap.Int("page", res.Pages), zap.Int("hosts", len(page.Hosts)),
+	f.p.log.Info("push page sent", append(eventFields(f.ev), zap.Int("page", res.Pages), zap.Int("hosts", hosts),
 		zap.Int("published", published), zap.Int("skipped_credentials", skipped), zap.Int("publish_failed", failed))...)
 	return nil
 }
 
-// prepare injects credentials into the collector lists of groups (each distinct list once; the
-// environment's once per event) and encodes each group's command.
-func (f *fanout) prepare(ctx context.Context, page protocol.ResolveBatchReply, groups []*group, envGroup *group) error {
-	envCached := f.env != nil && f.env.Version == page.Environment.Version && string(f.env.ConfigData) == string(page.Environment.ConfigData) &&
-		sameStatement(f.env.Statement, page.Environment.Statement)
+// prepare injects credentials into the collector lists of the page's sets (each set's list once, the
+// environment's once per event) and encodes each set's command.
+func (f *fanout) prepare(ctx context.Context, page protocol.ResolveSetsReply, sets []*setPush) error {
 	collectors := f.ev.ConfigType == agentconfig.Collectors
 	var items []protocol.InjectItem
-	for _, g := range groups {
-		if g == envGroup && envCached {
-			g.tmpl, g.err, g.cached = f.envTmpl, f.envErr, true
+	for i, sp := range sets {
+		if sp.env && f.env != nil && sameConfig(*f.env, sp.cfg) {
+			sp.tmpl, sp.err, sp.done = f.envTmpl, f.envErr, true
 			continue
 		}
-		if p, ok := f.prepared[g.content]; ok && g != envGroup {
-			g.tmpl, g.err, g.cached = p.tmpl, p.err, true
-			continue
-		}
-		if collectors && needsInjection(g.cfg.ConfigData) {
-			items = append(items, protocol.InjectItem{Key: g.key, ClientID: page.ClientID, EnvironmentID: page.EnvironmentID, Collectors: g.cfg.ConfigData})
+		if collectors && needsInjection(sp.cfg.ConfigData) {
+			set := page.Sets[i]
+			items = append(items, protocol.InjectItem{Key: sp.key, ClientID: set.ClientID, EnvironmentID: set.EnvironmentID, Collectors: sp.cfg.ConfigData})
 		}
 	}
 	ictx, span := tracer.Start(ctx, "inject", trace.WithAttributes(attribute.Int("lists", len(items))))
@@ -270,33 +264,28 @@ func (f *fanout) prepare(ctx context.Context, page protocol.ResolveBatchReply, g
 	if err != nil {
 		return err
 	}
-	for _, g := range groups {
-		if g.cached {
+	for _, sp := range sets {
+		if sp.done {
 			continue
 		}
-		data, fields := g.cfg.ConfigData, []string(nil)
-		if r, ok := results[g.key]; ok {
+		data, fields := sp.cfg.ConfigData, []string(nil)
+		if r, ok := results[sp.key]; ok {
 			if r.err != nil {
-				g.err = r.err
+				sp.err = r.err
 			} else {
 				data, fields = r.collectors, r.secretFields
 			}
 		}
-		if g.err == nil {
-			tmpl, err := newCommandTemplate(f.ev.ConfigType, g.cfg.Version, data, fields, g.cfg.Statement, f.issuedAt)
+		if sp.err == nil {
+			tmpl, err := newCommandTemplate(f.ev.ConfigType, sp.cfg.Version, data, fields, sp.cfg.Statement, f.issuedAt)
 			if err != nil {
-				g.err = protocol.Errorf(protocol.CodeInternal, "%s", err.Error())
+				sp.err = protocol.Errorf(protocol.CodeInternal, "%s", err.Error())
 			}
-			g.tmpl = tmpl
+			sp.tmpl = tmpl
 		}
-		if g == envGroup {
-			env := page.Environment
-			f.env, f.envTmpl, f.envErr = &env, g.tmpl, g.err
-		} else if len(f.prepared) < maxPreparedOverrides {
-			if f.prepared == nil {
-				f.prepared = map[string]preparedGroup{}
-			}
-			f.prepared[g.content] = preparedGroup{tmpl: g.tmpl, err: g.err}
+		if sp.env {
+			env := sp.cfg
+			f.env, f.envTmpl, f.envErr = &env, sp.tmpl, sp.err
 		}
 	}
 	return nil
@@ -312,6 +301,12 @@ func sample(s []string, n int) []string {
 		return s
 	}
 	return s[:n]
+}
+
+// sameConfig reports whether two effective configs are the same content with the same statement.
+func sameConfig(a, b protocol.EffectiveConfig) bool {
+	return a.Version == b.Version && a.EnvironmentVersion == b.EnvironmentVersion && a.HostVersion == b.HostVersion &&
+		string(a.ConfigData) == string(b.ConfigData) && sameStatement(a.Statement, b.Statement)
 }
 
 func sameStatement(a, b *protocol.Signed) bool {

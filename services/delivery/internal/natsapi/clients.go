@@ -16,36 +16,23 @@ import (
 // ResolverClient implements deliver.Resolver over the resolver micro service.
 type ResolverClient struct{ r *natsrpc.Client }
 
-var (
-	_ deliver.Resolver     = (*ResolverClient)(nil)
-	_ deliver.SetsResolver = (*ResolverClient)(nil)
-)
+var _ deliver.Resolver = (*ResolverClient)(nil)
 
 // NewResolverClient returns a client whose requests time out after timeout.
 func NewResolverClient(nc *nats.Conn, timeout time.Duration) *ResolverClient {
 	return &ResolverClient{natsrpc.NewClient(nc, timeout)}
 }
 
-// Resolve implements deliver.Resolver.
-func (c *ResolverClient) Resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveReply, error) {
-	var reply protocol.ResolveReply
-	err := c.r.Call(ctx, protocol.ResolveSubject, req, &reply)
-	return reply, err
-}
-
-// ResolveSets implements deliver.SetsResolver. A resolver of another contract has no responder on the
+// ResolveSets implements deliver.Resolver. A resolver of another contract has no responder on the
 // subject (it names the contract): that is an error, which the fetcher reports as unavailable.
 func (c *ResolverClient) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
-	var reply protocol.ResolveSetsReply
-	err := c.r.Call(ctx, protocol.ResolveSetsSubject, req, &reply)
-	return reply, err
+	return natsrpc.CallFor[protocol.ResolveSetsReply](ctx, c.r, protocol.ResolveSetsSubject, req)
 }
 
-// ResolveBatch implements deliver.Resolver.
-func (c *ResolverClient) ResolveBatch(ctx context.Context, req protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error) {
-	var reply protocol.ResolveBatchReply
-	err := c.r.Call(ctx, protocol.ResolveBatchSubject, req, &reply)
-	return reply, err
+// ResolvePush implements deliver.Resolver. As with ResolveSets, a resolver of another contract has no
+// responder: an error, and the fan-out is redone.
+func (c *ResolverClient) ResolvePush(ctx context.Context, req protocol.ResolvePushRequest) (protocol.ResolveSetsReply, error) {
+	return natsrpc.CallFor[protocol.ResolveSetsReply](ctx, c.r, protocol.ResolvePushSubject, req)
 }
 
 // CredentialClient implements deliver.Injector over the credential micro service.
@@ -60,9 +47,7 @@ func NewCredentialClient(nc *nats.Conn, timeout time.Duration) *CredentialClient
 
 // Inject implements deliver.Injector.
 func (c *CredentialClient) Inject(ctx context.Context, req protocol.InjectRequest) (protocol.InjectReply, error) {
-	var reply protocol.InjectReply
-	err := c.r.Call(ctx, protocol.CredentialInjectSubject, req, &reply)
-	return reply, err
+	return natsrpc.CallFor[protocol.InjectReply](ctx, c.r, protocol.CredentialInjectSubject, req)
 }
 
 // CommandPublisher implements deliver.CommandPublisher with core NATS publishes (best effort: an

@@ -137,7 +137,7 @@ func (c *EventConsumer) handleEvent(ctx context.Context, msg jetstream.Msg) jsco
 		span.SetStatus(codes.Error, err.Error())
 	}
 	fields := append(eventFields(ev), zap.Int("pages", res.Pages), zap.Int("hosts", res.Hosts),
-		zap.Int("published", res.Published), zap.Int("skipped_credentials", res.SkippedCredentials),
+		zap.Int("published", res.Published), zap.Int("skipped_credentials", res.SkippedCredentials), zap.Int("skipped_too_large", res.SkippedTooLarge),
 		zap.Int("publish_failed", res.FailedPublish), zap.Duration("took", time.Since(start)))
 	switch {
 	case err == nil:

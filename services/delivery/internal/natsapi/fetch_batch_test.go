@@ -37,12 +37,8 @@ func newGatedResolver(gated bool) *gatedResolver {
 	return r
 }
 
-func (r *gatedResolver) Resolve(context.Context, protocol.ResolveRequest) (protocol.ResolveReply, error) {
-	return protocol.ResolveReply{}, protocol.Errorf(protocol.CodeInternal, "not used")
-}
-
-func (r *gatedResolver) ResolveBatch(context.Context, protocol.ResolveBatchRequest) (protocol.ResolveBatchReply, error) {
-	return protocol.ResolveBatchReply{}, protocol.Errorf(protocol.CodeInternal, "not used")
+func (r *gatedResolver) ResolvePush(context.Context, protocol.ResolvePushRequest) (protocol.ResolveSetsReply, error) {
+	return protocol.ResolveSetsReply{}, protocol.Errorf(protocol.CodeInternal, "not used")
 }
 
 func (r *gatedResolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {

@@ -14,25 +14,34 @@ func decodeResolveRequest(data []byte) (protocol.ResolveRequest, error) {
 	return req, decodeStrict(data, &req)
 }
 
-// decodeResolveSetsRequest decodes a resolve_sets request body. Its contract is read first, leniently:
-// a request of another contract (which may have fields this resolver does not know) is refused as a
-// contract mismatch, which the caller retries, not as a malformed request.
+// decodeResolveSetsRequest decodes a resolve_sets request body.
 func decodeResolveSetsRequest(data []byte) (protocol.ResolveSetsRequest, error) {
-	var head struct {
-		Contract int `json:"contract"`
-	}
-	if err := json.Unmarshal(data, &head); err == nil && head.Contract != protocol.ResolveSetsContract {
-		return protocol.ResolveSetsRequest{}, fmt.Errorf("%w: request of contract %d, this resolver speaks %d",
-			resolve.ErrContractMismatch, head.Contract, protocol.ResolveSetsContract)
-	}
 	var req protocol.ResolveSetsRequest
-	return req, decodeStrict(data, &req)
+	return req, decodeContract(data, &req)
 }
 
-// decodeResolveBatchRequest decodes a resolve_batch request body.
-func decodeResolveBatchRequest(data []byte) (protocol.ResolveBatchRequest, error) {
-	var req protocol.ResolveBatchRequest
-	return req, decodeStrict(data, &req)
+// decodeResolvePushRequest decodes a resolve_push request body.
+func decodeResolvePushRequest(data []byte) (protocol.ResolvePushRequest, error) {
+	var req protocol.ResolvePushRequest
+	return req, decodeContract(data, &req)
+}
+
+// decodeContract decodes a request of the resolve_sets contract. Its contract is read first,
+// leniently: a request of another contract (which may have fields this resolver does not know) is
+// refused as a contract mismatch, which the caller retries, not as a malformed request.
+func decodeContract(data []byte, dst any) error {
+	var head *struct {
+		Contract int `json:"contract"`
+	}
+	switch err := json.Unmarshal(data, &head); {
+	case err != nil: // decodeStrict says what is wrong
+	case head == nil:
+		return fmt.Errorf("%w: the request must be a JSON object", resolve.ErrInvalidRequest)
+	case head.Contract != protocol.ResolveSetsContract:
+		return fmt.Errorf("%w: request of contract %d, this resolver speaks %d",
+			resolve.ErrContractMismatch, head.Contract, protocol.ResolveSetsContract)
+	}
+	return decodeStrict(data, dst)
 }
 
 // decodeStrict decodes exactly one JSON object into dst (protocol.DecodeStrict: unknown fields,

@@ -4,83 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/configsync/configsync/libs/protocol"
 )
 
 // errReplyTooLarge: not even one host's entry fits in the NATS max payload.
 var errReplyTooLarge = errors.New("reply too large")
-
-// nextAfterReserve is room kept for `,"next_after":"<uuid>"` when budgeting a batch page.
-const nextAfterReserve = 64
-
-// encodeBatchReply encodes a resolve_batch page within maxBytes (no limit when not positive). Hosts
-// that do not fit are left for the next page: the page is cut after the last host that fits and
-// NextAfter moves back to it. It fails only when the environment's config or the first host alone
-// does not fit.
-func encodeBatchReply(reply protocol.ResolveBatchReply, maxBytes int) (json.RawMessage, error) {
-	head, err := json.Marshal(struct {
-		EnvironmentID string                   `json:"environment_id"`
-		ClientID      string                   `json:"client_id"`
-		ConfigType    string                   `json:"config_type"`
-		Environment   protocol.EffectiveConfig `json:"environment"`
-	}{reply.EnvironmentID, reply.ClientID, reply.ConfigType, reply.Environment})
-	if err != nil {
-		return nil, fmt.Errorf("encode batch reply: %w", err)
-	}
-	budget := -1
-	if maxBytes > 0 {
-		budget = maxBytes - len(head) - len(`,"hosts":[]}`) - nextAfterReserve
-		if budget < 0 {
-			return nil, fmt.Errorf("environment config: %w for max payload %d", errReplyTooLarge, maxBytes)
-		}
-	}
-	buf := make([]byte, 0, len(head)+len(reply.Hosts)*96+nextAfterReserve)
-	buf = append(buf, head[:len(head)-1]...)
-	buf = append(buf, `,"hosts":[`...)
-	nextAfter := reply.NextAfter
-	for i, h := range reply.Hosts {
-		start := len(buf)
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		if buf, err = appendBatchHost(buf, h); err != nil {
-			return nil, fmt.Errorf("encode host %s: %w", h.HostID, err)
-		}
-		if budget < 0 {
-			continue
-		}
-		if size := len(buf) - start; size <= budget {
-			budget -= size
-			continue
-		}
-		if i == 0 {
-			return nil, fmt.Errorf("host %s: %w for max payload %d", h.HostID, errReplyTooLarge, maxBytes)
-		}
-		buf, nextAfter = buf[:start], reply.Hosts[i-1].HostID
-		break
-	}
-	buf = append(buf, ']')
-	if nextAfter != "" {
-		b, err := json.Marshal(nextAfter)
-		if err != nil {
-			return nil, fmt.Errorf("encode next_after: %w", err)
-		}
-		buf = append(buf, `,"next_after":`...)
-		buf = append(buf, b...)
-	}
-	return append(buf, '}'), nil
-}
-
-// appendBatchHost appends h's JSON encoding. Hosts without an override are the bulk of a page, so
-// they are written directly when no character needs escaping.
-func appendBatchHost(buf []byte, h protocol.BatchHost) ([]byte, error) {
-	if h.Override == nil {
-		return appendHostIDs(buf, h.HostID, h.AgentID, h)
-	}
-	return appendJSON(buf, h)
-}
 
 // appendHostIDs appends {"host_id":…,"agent_id":…}, directly when no character needs escaping, else
 // the JSON encoding of v (which must encode to the same object).
@@ -145,10 +78,8 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 	sets := make([][]byte, 0, len(reply.Sets))
 	size := reserve
 	answered := 0
-	var (
-		remaining []string
-		failed    []protocol.AgentError
-	)
+	var remaining []string
+	failed := slices.Clone(reply.Failed) // a push page cut to the payload names its failed host itself
 	cut := func(from int, hosts []protocol.SetHost) {
 		for _, h := range hosts {
 			remaining = append(remaining, h.AgentID)
@@ -177,15 +108,10 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 			added = append(added, b)
 			grow += len(b) + 1
 		}
-		head, err := json.Marshal(struct {
-			ClientID      string         `json:"client_id"`
-			EnvironmentID string         `json:"environment_id"`
-			Configs       map[string]int `json:"configs"`
-		}{set.ClientID, set.EnvironmentID, set.Configs})
+		buf, err := appendSetHead(nil, set)
 		if err != nil {
 			return nil, fmt.Errorf("encode set %d: %w", i, err)
 		}
-		buf := append(head[:len(head)-1:len(head)-1], `,"hosts":[`...)
 		grow += len(buf) + len(`]}`) + 1
 		kept := 0
 		for k, h := range set.Hosts {
@@ -253,7 +179,142 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 		buf = append(buf, `,"trusted_keys":`...)
 		buf = append(buf, trusted...)
 	}
+	if reply.NextAfter != "" {
+		b, err := json.Marshal(reply.NextAfter)
+		if err != nil {
+			return nil, fmt.Errorf("encode next_after: %w", err)
+		}
+		buf = append(buf, `,"next_after":`...)
+		buf = append(buf, b...)
+	}
 	return append(buf, '}'), nil
+}
+
+// encodePushReply encodes a resolve_push page within maxBytes (no limit when not positive). A page
+// that does not fit is cut in host id order, the page's order: the longest prefix of its hosts that
+// fits is sent and NextAfter moves back to its last host, so the next page starts right after it.
+// A first host that does not fit even alone (its config exceeds the payload) can never be pushed: it
+// is listed in Failed and NextAfter moves past it, so every page makes progress.
+func encodePushReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMessage, error) {
+	body, err := encodeSetsReply(reply, 0)
+	if err != nil || maxBytes <= 0 || len(body) <= maxBytes {
+		return body, err
+	}
+	var hosts []protocol.SetHost
+	for _, set := range reply.Sets {
+		hosts = append(hosts, set.Hosts...)
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("push page without hosts: %w for max payload %d", errReplyTooLarge, maxBytes)
+	}
+	slices.SortFunc(hosts, func(a, b protocol.SetHost) int { return strings.Compare(a.HostID, b.HostID) })
+	// The longest fitting prefix, by bisection: prefixes that fit are a range starting at 0.
+	fits, best := 0, json.RawMessage(nil)
+	lo, hi := 1, len(hosts)-1
+	for lo <= hi {
+		k := (lo + hi) / 2
+		b, err := encodeSetsReply(prefixReply(reply, hosts[:k]), 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) <= maxBytes {
+			fits, best, lo = k, b, k+1
+		} else {
+			hi = k - 1
+		}
+	}
+	if fits > 0 {
+		return best, nil
+	}
+	first := hosts[0]
+	cut := prefixReply(reply, nil)
+	cut.Failed = []protocol.AgentError{{AgentID: first.AgentID,
+		Error: *protocol.Errorf(protocol.CodeInternal, "a single host's config exceeds the NATS max payload")}}
+	cut.NextAfter = first.HostID
+	b, err := encodeSetsReply(cut, 0)
+	if err == nil && len(b) > maxBytes {
+		err = fmt.Errorf("host %s: %w for max payload %d", first.HostID, errReplyTooLarge, maxBytes)
+	}
+	return b, err
+}
+
+// prefixReply is reply with only the given hosts (the first hosts of its page in id order), the
+// configs only they use and NextAfter at the last of them.
+func prefixReply(reply protocol.ResolveSetsReply, hosts []protocol.SetHost) protocol.ResolveSetsReply {
+	keep := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		keep[h.HostID] = true
+	}
+	out := reply
+	out.Configs, out.Sets, out.NextAfter = []protocol.EffectiveConfig{}, []protocol.ConfigSet{}, ""
+	if len(hosts) > 0 {
+		out.NextAfter = hosts[len(hosts)-1].HostID
+	}
+	index := map[int]int{}
+	for _, set := range reply.Sets {
+		var kept []protocol.SetHost
+		for _, h := range set.Hosts {
+			if keep[h.HostID] {
+				kept = append(kept, h)
+			}
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		cs := set
+		cs.Hosts, cs.Configs = kept, make(map[string]int, len(set.Configs))
+		for _, typ := range slices.Sorted(maps.Keys(set.Configs)) {
+			n := set.Configs[typ]
+			m, ok := index[n]
+			if !ok {
+				m = len(out.Configs)
+				index[n] = m
+				out.Configs = append(out.Configs, reply.Configs[n])
+			}
+			cs.Configs[typ] = m
+		}
+		out.Sets = append(out.Sets, cs)
+	}
+	return out
+}
+
+// appendSetHead appends a set's object up to the opening of its hosts list, as json.Marshal writes it,
+// directly when no character needs escaping (a push page is mostly sets of one host).
+func appendSetHead(buf []byte, set protocol.ConfigSet) ([]byte, error) {
+	plain := set.Configs != nil && plainJSON(set.ClientID) && plainJSON(set.EnvironmentID)
+	for t := range set.Configs {
+		plain = plain && plainJSON(t)
+	}
+	if !plain {
+		head, err := json.Marshal(struct {
+			ClientID      string         `json:"client_id"`
+			EnvironmentID string         `json:"environment_id"`
+			Configs       map[string]int `json:"configs"`
+		}{set.ClientID, set.EnvironmentID, set.Configs})
+		if err != nil {
+			return buf, err
+		}
+		return append(append(buf, head[:len(head)-1]...), `,"hosts":[`...), nil
+	}
+	buf = append(buf, `{"client_id":"`...)
+	buf = append(buf, set.ClientID...)
+	buf = append(buf, `","environment_id":"`...)
+	buf = append(buf, set.EnvironmentID...)
+	buf = append(buf, `","configs":{`...)
+	types := slices.Collect(maps.Keys(set.Configs))
+	if len(types) > 1 {
+		slices.Sort(types)
+	}
+	for i, t := range types {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '"')
+		buf = append(buf, t...)
+		buf = append(buf, `":`...)
+		buf = strconv.AppendInt(buf, int64(set.Configs[t]), 10)
+	}
+	return append(buf, `},"hosts":[`...), nil
 }
 
 // appendSetHost appends h's JSON encoding, directly when no character needs escaping and it carries

@@ -2,6 +2,7 @@ package natsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/platform/natsrpc"
+	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
@@ -91,24 +93,41 @@ func FuzzResolveRequest(f *testing.F) {
 	})
 }
 
-func FuzzResolveBatchRequest(f *testing.F) {
+func FuzzResolvePushRequest(f *testing.F) {
 	for _, seed := range []string{
-		`{"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck"}`,
-		`{"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck","limit":-5}`,
-		`{"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck","after":"00000000-0000-0000-0000-000000000000","limit":3,"online_since":"2026-01-01T00:00:00Z","host_ids":["00000000-0000-0000-0000-000000000001"]}`,
-		`{"environment_id":"e","config_type":"x","online_since":"yesterday"}`,
-		`{"limit":1e400}`, `{"host_ids":"x"}`, `{"after":{}}`, `"`, `{`, `{"config_type":"\u0000"}`,
+		`{"contract":1,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck"}`,
+		`{"contract":1,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck","limit":-5}`,
+		`{"contract":1,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck","after":"00000000-0000-0000-0000-000000000000","limit":3,"online_since":"2026-01-01T00:00:00Z","host_ids":["00000000-0000-0000-0000-000000000001"]}`,
+		`{"contract":1,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck","environment_version":1}`,
+		`{"contract":1,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck","environment_version":-1}`,
+		`{"contract":2,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"healthcheck","stage":"canary"}`,
+		`{"contract":1,"environment_id":"e","config_type":"x","online_since":"yesterday"}`,
+		`{"contract":1,"limit":1e400}`, `{"contract":1,"host_ids":"x"}`, `{"contract":1,"after":{}}`, `"`, `{`, `{"contract":1,"config_type":"\u0000"}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	s := New(resolve.New(fuzzStore{}, resolve.Options{}), Options{}, zap.NewNop())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, err := s.resolveBatch(context.Background(), data, defaultMaxPayload)
+		body, err := s.resolvePush(context.Background(), data, defaultMaxPayload)
+		if errors.Is(err, resolve.ErrContractMismatch) {
+			if code := s.replyError("resolve_push", err).Code; code != protocol.CodeContractMismatch {
+				t.Fatalf("contract mismatch answered as %s", code)
+			}
+			return
+		}
 		checkClientError(t, err)
 		if err != nil {
-			if e := s.replyError("resolve_batch", err); e.Code == "" || natsrpc.HeaderValue(e.Message) == "" {
+			if e := s.replyError("resolve_push", err); e.Code == "" || natsrpc.HeaderValue(e.Message) == "" {
 				t.Fatalf("error %v maps to an empty micro error %+v", err, e)
 			}
+			return
+		}
+		var reply protocol.ResolveSetsReply
+		if err := json.Unmarshal(body, &reply); err != nil {
+			t.Fatalf("reply %q does not decode: %v", body, err)
+		}
+		if err := reply.Check(); err != nil {
+			t.Fatalf("reply %s: %v", body, err)
 		}
 	})
 }

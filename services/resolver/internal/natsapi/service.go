@@ -1,9 +1,10 @@
 // Package natsapi exposes the resolver as the nats.go micro service "resolver" with the endpoints
-// configsync.svc.resolver.resolve, configsync.svc.resolver.resolve_sets.v1 and
-// configsync.svc.resolver.resolve_batch, served by libs/platform/natsrpc. Replicas share requests
-// through the endpoints' queue group. Requests are decoded here and answered from two bounded worker
-// pools (single hosts and agents; batch pages), with JSON or a protocol error code that replyError maps
-// from the domain's errors, in one place.
+// configsync.svc.resolver.resolve, and the resolve_sets contract's configsync.svc.resolver.resolve_sets.v1
+// (agents' fetches) and configsync.svc.resolver.resolve_push.v1 (pages of a config-change fan-out),
+// served by libs/platform/natsrpc. Replicas share requests through the endpoints' queue group. Requests
+// are decoded here and answered from two bounded worker pools (single hosts and agents; push pages),
+// with JSON or a protocol error code that replyError maps from the domain's errors, in one place.
+// Fitting a reply into the NATS max payload happens here too (encode.go), never in the domain.
 package natsapi
 
 import (
@@ -32,8 +33,8 @@ const defaultMaxPayload = natsrpc.DefaultMaxPayload
 type Options struct {
 	// Workers bounds concurrent single-host resolves.
 	Workers int
-	// BatchWorkers bounds concurrent batch pages. Batches have their own pool so a big batch never
-	// holds up small resolves.
+	// BatchWorkers bounds concurrent push pages. Pages have their own pool so a big fan-out never
+	// holds up small resolves and fetches.
 	BatchWorkers int
 	// RequestTimeout bounds the work on one request.
 	RequestTimeout time.Duration
@@ -82,14 +83,14 @@ func (s *Service) Start(nc *nats.Conn) error {
 	// sets request shares the single-host pool: it replaces as many single-host resolves on the
 	// fetch path.
 	resolvePool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.Workers}, s.handle)
-	batchPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.BatchWorkers}, s.handle)
+	pushPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.BatchWorkers}, s.handle)
 	endpoints := []struct {
 		name, subject string
 		pool          *natsrpc.Pool
 	}{
 		{"resolve", protocol.ResolveSubject, resolvePool},
 		{"resolve_sets", protocol.ResolveSetsSubject, resolvePool},
-		{"resolve_batch", protocol.ResolveBatchSubject, batchPool},
+		{"resolve_push", protocol.ResolvePushSubject, pushPool},
 	}
 	for _, e := range endpoints {
 		if err := srv.Handle(natsrpc.Endpoint{Name: e.name, Subject: e.subject}, e.pool); err != nil {
@@ -118,8 +119,8 @@ func (s *Service) handle(ctx context.Context, req *natsrpc.Request) (any, error)
 		return s.resolve(ctx, req.Data)
 	case "resolve_sets":
 		return s.resolveSets(ctx, req.Data, req.MaxPayload())
-	case "resolve_batch":
-		return s.resolveBatch(ctx, req.Data, req.MaxPayload())
+	case "resolve_push":
+		return s.resolvePush(ctx, req.Data, req.MaxPayload())
 	}
 	return nil, fmt.Errorf("natsapi: no handler for endpoint %q", req.Endpoint)
 }
@@ -146,18 +147,18 @@ func (s *Service) resolveSets(ctx context.Context, data []byte, maxBytes int) (j
 	return encodeSetsReply(reply, maxBytes)
 }
 
-// resolveBatch decodes and answers one resolve_batch request body, encoded within maxBytes (the page
+// resolvePush decodes and answers one resolve_push request body, encoded within maxBytes (the page
 // cut short if need be).
-func (s *Service) resolveBatch(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
-	req, err := decodeResolveBatchRequest(data)
+func (s *Service) resolvePush(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
+	req, err := decodeResolvePushRequest(data)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := s.resolver.ResolveBatch(ctx, req)
+	reply, err := s.resolver.ResolvePush(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return encodeBatchReply(reply, maxBytes)
+	return encodePushReply(reply, maxBytes)
 }
 
 // replyError maps an error to its protocol code, in one place. Internal details are logged, not sent.

@@ -66,15 +66,15 @@ func request(t *testing.T, nc *nats.Conn, subject string, body any) *nats.Msg {
 	return msg
 }
 
-// A batch that is stuck in the store does not hold up single-host resolves, nor a second batch.
-func TestBatchDoesNotBlockResolve(t *testing.T) {
+// A push page that is stuck in the store does not hold up single-host resolves, nor a second page.
+func TestPushDoesNotBlockResolve(t *testing.T) {
 	srv := testinfra.NATS(t)
 	nc := srv.Connect(t)
 	store := &blockingStore{entered: make(chan struct{}, 4), release: make(chan struct{})}
 	startService(t, nc, store, Options{Workers: 2, BatchWorkers: 2})
 
-	batch := protocol.ResolveBatchRequest{EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"}
-	data, _ := json.Marshal(batch)
+	push := protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"}
+	data, _ := json.Marshal(push)
 	var replies []*nats.Msg
 	done := make(chan *nats.Msg, 2)
 	for range 2 {
@@ -84,16 +84,16 @@ func TestBatchDoesNotBlockResolve(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sub.Unsubscribe()
-		if err := nc.PublishRequest(protocol.ResolveBatchSubject, inbox, data); err != nil {
+		if err := nc.PublishRequest(protocol.ResolvePushSubject, inbox, data); err != nil {
 			t.Fatal(err)
 		}
 	}
 	<-store.entered
-	<-store.entered // both batches are in the store at once
+	<-store.entered // both pages are in the store at once
 
 	msg := request(t, nc, protocol.ResolveSubject, protocol.ResolveRequest{AgentID: "agent-1"})
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		t.Fatalf("resolve failed while batches ran: %s %s", code, msg.Header.Get(micro.ErrorHeader))
+		t.Fatalf("resolve failed while push pages ran: %s %s", code, msg.Header.Get(micro.ErrorHeader))
 	}
 	var reply protocol.ResolveReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil || reply.Configs["healthcheck"].Version != 2 {
@@ -105,9 +105,9 @@ func TestBatchDoesNotBlockResolve(t *testing.T) {
 		replies = append(replies, <-done)
 	}
 	for _, m := range replies {
-		var br protocol.ResolveBatchReply
-		if err := json.Unmarshal(m.Data, &br); err != nil || len(br.Hosts) != 1 {
-			t.Fatalf("batch reply %s: %v", m.Data, err)
+		var page protocol.ResolveSetsReply
+		if err := json.Unmarshal(m.Data, &page); err != nil || len(page.Sets) != 1 || len(page.Sets[0].Hosts) != 1 {
+			t.Fatalf("push reply %s: %v", m.Data, err)
 		}
 	}
 }
@@ -126,9 +126,10 @@ func TestErrorReplies(t *testing.T) {
 		{protocol.ResolveSubject, `not json`, protocol.CodeInvalidRequest},
 		{protocol.ResolveSubject, ``, protocol.CodeInvalidRequest},
 		{protocol.ResolveSubject, `{"agent_id":"agent-1","tpyes":["labels"]}`, protocol.CodeInvalidRequest},
-		{protocol.ResolveBatchSubject, `{"environment_id":"00000000-0000-0000-0000-000000000404","config_type":"labels"}`, protocol.CodeNotFound},
-		{protocol.ResolveBatchSubject, `{"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"labels","limit":-1}`, protocol.CodeInvalidRequest},
-		{protocol.ResolveBatchSubject, "{\"environment_id\":\"\n\"}", protocol.CodeInvalidRequest},
+		{protocol.ResolvePushSubject, `{"contract":1,"environment_id":"00000000-0000-0000-0000-000000000404","config_type":"labels"}`, protocol.CodeNotFound},
+		{protocol.ResolvePushSubject, `{"contract":1,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"labels","limit":-1}`, protocol.CodeInvalidRequest},
+		{protocol.ResolvePushSubject, "{\"contract\":1,\"environment_id\":\"\n\"}", protocol.CodeInvalidRequest},
+		{protocol.ResolvePushSubject, `{"contract":2,"environment_id":"00000000-0000-0000-0000-0000000000e1","config_type":"labels"}`, protocol.CodeContractMismatch},
 	}
 	for _, c := range cases {
 		msg, err := nc.Request(c.subject, []byte(c.body), requestTimeout)
@@ -157,7 +158,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	if err := s.Start(nc); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.Marshal(protocol.ResolveBatchRequest{EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
+	data, _ := json.Marshal(protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
 	replies := make(chan *nats.Msg, 1)
 	inbox := nats.NewInbox()
 	sub, err := nc.ChanSubscribe(inbox, replies)
@@ -165,7 +166,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(protocol.ResolveBatchSubject, inbox, data); err != nil {
+	if err := nc.PublishRequest(protocol.ResolvePushSubject, inbox, data); err != nil {
 		t.Fatal(err)
 	}
 	<-store.entered
@@ -183,7 +184,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	select {
 	case m := <-replies:
 		if m.Header.Get(micro.ErrorCodeHeader) != "" {
-			t.Fatalf("in-flight batch failed: %s", m.Header.Get(micro.ErrorHeader))
+			t.Fatalf("in-flight push page failed: %s", m.Header.Get(micro.ErrorHeader))
 		}
 	default:
 		t.Fatal("Stop returned before the in-flight reply was sent")
@@ -200,7 +201,7 @@ func TestWrongTypedAndOversizedRequests(t *testing.T) {
 	manyTypes := `"labels"` + strings.Repeat(`,"labels"`, 100_000)
 	manyIDs := `"x"` + strings.Repeat(`,"x"`, 200_000)
 	binary := strings.Repeat("\x00\xff", 450<<10)
-	env := `"environment_id":"` + fuzzHost.EnvironmentID + `"`
+	env := `"contract":1,"environment_id":"` + fuzzHost.EnvironmentID + `"`
 	cases := []struct {
 		name, subject, body string
 	}{
@@ -217,22 +218,23 @@ func TestWrongTypedAndOversizedRequests(t *testing.T) {
 		{"huge types list", protocol.ResolveSubject, `{"agent_id":"agent-1","types":[` + manyTypes + `]}`},
 		{"huge unknown field", protocol.ResolveSubject, `{"agent_id":"agent-1","pad":"` + big + `"}`},
 		{"resolve binary", protocol.ResolveSubject, binary},
-		{"environment_id a number", protocol.ResolveBatchSubject, `{"environment_id":1,"config_type":"labels"}`},
-		{"config_type an array", protocol.ResolveBatchSubject, `{` + env + `,"config_type":["labels"]}`},
-		{"host_ids a string", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","host_ids":"x"}`},
-		{"host_ids of numbers", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","host_ids":[1]}`},
-		{"online_since a number", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","online_since":1}`},
-		{"online_since not a time", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","online_since":"yesterday"}`},
-		{"after a number", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","after":1}`},
-		{"limit a string", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","limit":"5"}`},
-		{"limit a fraction", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","limit":0.5}`},
-		{"limit out of range", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","limit":1e30}`},
-		{"batch an array", protocol.ResolveBatchSubject, `[]`},
-		{"batch null", protocol.ResolveBatchSubject, `null`},
-		{"huge config_type", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"` + big + `"}`},
-		{"huge host_ids list", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","host_ids":[` + manyIDs + `]}`},
-		{"huge unknown field", protocol.ResolveBatchSubject, `{` + env + `,"config_type":"labels","pad":"` + big + `"}`},
-		{"batch binary", protocol.ResolveBatchSubject, binary},
+		{"environment_id a number", protocol.ResolvePushSubject, `{"contract":1,"environment_id":1,"config_type":"labels"}`},
+		{"contract a string", protocol.ResolvePushSubject, `{"contract":"1",` + env[len(`"contract":1,`):] + `,"config_type":"labels"}`},
+		{"config_type an array", protocol.ResolvePushSubject, `{` + env + `,"config_type":["labels"]}`},
+		{"host_ids a string", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","host_ids":"x"}`},
+		{"host_ids of numbers", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","host_ids":[1]}`},
+		{"online_since a number", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","online_since":1}`},
+		{"online_since not a time", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","online_since":"yesterday"}`},
+		{"after a number", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","after":1}`},
+		{"limit a string", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","limit":"5"}`},
+		{"limit a fraction", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","limit":0.5}`},
+		{"limit out of range", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","limit":1e30}`},
+		{"push an array", protocol.ResolvePushSubject, `[]`},
+		{"push null", protocol.ResolvePushSubject, `null`},
+		{"huge config_type", protocol.ResolvePushSubject, `{` + env + `,"config_type":"` + big + `"}`},
+		{"huge host_ids list", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","host_ids":[` + manyIDs + `]}`},
+		{"huge unknown field", protocol.ResolvePushSubject, `{` + env + `,"config_type":"labels","pad":"` + big + `"}`},
+		{"push binary", protocol.ResolvePushSubject, binary},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -253,9 +255,9 @@ func TestWrongTypedAndOversizedRequests(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &reply); err != nil || reply.Configs["healthcheck"].Version != 2 {
 		t.Fatalf("resolve after the malformed requests: %s", msg.Data)
 	}
-	msg = request(t, nc, protocol.ResolveBatchSubject, protocol.ResolveBatchRequest{EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
-	var batch protocol.ResolveBatchReply
-	if err := json.Unmarshal(msg.Data, &batch); err != nil || len(batch.Hosts) != 1 {
-		t.Fatalf("batch after the malformed requests: %s", msg.Data)
+	msg = request(t, nc, protocol.ResolvePushSubject, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
+	var page protocol.ResolveSetsReply
+	if err := json.Unmarshal(msg.Data, &page); err != nil || len(page.Sets) != 1 || len(page.Sets[0].Hosts) != 1 {
+		t.Fatalf("push page after the malformed requests: %s", msg.Data)
 	}
 }

@@ -71,7 +71,7 @@ func TestDatabaseDownAnswersUnavailable(t *testing.T) {
 		{protocol.ResolveSubject, protocol.ResolveRequest{AgentID: "agent-1"}},
 		{protocol.ResolveSubject, protocol.ResolveRequest{HostID: "00000000-0000-0000-0000-000000000001"}},
 		{protocol.ResolveSetsSubject, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: []string{"agent-1", "agent-2"}}},
-		{protocol.ResolveBatchSubject, protocol.ResolveBatchRequest{EnvironmentID: "00000000-0000-0000-0000-0000000000e1", ConfigType: "labels"}},
+		{protocol.ResolvePushSubject, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: "00000000-0000-0000-0000-0000000000e1", ConfigType: "labels"}},
 	}
 	for _, r := range requests {
 		msg := request(t, nc, r.subject, r.body)

@@ -113,6 +113,26 @@ func TestStoreStagedLayers(t *testing.T) {
 		}
 	}
 
+	// The push contract: an environment event at a version reaches the hosts whose environment layer
+	// is that version, with the config they resolve.
+	for _, c := range []struct {
+		version int64
+		host    string
+		data    string
+	}{{stagedV, in, staged}, {envV, out, `{"interval_seconds":60}`}} {
+		reply, err := r.ResolvePush(ctx, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env,
+			ConfigType: "healthcheck", EnvironmentVersion: c.version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reply.Sets) != 1 || len(reply.Sets[0].Hosts) != 1 || reply.Sets[0].Hosts[0].HostID != c.host {
+			t.Fatalf("ResolvePush at v%d: sets %+v", c.version, reply.Sets)
+		}
+		if ec := reply.Configs[reply.Sets[0].Configs["healthcheck"]]; ec.Version != c.version || !same(ec.ConfigData, c.data) {
+			t.Errorf("ResolvePush at v%d: %+v", c.version, ec)
+		}
+	}
+
 	// Reverted (the environment row rewritten): the rule no longer applies.
 	if _, err := pool.Exec(ctx, `UPDATE rollouts SET state = 'reverted' WHERE id = $1`, rolloutID); err != nil {
 		t.Fatal(err)

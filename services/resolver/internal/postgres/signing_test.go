@@ -138,20 +138,33 @@ func TestSignedStatements(t *testing.T) {
 	if _, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: agents[:10], Types: []string{"intervals"}}); err != nil {
 		t.Fatal(err)
 	}
-	page, err := r.ResolveBatch(ctx, protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "intervals"})
+	page, err := r.ResolvePush(ctx, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "intervals"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if obs.total() != before {
 		t.Fatalf("statements signed again: %d -> %d signatures", before, obs.total())
 	}
-	if page.Environment.Statement == nil || page.Environment.Version != envV {
-		t.Fatalf("batch environment config unsigned: %+v", page.Environment)
-	}
-	for _, h := range page.Hosts {
-		if h.Override != nil && (h.AgentID != "web-1" || h.Override.Version != overV || h.Override.Statement == nil) {
-			t.Fatalf("batch override %+v", h)
+	overridden := 0
+	for _, set := range page.Sets {
+		ec := page.Configs[set.Configs["intervals"]]
+		if ec.Statement == nil {
+			t.Fatalf("push config unsigned: %+v", ec)
 		}
+		if ec.HostVersion == 0 {
+			if ec.Version != envV {
+				t.Fatalf("push environment config %+v", ec)
+			}
+			continue
+		}
+		// A signed override names its agent: its set holds that host alone.
+		if len(set.Hosts) != 1 || set.Hosts[0].AgentID != "web-1" || ec.Version != overV {
+			t.Fatalf("push override %+v for %+v", ec, set.Hosts)
+		}
+		overridden++
+	}
+	if overridden != 1 {
+		t.Fatalf("%d override sets, want 1", overridden)
 	}
 	var rows int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM config_statements`).Scan(&rows); err != nil || rows != 2 {

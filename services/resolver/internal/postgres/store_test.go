@@ -153,9 +153,9 @@ func TestStore(t *testing.T) {
 
 func second[T any](_ T, err error) error { return err }
 
-// BenchmarkResolveBatch10k resolves one type for 10,000 hosts (every tenth with an override that needs
-// a merge), paging through the environment, with the PostgreSQL queries included.
-func BenchmarkResolveBatch10k(b *testing.B) {
+// BenchmarkResolvePush10k resolves one type for 10,000 hosts (every tenth with an override that needs
+// a merge), paging through the environment as a push does, with the PostgreSQL queries included.
+func BenchmarkResolvePush10k(b *testing.B) {
 	ctx := context.Background()
 	pool := testinfra.Postgres(b)
 	db := seed.New(b, pool)
@@ -167,23 +167,23 @@ func BenchmarkResolveBatch10k(b *testing.B) {
 	}
 	db.Analyze()
 	r := resolve.New(postgres.NewStore(pool), resolve.Options{})
-	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "labels"}
+	req := protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "labels"}
 
 	b.ReportAllocs()
 	for b.Loop() {
 		hosts, overrides := 0, 0
 		req.After = ""
 		for {
-			reply, err := r.ResolveBatch(ctx, req)
+			reply, err := r.ResolvePush(ctx, req)
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, h := range reply.Hosts {
-				if h.Override != nil {
-					overrides++
+			for _, set := range reply.Sets {
+				if reply.Configs[set.Configs["labels"]].HostVersion != 0 {
+					overrides += len(set.Hosts)
 				}
+				hosts += len(set.Hosts)
 			}
-			hosts += len(reply.Hosts)
 			if reply.NextAfter == "" {
 				break
 			}

@@ -15,9 +15,9 @@ const DefaultEnvCacheEntries = 65536
 type envKey struct {
 	EnvironmentID string
 	ConfigType    string
-	// Stage is the slot for staged rollouts: when resolution depends on a host's rollout stage, the
-	// stage's row is a different environment-level config and is cached under its own key. Always ""
-	// until then.
+	// Stage is the slot of a staged rollout's layer (its version, stagedCacheKey): hosts in a started
+	// stage resolve another environment-level config, cached under its own key; "" for the
+	// environment's row.
 	Stage string
 }
 

@@ -1,10 +1,12 @@
 // Package resolve computes hosts' effective configs: it merges the environment default of each config
 // type with the host's override (libs/agentconfig does the type-specific merge) and answers the
 // resolver's use cases: one host with all or some types (Resolve); a batch of agents' fetches as the
-// distinct configs and the distinct sets they form, each with its hosts (ResolveSets, the contract
-// delivery builds its replies from, with environment-level configs cached by row version); and one type
-// across a page of an environment's hosts (ResolveBatch). It reads rows through the Store port and knows
-// nothing of SQL or NATS.
+// distinct configs and the distinct sets they form, each with its hosts (ResolveSets); and one type
+// across a page of an environment's hosts, for the fan-out of a config-change event, into the same sets
+// (ResolvePush). Those two are the resolve_sets contract delivery builds fetch replies and pushed
+// commands from, without grouping hosts again; environment-level configs are merged once per row
+// version (the environment cache). It reads rows through the Store port and knows nothing of SQL or
+// NATS.
 package resolve
 
 import (
@@ -35,7 +37,7 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 )
 
-// DefaultMaxPage is the default and maximum number of hosts in one batch page. With UUID host and agent
+// DefaultMaxPage is the default and maximum number of hosts in one push page. With UUID host and agent
 // ids a host without an override costs about 100 bytes of JSON, so a full page of them stays well under
 // NATS's default 1 MiB max payload; pages with large overrides are cut earlier by the byte budget.
 const DefaultMaxPage = 5000
@@ -46,9 +48,9 @@ const maxTypes = 256
 
 // Options tune a Resolver.
 type Options struct {
-	// MaxPage caps the hosts of one batch page; 0 means DefaultMaxPage.
+	// MaxPage caps the hosts of one push page; 0 means DefaultMaxPage.
 	MaxPage int
-	// Signer, when set, turns signing on: every effective config of a batch or sets reply carries
+	// Signer, when set, turns signing on: every effective config of a sets or push reply carries
 	// its signed statement and every host of a sets reply its identity statement. Statements needs
 	// to be set with it.
 	Signer     Signer

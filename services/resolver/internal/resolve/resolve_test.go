@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -210,23 +212,59 @@ func batchStore(n int) *fakeStore {
 	return s
 }
 
-// collect pages through a batch and returns every host.
-func collect(t *testing.T, r *resolve.Resolver, req protocol.ResolveBatchRequest) ([]protocol.BatchHost, int) {
+// pushHost is one host of a push page with the config it gets (nil: no row at either level) and the
+// index of its set.
+type pushHost struct {
+	HostID, AgentID string
+	Config          *protocol.EffectiveConfig
+	Set             int
+}
+
+// hostsOf flattens a push page into its hosts in host id order, checking the contract on the way.
+func hostsOf(t *testing.T, reply protocol.ResolveSetsReply, configType string) []pushHost {
 	t.Helper()
-	var hosts []protocol.BatchHost
+	if err := reply.Check(); err != nil {
+		t.Fatal(err)
+	}
+	var hosts []pushHost
+	for i, set := range reply.Sets {
+		if len(set.Configs) > 1 {
+			t.Fatalf("set %d has configs of other types than %s: %v", i, configType, set.Configs)
+		}
+		if set.ClientID != client || set.EnvironmentID != env {
+			t.Fatalf("set %d scope = %s/%s", i, set.ClientID, set.EnvironmentID)
+		}
+		for _, h := range set.Hosts {
+			ph := pushHost{HostID: h.HostID, AgentID: h.AgentID, Set: i}
+			if n, ok := set.Configs[configType]; ok {
+				ph.Config = &reply.Configs[n]
+			}
+			hosts = append(hosts, ph)
+		}
+	}
+	slices.SortFunc(hosts, func(a, b pushHost) int { return strings.Compare(a.HostID, b.HostID) })
+	return hosts
+}
+
+// collect pages through a push and returns every host.
+func collect(t *testing.T, r *resolve.Resolver, req protocol.ResolvePushRequest) ([]pushHost, int) {
+	t.Helper()
+	req.Contract = protocol.ResolveSetsContract
+	var hosts []pushHost
 	pages := 0
 	for {
-		reply, err := r.ResolveBatch(context.Background(), req)
+		reply, err := r.ResolvePush(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pages++
-		hosts = append(hosts, reply.Hosts...)
+		page := hostsOf(t, reply, req.ConfigType)
+		hosts = append(hosts, page...)
 		if reply.NextAfter == "" {
 			return hosts, pages
 		}
-		if reply.NextAfter != reply.Hosts[len(reply.Hosts)-1].HostID {
-			t.Fatalf("next_after %s is not the page's last host", reply.NextAfter)
+		if len(page) > 0 && reply.NextAfter < page[len(page)-1].HostID {
+			t.Fatalf("next_after %s is before the page's last host", reply.NextAfter)
 		}
 		req.After = reply.NextAfter
 		if pages > 1000 {
@@ -235,52 +273,118 @@ func collect(t *testing.T, r *resolve.Resolver, req protocol.ResolveBatchRequest
 	}
 }
 
-func TestResolveBatch(t *testing.T) {
+func TestResolvePush(t *testing.T) {
 	s := batchStore(7)
 	s.putHost(id(4), "healthcheck", "", 120) // tombstone override
 	r := resolve.New(s, resolve.Options{})
-	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck"})
+	reply, err := r.ResolvePush(context.Background(), protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "healthcheck"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply.EnvironmentID != env || reply.ClientID != client || reply.ConfigType != "healthcheck" || reply.NextAfter != "" {
-		t.Fatalf("reply header = %+v", reply)
+	if reply.NextAfter != "" || reply.Contract != protocol.ResolveSetsContract {
+		t.Fatalf("reply = %+v", reply)
 	}
-	if e := reply.Environment; e.Source != "environment" || e.Version != 10 || e.EnvironmentVersion != 10 {
-		t.Fatalf("environment = %+v", e)
+	hosts := hostsOf(t, reply, "healthcheck")
+	if len(hosts) != 7 {
+		t.Fatalf("hosts = %d, want 7", len(hosts))
 	}
-	jsonEqual(t, reply.Environment.ConfigData, `{"interval_seconds":60,"timeout_seconds":5}`)
-	if len(reply.Hosts) != 7 {
-		t.Fatalf("hosts = %d, want 7", len(reply.Hosts))
-	}
-	for i, h := range reply.Hosts {
+	envSet := -1
+	for i, h := range hosts {
 		n := i + 1
-		if h.HostID != id(n) || h.AgentID != fmt.Sprintf("agent-%d", n) {
+		if h.HostID != id(n) || h.AgentID != fmt.Sprintf("agent-%d", n) || h.Config == nil {
 			t.Fatalf("host %d = %+v", i, h)
 		}
+		c := h.Config
 		switch {
 		case n == 4:
-			if h.Override == nil || h.Override.Version != 120 || h.Override.Source != "environment" {
-				t.Fatalf("tombstoned override = %+v", h.Override)
+			if c.Version != 120 || c.Source != "environment" || c.HostVersion != 120 {
+				t.Fatalf("tombstoned override = %+v", c)
 			}
-			jsonEqual(t, h.Override.ConfigData, `{"interval_seconds":60,"timeout_seconds":5}`)
+			jsonEqual(t, c.ConfigData, `{"interval_seconds":60,"timeout_seconds":5}`)
 		case n%3 == 0:
-			if h.Override == nil || h.Override.Source != "merged" || h.Override.Version != int64(100+n) {
-				t.Fatalf("override of host %d = %+v", n, h.Override)
+			if c.Source != "merged" || c.Version != int64(100+n) {
+				t.Fatalf("override of host %d = %+v", n, c)
 			}
-			jsonEqual(t, h.Override.ConfigData, fmt.Sprintf(`{"interval_seconds":60,"timeout_seconds":%d}`, n))
+			jsonEqual(t, c.ConfigData, fmt.Sprintf(`{"interval_seconds":60,"timeout_seconds":%d}`, n))
 		default:
-			if h.Override != nil {
-				t.Fatalf("host %d without a row has override %+v", n, h.Override)
+			if c.Source != "environment" || c.Version != 10 || c.EnvironmentVersion != 10 || c.HostVersion != 0 {
+				t.Fatalf("host %d without a row got %+v", n, c)
 			}
+			jsonEqual(t, c.ConfigData, `{"interval_seconds":60,"timeout_seconds":5}`)
+			// Hosts without a row of their own share one set, and so one config.
+			if envSet >= 0 && h.Set != envSet {
+				t.Fatalf("host %d is in set %d, the environment's is %d", n, h.Set, envSet)
+			}
+			envSet = h.Set
 		}
+	}
+	// Three sets of one host each (3, 4, 6) and the environment's: each config once.
+	if len(reply.Sets) != 4 || len(reply.Configs) != 4 {
+		t.Fatalf("%d sets, %d configs; want 4 and 4", len(reply.Sets), len(reply.Configs))
 	}
 }
 
-func TestResolveBatchPaging(t *testing.T) {
+// Without signing, hosts whose own rows make the same config share a set: delivery injects and
+// encodes it once.
+func TestResolvePushSharesIdenticalOverrides(t *testing.T) {
+	s := batchStore(4)
+	s.putHost(id(1), "healthcheck", `{"timeout_seconds":9}`, 200)
+	s.putHost(id(2), "healthcheck", `{"timeout_seconds":9}`, 200)
+	r := resolve.New(s, resolve.Options{})
+	reply, err := r.ResolvePush(context.Background(), protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "healthcheck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := hostsOf(t, reply, "healthcheck")
+	if hosts[0].Set != hosts[1].Set || hosts[0].Set == hosts[2].Set || hosts[3].Set == hosts[2].Set || hosts[3].Set == hosts[0].Set {
+		t.Fatalf("sets of hosts 1-4: %d %d %d %d; want 1 and 2 together, 3 (own row) and 4 (environment's) apart",
+			hosts[0].Set, hosts[1].Set, hosts[2].Set, hosts[3].Set)
+	}
+	if len(reply.Sets) != 3 || len(reply.Configs) != 3 {
+		t.Fatalf("%d sets, %d configs; want 3 and 3", len(reply.Sets), len(reply.Configs))
+	}
+}
+
+// An environment-scope event at version V reaches only the hosts whose environment layer is at V: a
+// page for an older version answers no host (a later event covers them) yet pages through them all.
+func TestResolvePushEnvironmentVersion(t *testing.T) {
+	s := batchStore(9)
+	r := resolve.New(s, resolve.Options{})
+	hosts, _ := collect(t, r, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: 10})
+	if len(hosts) != 9 {
+		t.Fatalf("event at the current version: %d hosts, want 9", len(hosts))
+	}
+	for _, h := range hosts {
+		if h.Config.EnvironmentVersion != 10 {
+			t.Fatalf("host %s got environment layer %d", h.HostID, h.Config.EnvironmentVersion)
+		}
+	}
+	s.putEnv(env, "healthcheck", `{"interval_seconds":30}`, 11)
+	hosts, pages := collect(t, r, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: 10, Limit: 4})
+	if len(hosts) != 0 || pages != 3 {
+		t.Fatalf("event at a replaced version: %d hosts in %d pages, want none in 3", len(hosts), pages)
+	}
+	hosts, _ = collect(t, r, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: 11})
+	if len(hosts) != 9 {
+		t.Fatalf("event at the new version: %d hosts, want 9", len(hosts))
+	}
+	// Host-scope pushes (no version) reach their host whatever its environment layer.
+	hosts, _ = collect(t, r, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{id(3)}})
+	if len(hosts) != 1 || hosts[0].HostID != id(3) || hosts[0].Config.Version != 103 {
+		t.Fatalf("host push = %+v", hosts)
+	}
+	// A deleted environment row is a version too: its tombstone event reaches the hosts.
+	s.putEnv(env, "healthcheck", "", 12)
+	hosts, _ = collect(t, r, protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: 12})
+	if len(hosts) != 9 || hosts[0].Config.Version != 12 || !agentconfig.IsNull(hosts[0].Config.ConfigData) {
+		t.Fatalf("tombstone push = %d hosts, first %+v", len(hosts), hosts[0].Config)
+	}
+}
+
+func TestResolvePushPaging(t *testing.T) {
 	s := batchStore(25)
 	r := resolve.New(s, resolve.Options{MaxPage: 10})
-	req := protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: 4}
+	req := protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: 4}
 	hosts, pages := collect(t, r, req)
 	if len(hosts) != 25 || pages != 7 {
 		t.Fatalf("limit 4: %d hosts in %d pages, want 25 in 7", len(hosts), pages)
@@ -305,21 +409,21 @@ func TestResolveBatchPaging(t *testing.T) {
 	}
 }
 
-func TestResolveBatchFilters(t *testing.T) {
+func TestResolvePushFilters(t *testing.T) {
 	s := batchStore(10)
 	s.hosts[id(2)] = fakeHost{Host: s.hosts[id(2)].Host, revoked: true, heartbeat: s.hosts[id(2)].heartbeat}
 	r := resolve.New(s, resolve.Options{})
 	since := time.Date(2026, 1, 1, 0, 6, 0, 0, time.UTC)
 	cases := []struct {
 		name string
-		req  protocol.ResolveBatchRequest
+		req  protocol.ResolvePushRequest
 		want []int
 	}{
-		{"all but revoked", protocol.ResolveBatchRequest{}, []int{1, 3, 4, 5, 6, 7, 8, 9, 10}},
-		{"online since", protocol.ResolveBatchRequest{OnlineSince: &since}, []int{6, 7, 8, 9, 10}},
-		{"host list", protocol.ResolveBatchRequest{HostIDs: []string{id(9), id(2), id(3), id(42)}}, []int{3, 9}},
-		{"host list and online", protocol.ResolveBatchRequest{HostIDs: []string{id(9), id(3)}, OnlineSince: &since}, []int{9}},
-		{"after cursor", protocol.ResolveBatchRequest{After: id(8)}, []int{9, 10}},
+		{"all but revoked", protocol.ResolvePushRequest{}, []int{1, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{"online since", protocol.ResolvePushRequest{OnlineSince: &since}, []int{6, 7, 8, 9, 10}},
+		{"host list", protocol.ResolvePushRequest{HostIDs: []string{id(9), id(2), id(3), id(42)}}, []int{3, 9}},
+		{"host list and online", protocol.ResolvePushRequest{HostIDs: []string{id(9), id(3)}, OnlineSince: &since}, []int{9}},
+		{"after cursor", protocol.ResolvePushRequest{After: id(8)}, []int{9, 10}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -338,26 +442,32 @@ func TestResolveBatchFilters(t *testing.T) {
 	}
 }
 
-func TestResolveBatchErrors(t *testing.T) {
+func TestResolvePushErrors(t *testing.T) {
 	s := batchStore(3)
 	r := resolve.New(s, resolve.Options{})
+	v := protocol.ResolveSetsContract
 	cases := []struct {
 		name string
-		req  protocol.ResolveBatchRequest
+		req  protocol.ResolvePushRequest
 		want error
 	}{
-		{"no environment", protocol.ResolveBatchRequest{ConfigType: "healthcheck"}, resolve.ErrInvalidRequest},
-		{"bad environment", protocol.ResolveBatchRequest{EnvironmentID: "x", ConfigType: "healthcheck"}, resolve.ErrInvalidRequest},
-		{"no type", protocol.ResolveBatchRequest{EnvironmentID: env}, resolve.ErrInvalidRequest},
-		{"unknown type", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "nope"}, resolve.ErrInvalidRequest},
-		{"bad cursor", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", After: "x"}, resolve.ErrInvalidRequest},
-		{"bad host id", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{id(1), "x"}}, resolve.ErrInvalidRequest},
-		{"negative limit", protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "healthcheck", Limit: -1}, resolve.ErrInvalidRequest},
-		{"unknown environment", protocol.ResolveBatchRequest{EnvironmentID: id(99), ConfigType: "healthcheck"}, resolve.ErrNotFound},
+		{"other contract", protocol.ResolvePushRequest{Contract: v + 1, EnvironmentID: env, ConfigType: "healthcheck"}, resolve.ErrContractMismatch},
+		{"no contract", protocol.ResolvePushRequest{EnvironmentID: env, ConfigType: "healthcheck"}, resolve.ErrContractMismatch},
+		{"no environment", protocol.ResolvePushRequest{Contract: v, ConfigType: "healthcheck"}, resolve.ErrInvalidRequest},
+		{"bad environment", protocol.ResolvePushRequest{Contract: v, EnvironmentID: "x", ConfigType: "healthcheck"}, resolve.ErrInvalidRequest},
+		{"no type", protocol.ResolvePushRequest{Contract: v, EnvironmentID: env}, resolve.ErrInvalidRequest},
+		{"unknown type", protocol.ResolvePushRequest{Contract: v, EnvironmentID: env, ConfigType: "nope"}, resolve.ErrInvalidRequest},
+		{"bad cursor", protocol.ResolvePushRequest{Contract: v, EnvironmentID: env, ConfigType: "healthcheck", After: "x"}, resolve.ErrInvalidRequest},
+		{"bad host id", protocol.ResolvePushRequest{Contract: v, EnvironmentID: env, ConfigType: "healthcheck", HostIDs: []string{id(1), "x"}}, resolve.ErrInvalidRequest},
+		{"too many host ids", protocol.ResolvePushRequest{Contract: v, EnvironmentID: env, ConfigType: "healthcheck",
+			HostIDs: slices.Repeat([]string{id(1)}, protocol.MaxResolveAgents+1)}, resolve.ErrInvalidRequest},
+		{"negative limit", protocol.ResolvePushRequest{Contract: v, EnvironmentID: env, ConfigType: "healthcheck", Limit: -1}, resolve.ErrInvalidRequest},
+		{"negative version", protocol.ResolvePushRequest{Contract: v, EnvironmentID: env, ConfigType: "healthcheck", EnvironmentVersion: -1}, resolve.ErrInvalidRequest},
+		{"unknown environment", protocol.ResolvePushRequest{Contract: v, EnvironmentID: id(99), ConfigType: "healthcheck"}, resolve.ErrNotFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := r.ResolveBatch(context.Background(), c.req); !errors.Is(err, c.want) {
+			if _, err := r.ResolvePush(context.Background(), c.req); !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
 		})
@@ -367,23 +477,25 @@ func TestResolveBatchErrors(t *testing.T) {
 	}
 }
 
-// An environment without a row of the type sends null data; only overriding hosts carry configs.
-func TestResolveBatchNoEnvironmentRow(t *testing.T) {
+// An environment without a row of the type gives its hosts no config; only overriding hosts carry one.
+func TestResolvePushNoEnvironmentRow(t *testing.T) {
 	s := batchStore(3)
 	r := resolve.New(s, resolve.Options{})
-	reply, err := r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"})
+	req := protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "tracing"}
+	reply, err := r.ResolvePush(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := reply.Environment; e.ConfigType != "tracing" || e.Version != 0 || (len(e.ConfigData) != 0 && string(e.ConfigData) != "null") {
-		t.Fatalf("environment = %+v", e)
+	hosts := hostsOf(t, reply, "tracing")
+	if len(hosts) != 3 || hosts[0].Config != nil || len(reply.Configs) != 0 {
+		t.Fatalf("hosts = %+v, configs %+v", hosts, reply.Configs)
 	}
 	s.putHost(id(2), "tracing", `{"enabled":true}`, 50)
-	reply, err = r.ResolveBatch(context.Background(), protocol.ResolveBatchRequest{EnvironmentID: env, ConfigType: "tracing"})
+	reply, err = r.ResolvePush(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := reply.Hosts[1].Override
+	o := hostsOf(t, reply, "tracing")[1].Config
 	if o == nil || o.Source != "host_override" || o.Version != 50 {
 		t.Fatalf("override = %+v", o)
 	}

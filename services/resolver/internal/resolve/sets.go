@@ -53,67 +53,164 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 	for i := range rows.Hosts {
 		byAgent[rows.Hosts[i].Host.AgentID] = &rows.Hosts[i]
 	}
-	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{}, Sets: []protocol.ConfigSet{},
-		TrustedKeys: r.trusted}
-	var pending []pendingStatement   // signing: one per entry of reply.Configs, by index
-	var found []Host                 // signing: the hosts of the reply, for their identity statements
-	envConfig := map[StagedKey]int{} // environment id, type, version -> index in Configs
-	envSet := map[string]int{}       // environment id (+ staged versions) -> its set of hosts without a row of their own
+	b := r.newSetBuilder(types, true)
 	for _, id := range ids {
 		h, ok := byAgent[id]
 		if !ok {
-			reply.Missing = append(reply.Missing, id)
+			b.reply.Missing = append(b.reply.Missing, id)
 			continue
 		}
-		host := protocol.SetHost{HostID: h.Host.ID, AgentID: h.Host.AgentID}
-		found = append(found, h.Host)
-		shared := len(h.Overrides) == 0
-		setKey := h.Host.EnvironmentID + stagedSignature(h.Staged)
-		if n, ok := envSet[setKey]; ok && shared {
-			reply.Sets[n].Hosts = append(reply.Sets[n].Hosts, host)
-			continue
-		}
-		set := protocol.ConfigSet{ClientID: h.Host.ClientID, EnvironmentID: h.Host.EnvironmentID,
-			Configs: make(map[string]int, len(types)), Hosts: []protocol.SetHost{host}}
-		for _, t := range types {
-			env, hasEnv := envs[h.Host.EnvironmentID][t]
-			if v, ok := h.Staged[t]; ok {
-				// A staged rollout gives this host its own environment layer of the type.
-				env, hasEnv = staged[StagedKey{EnvironmentID: h.Host.EnvironmentID, ConfigType: t, Version: v}], true
+		hostEnvs := envs[h.Host.EnvironmentID]
+		if len(h.Staged) > 0 {
+			// A staged rollout gives this host its own environment layer of these types.
+			hostEnvs = maps.Clone(hostEnvs)
+			if hostEnvs == nil {
+				hostEnvs = map[string]envEntry{}
 			}
-			over, hasHost := h.Overrides[t]
-			switch {
-			case hasHost:
-				ec, err := effective(h.Host, t, env.layer, over, false)
-				if err != nil {
-					return protocol.ResolveSetsReply{}, err
-				}
-				set.Configs[t] = len(reply.Configs)
-				reply.Configs = append(reply.Configs, ec)
-				pending = append(pending, pendingStatement{clientID: h.Host.ClientID,
-					key: StatementKey{Scope: scopeOf(h.Host, true), ConfigType: t, Version: ec.Version}})
-			case hasEnv:
-				k := StagedKey{EnvironmentID: h.Host.EnvironmentID, ConfigType: t, Version: env.layer.Version}
-				n, ok := envConfig[k]
-				if !ok {
-					n = len(reply.Configs)
-					envConfig[k] = n
-					reply.Configs = append(reply.Configs, env.effective)
-					pending = append(pending, pendingStatement{clientID: h.Host.ClientID,
-						key: StatementKey{Scope: scopeOf(h.Host, false), ConfigType: t, Version: env.effective.Version}})
-				}
-				set.Configs[t] = n
+			for t, v := range h.Staged {
+				hostEnvs[t] = staged[StagedKey{EnvironmentID: h.Host.EnvironmentID, ConfigType: t, Version: v}]
 			}
 		}
-		if shared {
-			envSet[setKey] = len(reply.Sets)
+		if err := b.add(h.Host, h.Overrides, hostEnvs, stagedSignature(h.Staged)); err != nil {
+			return protocol.ResolveSetsReply{}, err
 		}
-		reply.Sets = append(reply.Sets, set)
 	}
-	if err := r.signSets(ctx, &reply, pending, found); err != nil {
+	if err := r.signSets(ctx, &b.reply, b.pending, b.found); err != nil {
 		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve sets: %w", err)
 	}
-	return reply, nil
+	return b.reply, nil
+}
+
+// setBuilder groups hosts into the distinct sets of a reply (ResolveSets, ResolvePush): hosts of an
+// environment without a row of their own share one set and the environment's configs; a host with
+// rows of its own gets its merged configs, in a set it shares with the hosts of identical configs when
+// nothing signs (a signed host config names its agent, so it is that host's alone). Configs are
+// numbered in order of first use by the sets.
+type setBuilder struct {
+	types      []string
+	sign       bool // signing on: statements to attach, no sharing of host configs
+	identities bool // signing on and the hosts' identity statements wanted (fetches)
+	reply      protocol.ResolveSetsReply
+	pending    []pendingStatement // signing: one per entry of reply.Configs, by index
+	found      []Host             // identities: the hosts of the reply
+	envConfig  map[StagedKey]int  // environment id, type, version -> index in Configs
+	envSet     map[string]int     // environment id (+ staged versions) -> its set of hosts without a row of their own
+	hostSet    map[string]int     // unsigned: the row versions of a host's configs -> its set
+	// envHosts is the room made for the hosts of an environment's set (a push page: its size).
+	envHosts int
+}
+
+func (r *Resolver) newSetBuilder(types []string, identities bool) *setBuilder {
+	return &setBuilder{types: types, sign: r.notary != nil, identities: r.notary != nil && identities,
+		reply: protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{},
+			Sets: []protocol.ConfigSet{}, TrustedKeys: r.trusted},
+		envConfig: map[StagedKey]int{}, envSet: map[string]int{}}
+}
+
+// add places host, with its own rows and its environment layers' entries, in its set. staged names the
+// staged rollout layers among envs (stagedSignature): hosts of an environment without rows of their own
+// share a set only when they resolve the same ones.
+func (b *setBuilder) add(h Host, overrides map[string]agentconfig.Layer, envs map[string]envEntry, staged string) error {
+	host := protocol.SetHost{HostID: h.ID, AgentID: h.AgentID}
+	if b.identities {
+		b.found = append(b.found, h)
+	}
+	if len(overrides) == 0 {
+		if n, ok := b.envSet[h.EnvironmentID+staged]; ok {
+			b.reply.Sets[n].Hosts = append(b.reply.Sets[n].Hosts, host)
+			return nil
+		}
+		b.envSet[h.EnvironmentID+staged] = len(b.reply.Sets)
+		b.reply.Sets = append(b.reply.Sets, b.envOnlySet(h, host, envs))
+		return nil
+	}
+	var key string
+	if !b.sign {
+		// Versions name contents: hosts with the same rows hold the same configs, merged once.
+		key = contentKey(h.EnvironmentID, b.types, overrides, envs)
+		if n, ok := b.hostSet[key]; ok {
+			b.reply.Sets[n].Hosts = append(b.reply.Sets[n].Hosts, host)
+			return nil
+		}
+	}
+	set := protocol.ConfigSet{ClientID: h.ClientID, EnvironmentID: h.EnvironmentID,
+		Configs: make(map[string]int, len(b.types)), Hosts: []protocol.SetHost{host}}
+	for _, t := range b.types {
+		env, hasEnv := envs[t]
+		over, hasHost := overrides[t]
+		switch {
+		case hasHost:
+			ec, err := effective(h, t, env.layer, over, false)
+			if err != nil {
+				return err
+			}
+			set.Configs[t] = len(b.reply.Configs)
+			b.reply.Configs = append(b.reply.Configs, ec)
+			if b.sign {
+				b.pending = append(b.pending, pendingStatement{clientID: h.ClientID,
+					key: StatementKey{Scope: scopeOf(h, true), ConfigType: t, Version: ec.Version}})
+			}
+		case hasEnv:
+			set.Configs[t] = b.envIndex(h, t, env)
+		}
+	}
+	if !b.sign {
+		if b.hostSet == nil {
+			b.hostSet = map[string]int{}
+		}
+		b.hostSet[key] = len(b.reply.Sets)
+	}
+	b.reply.Sets = append(b.reply.Sets, set)
+	return nil
+}
+
+// envOnlySet is the set of h's environment for hosts without a row of their own.
+func (b *setBuilder) envOnlySet(h Host, host protocol.SetHost, envs map[string]envEntry) protocol.ConfigSet {
+	set := protocol.ConfigSet{ClientID: h.ClientID, EnvironmentID: h.EnvironmentID,
+		Configs: make(map[string]int, len(b.types)), Hosts: append(make([]protocol.SetHost, 0, max(1, b.envHosts)), host)}
+	for _, t := range b.types {
+		if e, ok := envs[t]; ok {
+			set.Configs[t] = b.envIndex(h, t, e)
+		}
+	}
+	return set
+}
+
+// envIndex is the index of the environment-level config of type t of h's environment at e's version
+// (the environment's row, or a staged rollout's layer: both signed in the environment's scope), added
+// once.
+func (b *setBuilder) envIndex(h Host, t string, e envEntry) int {
+	k := StagedKey{EnvironmentID: h.EnvironmentID, ConfigType: t, Version: e.layer.Version}
+	n, ok := b.envConfig[k]
+	if !ok {
+		n = len(b.reply.Configs)
+		b.envConfig[k] = n
+		b.reply.Configs = append(b.reply.Configs, e.effective)
+		if b.sign {
+			b.pending = append(b.pending, pendingStatement{clientID: h.ClientID,
+				key: StatementKey{Scope: scopeOf(h, false), ConfigType: t, Version: e.effective.Version}})
+		}
+	}
+	return n
+}
+
+// contentKey identifies a host's configs by the versions of the rows they merge: per type, the
+// environment's row and the host's own. Versions come from one sequence and name contents, so equal
+// keys are equal configs.
+func contentKey(envID string, types []string, overrides map[string]agentconfig.Layer, envs map[string]envEntry) string {
+	k := make([]byte, 0, len(envID)+len(types)*24)
+	k = append(k, envID...)
+	for _, t := range types {
+		k = append(k, 0)
+		if e, ok := envs[t]; ok {
+			k = strconv.AppendInt(k, e.layer.Version, 10)
+		}
+		if over, ok := overrides[t]; ok {
+			k = append(k, '/')
+			k = strconv.AppendInt(k, over.Version, 10)
+		}
+	}
+	return string(k)
 }
 
 // signSets attaches statements to a sets reply when signing is on: each distinct config gets the
@@ -178,17 +275,10 @@ func (r *Resolver) environments(ctx context.Context, versions map[string]map[str
 		// between): the newer rows are served, as a fetch a moment later would.
 		entries := make(map[string]envEntry, len(read[envID]))
 		for _, t := range slices.Sorted(maps.Keys(read[envID])) {
-			row := read[envID][t]
-			eff, err := agentconfig.Resolve(t, row, agentconfig.Layer{})
+			e, err := r.environmentEntry(envID, t, read[envID][t])
 			if err != nil {
-				return nil, fmt.Errorf("resolve sets: merge %s of environment %s: %w", t, envID, err)
+				return nil, fmt.Errorf("resolve sets: %w", err)
 			}
-			ec, err := effectiveConfig(eff, false)
-			if err != nil {
-				return nil, fmt.Errorf("resolve sets: %s of environment %s: %w", t, envID, err)
-			}
-			e := envEntry{layer: row, effective: ec}
-			r.envs.put(envKey{EnvironmentID: envID, ConfigType: t}, e)
 			entries[t] = e
 		}
 		out[envID] = entries
@@ -227,14 +317,32 @@ func (r *Resolver) stagedLayers(ctx context.Context, hosts []FetchHost) (map[Sta
 		if !ok {
 			return nil, fmt.Errorf("resolve sets: staged layer %d of %s of environment %s not found", k.Version, k.ConfigType, k.EnvironmentID)
 		}
-		e, err := envEntryOf(k.EnvironmentID, k.ConfigType, row)
+		e, err := r.stagedEntry(k, row)
 		if err != nil {
 			return nil, err
 		}
-		r.envs.put(stagedCacheKey(k), e)
 		out[k] = e
 	}
 	return out, nil
+}
+
+// stagedEntry is environmentEntry for a staged rollout's layer: cached under its own key per version.
+func (r *Resolver) stagedEntry(k StagedKey, row agentconfig.Layer) (envEntry, error) {
+	ck := stagedCacheKey(k)
+	if e, ok := r.envs.get(ck, row.Version); ok {
+		return e, nil
+	}
+	eff, err := agentconfig.Resolve(k.ConfigType, row, agentconfig.Layer{})
+	if err != nil {
+		return envEntry{}, fmt.Errorf("resolve: merge staged %s of environment %s: %w", k.ConfigType, k.EnvironmentID, err)
+	}
+	ec, err := effectiveConfig(eff, false)
+	if err != nil {
+		return envEntry{}, fmt.Errorf("resolve: staged %s of environment %s: %w", k.ConfigType, k.EnvironmentID, err)
+	}
+	e := envEntry{layer: row, effective: ec}
+	r.envs.put(ck, e)
+	return e, nil
 }
 
 // stagedCacheKey is the environment cache's key of a staged layer: its own slot per version.
@@ -255,19 +363,6 @@ func stagedSignature(staged map[string]int64) string {
 		b.WriteString(strconv.FormatInt(staged[t], 10))
 	}
 	return b.String()
-}
-
-// envEntryOf merges an environment-level row into its cache entry.
-func envEntryOf(envID, t string, row agentconfig.Layer) (envEntry, error) {
-	eff, err := agentconfig.Resolve(t, row, agentconfig.Layer{})
-	if err != nil {
-		return envEntry{}, fmt.Errorf("resolve sets: merge %s of environment %s: %w", t, envID, err)
-	}
-	ec, err := effectiveConfig(eff, false)
-	if err != nil {
-		return envEntry{}, fmt.Errorf("resolve sets: %s of environment %s: %w", t, envID, err)
-	}
-	return envEntry{layer: row, effective: ec}, nil
 }
 
 // EnvCacheStats is how often ResolveSets found an environment's rows in the cache at their current
