@@ -25,6 +25,7 @@ type rollout struct {
 	Reason          string         `json:"reason"`
 	PreviousVersion *int64         `json:"previous_version"`
 	Version         int64          `json:"version"`
+	FinalVersion    int64          `json:"final_version"` // completed or reverted: the environment's version then
 	CurrentStage    int            `json:"current_stage"`
 	Stages          []rolloutStage `json:"stages"`
 	CreatedAt       string         `json:"created_at"`
@@ -402,7 +403,11 @@ func (k *commands) printRollout(raw json.RawMessage) error {
 	}
 	tw := tabwriter.NewWriter(k.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "rollout:\t%s\n", r.ID)
-	fmt.Fprintf(tw, "config:\t%s, version %d (previous %s)\n", r.ConfigType, r.Version, optVersion(r.PreviousVersion))
+	final := ""
+	if r.FinalVersion > 0 {
+		final = fmt.Sprintf(", final version %d", r.FinalVersion)
+	}
+	fmt.Fprintf(tw, "config:\t%s, version %d (previous %s%s)\n", r.ConfigType, r.Version, optVersion(r.PreviousVersion), final)
 	fmt.Fprintf(tw, "state:\t%s, %s\n", r.State, stageOf(r))
 	if r.Reason != "" {
 		fmt.Fprintf(tw, "reason:\t%s\n", r.Reason)

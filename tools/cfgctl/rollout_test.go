@@ -301,7 +301,7 @@ func TestRolloutActions(t *testing.T) {
 		"POST " + rolloutsBase + "/r1/pause":   data(rolloutJSON("paused", 1, "paused by ops", stages)),
 		"POST " + rolloutsBase + "/r1/resume":  data(rolloutJSON("running", 1, "", stages)),
 		"POST " + rolloutsBase + "/r1/promote": data(rolloutJSON("running", 2, "", stages)),
-		"POST " + rolloutsBase + "/r1/abort":   data(rolloutJSON("reverted", 1, "aborted by ops", stages)),
+		"POST " + rolloutsBase + "/r1/abort":   data(strings.Replace(rolloutJSON("reverted", 1, "aborted by ops", stages), `"current_stage"`, `"final_version":44,"current_stage"`, 1)),
 		"POST " + rolloutsBase + "/r2/resume": func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusConflict)
 			io.WriteString(w, `{"error":{"code":"rollout_not_running","message":"rollout r2 is completed"}}`)
@@ -319,6 +319,9 @@ func TestRolloutActions(t *testing.T) {
 		if !strings.Contains(out, "state:    "+state) {
 			t.Errorf("%s output:\n%s", verb, out)
 		}
+	}
+	if out, err := runCLI(t, srv, "rollout", "abort", "e1", "labels", "r1"); err != nil || !strings.Contains(out, "config:   labels, version 42 (previous 41, final version 44)") {
+		t.Errorf("abort answer without its final version: %v\n%s", err, out)
 	}
 	if _, err := runCLI(t, srv, "rollout", "resume", "e1", "labels", "r2"); exitCode(err) != exitConflict || !strings.Contains(err.Error(), "rollout_not_running") {
 		t.Errorf("resume of a finished rollout: %v (exit %d)", err, exitCode(err))
