@@ -52,8 +52,9 @@ type flags struct {
 	subscriptions, scenarios                                string
 	jitter, fetchTimeout, heartbeatInterval                 time.Duration
 	retryFor                                                time.Duration
+	failRatio                                               float64
 	duration, timeout                                       time.Duration
-	heartbeatRate, dropPushes, failRatio                    float64
+	heartbeatRate, dropPushes                               float64
 	jsonOut, strict, keep, analyze, signing                 bool
 	machine                                                 string
 
@@ -222,10 +223,10 @@ func run() (int, error) {
 	backend.Control, backend.JS = nc, js
 
 	runner := scenario.New(scenario.Options{
-		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios,
+		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios, FailRatio: f.failRatio,
 		Jitter: f.jitter, RetryFor: f.retryFor, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
 		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes, DropPushes: f.dropPushes / 100,
-		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze, Real: realOptions(), FailRatio: f.failRatio,
+		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze, Real: realOptions(),
 	}, backend, progress)
 	res, runErr := runner.Run(ctx)
 

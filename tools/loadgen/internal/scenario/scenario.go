@@ -151,12 +151,12 @@ type Result struct {
 	Herd          *HerdResult      `json:"herd,omitempty"`
 	Push          *PushResult      `json:"push,omitempty"`
 	Heartbeat     *HeartbeatResult `json:"heartbeat,omitempty"`
-	// Rollout and RolloutFail are the staged rollout scenarios (rollout.go).
-	Rollout     *RolloutRun `json:"rollout,omitempty"`
-	RolloutFail *RolloutRun `json:"rollout_fail,omitempty"`
 	// ConnectStorm: the real-connection fleet's connect storm, before the herd.
 	ConnectStorm *ConnectStormResult `json:"connect_storm,omitempty"`
 	Fleet        fleet.Stats         `json:"fleet"`
+	// Rollout and RolloutFail are the staged rollout scenarios (rollout.go).
+	Rollout     *RolloutRun `json:"rollout,omitempty"`
+	RolloutFail *RolloutRun `json:"rollout_fail,omitempty"`
 	// Memory of the service processes at the end of the run (VmHWM is the peak over the whole run).
 	Memory []procstat.Memory `json:"memory,omitempty"`
 	// LoadgenMemory is loadgen's own (the simulated fleet shares the machine).
