@@ -58,6 +58,8 @@ func (k *commands) dispatch(ctx context.Context, args []string) error {
 		return k.drift(ctx, args[1:])
 	case "status":
 		return k.status(ctx, args[1:])
+	case "rollout":
+		return k.rolloutCmd(ctx, args[1:])
 	case "history":
 		return k.history(ctx, args[1:])
 	case "rollback":

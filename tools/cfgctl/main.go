@@ -1,6 +1,7 @@
 // Command cfgctl is the ConfigSync operator CLI over the REST API: environment configs, host overrides,
 // effective configs with their source, hosts and their apply status, drift, history, rollback, dry runs,
-// host registration (NATS credentials to 0600 files, never to stdout) and credentials (metadata only).
+// staged rollouts, host registration (NATS credentials to 0600 files, never to stdout) and credentials
+// (metadata only).
 //
 // The API URL and token come from flags, else CONFIGSYNC_API_URL / CONFIGSYNC_TOKEN, else the file named by
 // CONFIGSYNC_CONFIG, else .data/devstack.env (written by `make run`).
@@ -69,6 +70,20 @@ Fleet:
                                              failed (top errors), pending, offline, slowest apply; -watch
                                              repeats the line until every online target answered (exit 1
                                              on timeout)
+Staged rollouts of an environment config (stages count from 0):
+  rollout start   <envID> <type> -f FILE [-plan PLANFILE] [-stages "1,5%,25%,100%"] [-bake 5m]
+                  [-auto-revert] [-if-match VERSION]
+                                             start one (no plan flags: the API's default plan);
+                                             -stages/-bake/-auto-revert replace the plan file's fields
+  rollout status  <envID> <type> [rolloutID] [-watch [-interval 2s] [-timeout 10m]]
+                                             one rollout (no id: the newest) with per-stage counts;
+                                             -watch prints a line per stage per poll until it is no
+                                             longer running: exit 0 completed, 1 paused/aborted/reverted
+                                             or timeout
+  rollout list    <envID> <type> [-limit 20] rollouts, newest first
+  rollout pause|resume|promote|abort <envID> <type> <rolloutID>
+                                             promote skips the remaining bake (the gate still holds);
+                                             abort puts reached hosts back on the previous revision
 History:
   history     env|host <id> <type>
   rollback    env|host <id> <type> <revision>
@@ -85,6 +100,9 @@ Credentials (metadata only; secret values are read from SECRETFILE, never from a
 FILE is JSON or YAML holding the config data ("-" reads standard input).
 HOSTSFILE has one host a line, "hostname" or "hostname agent_id" (agent ids: admin tokens only, for
 importing hosts whose agents already run with an id); blank lines and # comments are skipped.
+PLANFILE is JSON or YAML: {"stages": [{"hosts": 1}, {"percent": 5, "selector": "role=web"}, {"percent": 100}],
+"bake_seconds": 300, "gate": {"max_failed": 0, "max_failed_ratio": 0, "max_unhealthy": 0,
+"min_applied_ratio": 0.95}, "auto_revert": false}; the last stage must be 100% without selector.
 SECRETFILE is a YAML or JSON map of field to value, e.g. {"username": "monitor", "password": "..."}.
 HOST:PORT is an allowed target the credential may be injected for: host name, IP ([v6] in brackets),
 "*.suffix" or "*", and a port or "*" (e.g. db.internal:5432, *.prod.example.com:*); none: any target.

@@ -1,8 +1,9 @@
 // Command loadgen is ConfigSync's fleet simulator: N agents in one process speaking the real protocol
 // over a few multiplexed NATS connections, registered through the API and run through the benchmark
-// scenarios (environment-wide push, thundering herd of startup fetches, sustained heartbeats) against
-// the real services. It prints throughput, latency percentiles, errors and the services' peak RSS
-// against the targets, as a table or as JSON (-json).
+// scenarios (environment-wide push, thundering herd of startup fetches, sustained heartbeats, staged
+// rollouts with and without agents refusing the config) against the real services. It prints
+// throughput, latency percentiles, errors and the services' peak RSS against the targets, as a table or
+// as JSON (-json).
 //
 // By default it builds tools/devstack and runs it as a private child process (temporary data directory,
 // free ports, a throwaway database); -api/-token/-nats/-creds (or -devstack-env) target a running
@@ -54,6 +55,7 @@ type flags struct {
 	subscriptions, scenarios                                string
 	jitter, fetchTimeout, heartbeatInterval                 time.Duration
 	retryFor                                                time.Duration
+	failRatio                                               float64
 	duration, timeout                                       time.Duration
 	heartbeatRate, dropPushes                               float64
 	jsonOut, strict, keep, analyze, signing, compareSigning bool
@@ -68,7 +70,7 @@ func parseFlags() flags {
 	flag.IntVar(&f.agents, "agents", 1000, "number of simulated agents (hosts registered through the API)")
 	flag.IntVar(&f.conns, "conns", 8, "NATS connections the agents are multiplexed over")
 	flag.StringVar(&f.subscriptions, "subscriptions", string(fleet.Wildcard), "how agents receive commands: wildcard (one configsync.cmd.* queue subscription per connection) or per-agent (one subscription per agent)")
-	flag.StringVar(&f.scenarios, "scenarios", "push,herd,heartbeat", "scenarios to run: push, herd, heartbeat (comma separated)")
+	flag.StringVar(&f.scenarios, "scenarios", "push,herd,heartbeat", "scenarios to run: push, herd, heartbeat, rollout, rollout-fail (comma separated)")
 	flag.DurationVar(&f.jitter, "jitter", 5*time.Second, "herd: the boot window agents fetch within")
 	flag.DurationVar(&f.fetchTimeout, "fetch-timeout", 10*time.Second, "herd: one fetch's timeout (a timeout is a failure)")
 	flag.DurationVar(&f.retryFor, "retry-for", 2*time.Minute, "herd: agents whose startup fetch failed retry as the agent does (retry_after_ms, else 1-60 s backoff) for this long from the boot; 0: no retries")
@@ -78,6 +80,7 @@ func parseFlags() flags {
 	flag.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on each wait (hosts online, acks persisted, heartbeats landed)")
 	flag.IntVar(&f.pushes, "pushes", 3, "push scenario: environment-wide pushes, one after the other")
 	flag.Float64Var(&f.dropPushes, "drop-pushes", 0, "push scenario: percentage (0-100) of pushes the simulated agents lose; they keep heartbeating what they hold, so anti-entropy must repair them, and the push is measured to full convergence")
+	flag.Float64Var(&f.failRatio, "fail-ratio", 0.05, "rollout-fail scenario: share (0-1) of agents whose simulated policy refuses the rolled-out config (acked failed); agent 0, the canary, never does")
 	flag.IntVar(&f.credentials, "credentials", 3, "push scenario: distinct credentials the pushed collectors reference")
 	flag.IntVar(&f.registerConcurrency, "register-concurrency", 4, "host registration batches in flight (POST /environments/{id}/hosts/batch, up to 1000 hosts each)")
 	flag.BoolVar(&f.analyze, "analyze", true, "run ANALYZE on the hosts table after registration (needs the database; false shows the cold-statistics behaviour of a just-registered fleet)")
@@ -130,6 +133,9 @@ func run() (int, error) {
 	}
 	if f.dropPushes < 0 || f.dropPushes > 100 {
 		return 0, errors.New("-drop-pushes must be a percentage between 0 and 100")
+	}
+	if f.failRatio < 0 || f.failRatio > 1 {
+		return 0, errors.New("-fail-ratio must be between 0 and 1")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -315,7 +321,7 @@ func runOnce(ctx context.Context, f flags, scenarios map[string]bool, signing bo
 	backend.Control, backend.JS = nc, js
 
 	runner := scenario.New(scenario.Options{
-		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios,
+		Agents: f.agents, Conns: f.conns, Subscriptions: fleet.SubscriptionMode(f.subscriptions), Scenarios: scenarios, FailRatio: f.failRatio,
 		Jitter: f.jitter, RetryFor: f.retryFor, FetchTimeout: f.fetchTimeout, HeartbeatInterval: f.heartbeatInterval,
 		HeartbeatRate: f.heartbeatRate, Duration: f.duration, Timeout: f.timeout, Pushes: f.pushes, DropPushes: f.dropPushes / 100,
 		Credentials: f.credentials, RegisterConcurrency: f.registerConcurrency, Analyze: f.analyze, Real: realOptions(),

@@ -158,6 +158,8 @@ const MaxBatch = 1000
 type HostSpec struct {
 	Hostname string `json:"hostname"`
 	AgentID  string `json:"agent_id"`
+	// Labels are the host's inventory labels (none when empty).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // RegisteredHost is one host a batch registration created.

@@ -33,15 +33,27 @@ type Registration struct {
 // times, and a 409 on a retry means an earlier attempt landed. progress, when set, is called with the
 // number of hosts registered so far after each chunk (from one goroutine at a time).
 func (c *Client) RegisterHosts(ctx context.Context, environmentID string, agentIDs []string, concurrency int,
-	progress func(done int)) (Registration, error) {
-	return c.register(ctx, environmentID, agentIDs, concurrency, progress, nil)
+	progress func(done int), opts ...RegisterOption) (Registration, error) {
+	return c.register(ctx, environmentID, agentIDs, concurrency, progress, nil, opts)
+}
+
+// RegisterOption changes what a registration sends.
+type RegisterOption func(*registerOptions)
+
+type registerOptions struct {
+	labels map[string]map[string]string
+}
+
+// WithLabels gives hosts inventory labels at registration, by agent id (hosts not named get none).
+func WithLabels(labels map[string]map[string]string) RegisterOption {
+	return func(o *registerOptions) { o.labels = labels }
 }
 
 // RegisterHostsWithCredentials is RegisterHosts that also keeps every agent's NATS creds file (in
 // Registration.Credentials). A batch that landed on an earlier attempt but answered 409 on a retry
 // cannot give its credentials again: that is an error here.
 func (c *Client) RegisterHostsWithCredentials(ctx context.Context, environmentID string, agentIDs []string, concurrency int,
-	progress func(done int)) (Registration, error) {
+	progress func(done int), opts ...RegisterOption) (Registration, error) {
 	creds := make(map[string]string, len(agentIDs))
 	var mu sync.Mutex
 	reg, err := c.register(ctx, environmentID, agentIDs, concurrency, progress, func(ids []string, hosts []RegisteredHost) error {
@@ -57,7 +69,7 @@ func (c *Client) RegisterHostsWithCredentials(ctx context.Context, environmentID
 			creds[ids[i]] = h.NATSCredentials
 		}
 		return nil
-	})
+	}, opts)
 	reg.Credentials = creds
 	return reg, err
 }
@@ -65,7 +77,11 @@ func (c *Client) RegisterHostsWithCredentials(ctx context.Context, environmentID
 // register registers agentIDs in chunks; keep, when set, gets every chunk's answer (nil when a retry
 // found the chunk registered already).
 func (c *Client) register(ctx context.Context, environmentID string, agentIDs []string, concurrency int,
-	progress func(done int), keep func(ids []string, hosts []RegisteredHost) error) (Registration, error) {
+	progress func(done int), keep func(ids []string, hosts []RegisteredHost) error, opts []RegisterOption) (Registration, error) {
+	var o registerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var chunks [][]string
 	for start := 0; start < len(agentIDs); start += MaxBatch {
 		chunks = append(chunks, agentIDs[start:min(start+MaxBatch, len(agentIDs))])
@@ -91,7 +107,7 @@ func (c *Client) register(ctx context.Context, environmentID string, agentIDs []
 				if i >= len(chunks) || ctx.Err() != nil {
 					return
 				}
-				n, hosts, err := c.registerChunk(ctx, environmentID, chunks[i])
+				n, hosts, err := c.registerChunk(ctx, environmentID, chunks[i], o.labels)
 				retries.Add(int64(n))
 				if err == nil && keep != nil {
 					err = keep(chunks[i], hosts)
@@ -120,12 +136,12 @@ func (c *Client) register(ctx context.Context, environmentID string, agentIDs []
 	return r, firstErr
 }
 
-func (c *Client) registerChunk(ctx context.Context, environmentID string, agentIDs []string) (retries int, registered []RegisteredHost, err error) {
+func (c *Client) registerChunk(ctx context.Context, environmentID string, agentIDs []string, labels map[string]map[string]string) (retries int, registered []RegisteredHost, err error) {
 	hosts := make([]HostSpec, len(agentIDs))
 	// Loadgen names its simulated agents itself (they connect under those ids), which only an admin
 	// token may do: agent ids are global NATS identities, so config-api generates them for client tokens.
 	for i, id := range agentIDs {
-		hosts[i] = HostSpec{Hostname: id, AgentID: id}
+		hosts[i] = HostSpec{Hostname: id, AgentID: id, Labels: labels[id]}
 	}
 	for attempt := 0; ; attempt++ {
 		registered, err = c.RegisterHostBatch(ctx, environmentID, hosts)

@@ -103,6 +103,8 @@ type commandOutcome int
 
 const (
 	outcomeApplied commandOutcome = iota
+	// outcomeRepeated: applied (and acknowledged) again, a version the agent already held.
+	outcomeRepeated
 	outcomeStale
 	outcomeRejected
 )
@@ -130,10 +132,15 @@ func (a *Agent) handle(t *entryTable, cmd protocol.Command, received time.Time) 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.receipts[cmd.ConfigType] = Receipt{Version: cmd.Version, At: received}
-	if cur := a.versionLocked(cmd.ConfigType); cmd.Version < cur {
+	cur := a.versionLocked(cmd.ConfigType)
+	if cmd.Version < cur {
 		ack.Version = cur
 		ack.AppliedAt = time.Now().UTC()
 		return ack, outcomeStale
+	}
+	outcome := outcomeApplied
+	if cmd.Version == cur {
+		outcome = outcomeRepeated
 	}
 	if deleted {
 		delete(a.entries, cmd.ConfigType)
@@ -143,7 +150,17 @@ func (a *Agent) handle(t *entryTable, cmd protocol.Command, received time.Time) 
 		delete(a.deleted, cmd.ConfigType)
 	}
 	ack.AppliedAt = time.Now().UTC()
-	return ack, outcomeApplied
+	return ack, outcome
+}
+
+// refuse answers a config_update the agent's local policy refuses, the way the agent's ConfigHandler
+// does: the version is acknowledged failed with the reason and nothing the agent holds changes.
+func (a *Agent) refuse(cmd protocol.Command, reason string, received time.Time) protocol.Ack {
+	a.mu.Lock()
+	a.receipts[cmd.ConfigType] = Receipt{Version: cmd.Version, At: received}
+	a.mu.Unlock()
+	return protocol.Ack{AgentID: a.ID, ConfigType: cmd.ConfigType, Version: cmd.Version, Status: protocol.AckFailed,
+		Error: reason, AppliedAt: time.Now().UTC()}
 }
 
 // heartbeat builds the agent's next heartbeat. AgentVersion carries a per-agent sequence number

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/tools/loadgen/internal/latency"
 )
@@ -73,6 +74,11 @@ type Config struct {
 	// later one of the same version (an anti-entropy repair) is applied. The agent keeps heartbeating
 	// what it really holds, so the backend sees it behind.
 	DropPushes float64
+	// Refuse, when set, is asked about every config_update an agent receives (a deletion excepted) and
+	// plays the agent's local policy: a non-empty answer makes the agent refuse the config, acknowledge
+	// its version failed with that text and keep what it held, as a real agent does when its policy
+	// refuses a config (for example a command label on a host whose policy.commands is empty).
+	Refuse func(agentID, configType string, payload json.RawMessage) string
 }
 
 // Fleet is a set of simulated agents and the connections they share.
@@ -106,7 +112,7 @@ type counters struct {
 	commands, applied, stale, rejected, malformed   atomic.Int64
 	foreign, acksSent, ackErrors                    atomic.Int64
 	heartbeatsSent, heartbeatErrors, droppedByConns atomic.Int64
-	pushesDropped                                   atomic.Int64
+	pushesDropped, refused, repeated                atomic.Int64
 }
 
 // New connects Conns connections and builds one agent per id (ids must be valid agent ids). Commands
@@ -256,14 +262,24 @@ func (f *Fleet) handleCommand(subject string, data []byte, received time.Time) {
 		f.counters.pushesDropped.Add(1)
 		return
 	}
-	ack, outcome := a.handle(f.table, cmd, received)
-	switch outcome {
-	case outcomeApplied:
-		f.counters.applied.Add(1)
-	case outcomeStale:
-		f.counters.stale.Add(1)
-	case outcomeRejected:
-		f.counters.rejected.Add(1)
+	var ack protocol.Ack
+	if reason := f.refusal(a, cmd); reason != "" {
+		ack = a.refuse(cmd, reason, received)
+		f.counters.refused.Add(1)
+	} else {
+		var outcome commandOutcome
+		ack, outcome = a.handle(f.table, cmd, received)
+		switch outcome {
+		case outcomeApplied:
+			f.counters.applied.Add(1)
+		case outcomeRepeated:
+			f.counters.applied.Add(1)
+			f.counters.repeated.Add(1)
+		case outcomeStale:
+			f.counters.stale.Add(1)
+		case outcomeRejected:
+			f.counters.rejected.Add(1)
+		}
 	}
 	b, err := json.Marshal(ack)
 	if err == nil {
@@ -274,6 +290,14 @@ func (f *Fleet) handleCommand(subject string, data []byte, received time.Time) {
 		return
 	}
 	f.counters.acksSent.Add(1)
+}
+
+// refusal is why agent a's local policy refuses cmd ("" when it does not, or when no Refuse is set).
+func (f *Fleet) refusal(a *Agent, cmd protocol.Command) string {
+	if f.cfg.Refuse == nil || agentconfig.IsNull(cmd.Payload) {
+		return ""
+	}
+	return f.cfg.Refuse(a.ID, cmd.ConfigType, cmd.Payload)
 }
 
 // StartOptions control the fleet's boot.
@@ -502,6 +526,21 @@ func (f *Fleet) Receipts(configType string, version int64) []time.Time {
 	return out
 }
 
+// ReceivedVersions returns, per agent that received a config_update of configType, the version of the
+// last one it received.
+func (f *Fleet) ReceivedVersions(configType string) map[string]int64 {
+	out := make(map[string]int64, len(f.agents))
+	for _, a := range f.agents {
+		a.mu.Lock()
+		r, ok := a.receipts[configType]
+		a.mu.Unlock()
+		if ok {
+			out[a.ID] = r.Version
+		}
+	}
+	return out
+}
+
 // AgentState returns a copy of agent i's state.
 func (f *Fleet) AgentState(i int) State { return f.agents[i].state(f.table) }
 
@@ -529,6 +568,11 @@ type Stats struct {
 	DroppedMessages int64           `json:"dropped_messages"`
 	// PushesDropped: config_updates lost on purpose (-drop-pushes).
 	PushesDropped int64 `json:"pushes_dropped"`
+	// Refused: config_updates the agents' simulated local policy refused (acknowledged failed).
+	Refused int64 `json:"refused"`
+	// Repeated: config_updates of a version the agent already held (counted in Applied too; acked
+	// again, as the agent does).
+	Repeated int64 `json:"repeated"`
 }
 
 // Stats returns a snapshot of the fleet's counters.
@@ -541,7 +585,7 @@ func (f *Fleet) Stats() Stats {
 		Commands:     c.commands.Load(), Applied: c.applied.Load(), Stale: c.stale.Load(), Rejected: c.rejected.Load(),
 		Malformed: c.malformed.Load(), Foreign: c.foreign.Load(), AcksSent: c.acksSent.Load(), AckErrors: c.ackErrors.Load(),
 		HeartbeatsSent: c.heartbeatsSent.Load(), HeartbeatErrors: c.heartbeatErrors.Load(), SlowConsumer: c.droppedByConns.Load(),
-		PushesDropped: c.pushesDropped.Load(),
+		PushesDropped: c.pushesDropped.Load(), Refused: c.refused.Load(), Repeated: c.repeated.Load(),
 	}
 	f.errMu.Lock()
 	if len(f.fetchErrors) > 0 {

@@ -99,6 +99,7 @@ func Checks(r *scenario.Result) []Check {
 	if h := r.Heartbeat; h != nil {
 		out = append(out, heartbeatCheck(r.Agents, h))
 	}
+	out = append(out, rolloutChecks(r)...)
 	if p := r.Push; p != nil && len(p.Runs) > 0 {
 		c := Check{Scenario: "push", Metric: "decrypts per fleet push (credential inject requests × distinct credentials)",
 			Target: fmt.Sprintf("= %d distinct credentials", p.Credentials)}
@@ -287,6 +288,8 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 			p("  run %d CPU: %s", i+1, cpuLine(run.CPU, int64(run.Applied+run.Failed), "agent"))
 		}
 	}
+	rolloutText(p, "rollout", r.Rollout)
+	rolloutText(p, "rollout-fail", r.RolloutFail)
 	if h := r.Heartbeat; h != nil {
 		p("")
 		p("Heartbeat: %s heartbeats sent in %s (%s/s offered, target rate %s/s); %s landed within %s (%s/s), last one %s after sending stopped.",
@@ -300,6 +303,9 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 	p("")
 	p("Fleet: %d commands (%d applied, %d stale, %d rejected, %d malformed, %d for other agents), %d acks sent (%d errors), %d heartbeats sent (%d errors), %d slow-consumer events, %d dropped.",
 		f.Commands, f.Applied, f.Stale, f.Rejected, f.Malformed, f.Foreign, f.AcksSent, f.AckErrors, f.HeartbeatsSent, f.HeartbeatErrors, f.SlowConsumer, f.DroppedMessages)
+	if f.Refused > 0 {
+		p("Configs refused by the agents' simulated policy (rollout-fail): %d, each acknowledged failed.", f.Refused)
+	}
 	if f.PushesDropped > 0 {
 		p("Pushes lost on purpose at the agents (-drop-pushes): %d; every one of them was repaired for the push to complete.", f.PushesDropped)
 	}

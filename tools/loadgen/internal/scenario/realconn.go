@@ -46,10 +46,15 @@ type ConnectStormResult struct {
 
 // register registers the fleet's hosts, keeping every agent's NATS credentials in real-connection mode.
 func (r *Runner) register(ctx context.Context, ids []string, progress func(int)) (configapi.Registration, error) {
-	if r.opts.Real == nil {
-		return r.backend.API.RegisterHosts(ctx, r.envID, ids, r.opts.RegisterConcurrency, progress)
+	var opts []configapi.RegisterOption
+	if r.opts.Scenarios[RolloutFail] && len(ids) > 0 {
+		// The failing rollout's canary: one labelled host that never refuses.
+		opts = append(opts, configapi.WithLabels(map[string]map[string]string{ids[0]: {CanaryLabel: CanaryValue}}))
 	}
-	reg, err := r.backend.API.RegisterHostsWithCredentials(ctx, r.envID, ids, r.opts.RegisterConcurrency, progress)
+	if r.opts.Real == nil {
+		return r.backend.API.RegisterHosts(ctx, r.envID, ids, r.opts.RegisterConcurrency, progress, opts...)
+	}
+	reg, err := r.backend.API.RegisterHostsWithCredentials(ctx, r.envID, ids, r.opts.RegisterConcurrency, progress, opts...)
 	r.identities = reg.Credentials
 	return reg, err
 }
@@ -61,6 +66,9 @@ func (r *Runner) newFleet(ids []string) (*fleet.Fleet, error) {
 	cfg := fleet.Config{
 		URL: r.backend.NATSURL, CredsFile: r.backend.CredsFile, CAFile: r.backend.NATSCA, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
 		FetchTimeout: r.opts.FetchTimeout, HeartbeatInterval: r.opts.HeartbeatInterval, DropPushes: r.opts.DropPushes,
+	}
+	if len(r.failing) > 0 {
+		cfg.Refuse = r.refusal
 	}
 	if r.opts.Real == nil {
 		f, err := fleet.New(cfg, ids)

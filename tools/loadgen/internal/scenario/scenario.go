@@ -38,7 +38,7 @@ type Options struct {
 	Agents        int
 	Conns         int
 	Subscriptions fleet.SubscriptionMode
-	// Scenarios to run (Push, Herd, Heartbeat).
+	// Scenarios to run (Push, Herd, Heartbeat, Rollout, RolloutFail).
 	Scenarios map[string]bool
 	// Jitter is the boot window of the herd (agents fetch at a random point within it).
 	Jitter time.Duration
@@ -65,6 +65,11 @@ type Options struct {
 	RunID string
 	// Real, when set, gives every agent its own NATS connection and user (realconn.go).
 	Real *RealConnections
+	// PollInterval overrides how often persisted state and rollouts are polled (default: 100 ms with
+	// the postgres observer, 1 s through the API).
+	PollInterval time.Duration
+	// FailRatio is the share (0..1) of agents that refuse the RolloutFail scenario's config.
+	FailRatio float64
 	// Analyze refreshes the hosts table's planner statistics after registration, when the observer
 	// can (postgres): the steady state of a fleet that grew over time rather than one registered a
 	// second ago.
@@ -155,6 +160,9 @@ type Result struct {
 	// ConnectStorm: the real-connection fleet's connect storm, before the herd.
 	ConnectStorm *ConnectStormResult `json:"connect_storm,omitempty"`
 	Fleet        fleet.Stats         `json:"fleet"`
+	// Rollout and RolloutFail are the staged rollout scenarios (rollout.go).
+	Rollout     *RolloutRun `json:"rollout,omitempty"`
+	RolloutFail *RolloutRun `json:"rollout_fail,omitempty"`
 	// Memory of the service processes at the end of the run (VmHWM is the peak over the whole run).
 	Memory []procstat.Memory `json:"memory,omitempty"`
 	// LoadgenMemory is loadgen's own (the simulated fleet shares the machine).
@@ -177,6 +185,7 @@ type Runner struct {
 	fleet           *fleet.Fleet
 	res             *Result
 	identities      map[string]string // real-connection mode: each agent's creds, until connected
+	failing         map[string]bool   // RolloutFail: the agents that refuse its config (read-only once the fleet runs)
 }
 
 // New returns a Runner writing progress lines to progress.
@@ -209,8 +218,8 @@ func (r *Runner) note(format string, args ...any) {
 	r.logf("note: %s", msg)
 }
 
-// Run sets up the tenant and the fleet, runs the selected scenarios in the order herd, push,
-// heartbeat, and returns what it measured. A partial Result comes back with an error.
+// Run sets up the tenant and the fleet, runs the selected scenarios in the order herd, push, rollout,
+// rollout-fail, heartbeat, and returns what it measured. A partial Result comes back with an error.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	r.res = &Result{Date: time.Now().UTC(), Agents: r.opts.Agents, Conns: r.opts.Conns, Subscriptions: r.opts.Subscriptions,
 		Observer: r.backend.Observer.Name(), Signing: r.opts.Signing}
@@ -232,6 +241,20 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if r.opts.Scenarios[Push] {
 		if err := r.push(ctx); err != nil {
 			return r.res, fmt.Errorf("push scenario: %w", err)
+		}
+	}
+	if r.opts.Scenarios[Rollout] {
+		run, err := r.rollout(ctx, false)
+		r.res.Rollout = run
+		if err != nil {
+			return r.res, fmt.Errorf("rollout scenario: %w", err)
+		}
+	}
+	if r.opts.Scenarios[RolloutFail] {
+		run, err := r.rollout(ctx, true)
+		r.res.RolloutFail = run
+		if err != nil {
+			return r.res, fmt.Errorf("rollout-fail scenario: %w", err)
 		}
 	}
 	if r.opts.Scenarios[Heartbeat] {
@@ -293,6 +316,9 @@ func (r *Runner) setup(ctx context.Context) ([]string, error) {
 	ids := make([]string, r.opts.Agents)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("lg-%s-%06d", r.opts.RunID, i)
+	}
+	if r.opts.Scenarios[RolloutFail] {
+		r.failing = failingAgents(ids, r.opts.FailRatio)
 	}
 	r.logf("registering %d hosts in environment %s (batches of up to %d, %d in flight)", len(ids), r.envID, configapi.MaxBatch, r.opts.RegisterConcurrency)
 	start, last := time.Now(), time.Now()
@@ -429,8 +455,11 @@ func (r *Runner) waitFor(ctx context.Context, what string, interval time.Duratio
 	}
 }
 
-// pollInterval is how often to poll the observer.
+// pollInterval is how often to poll the observer (and a rollout).
 func (r *Runner) pollInterval() time.Duration {
+	if r.opts.PollInterval > 0 {
+		return r.opts.PollInterval
+	}
 	if r.backend.Observer.Name() == "postgres" {
 		return 100 * time.Millisecond
 	}
@@ -802,10 +831,10 @@ func ParseScenarios(list string) (map[string]bool, error) {
 		s = strings.TrimSpace(s)
 		switch s {
 		case "":
-		case Push, Herd, Heartbeat:
+		case Push, Herd, Heartbeat, Rollout, RolloutFail:
 			out[s] = true
 		default:
-			return nil, fmt.Errorf("unknown scenario %q (push, herd, heartbeat)", s)
+			return nil, fmt.Errorf("unknown scenario %q (push, herd, heartbeat, rollout, rollout-fail)", s)
 		}
 	}
 	if len(out) == 0 {
