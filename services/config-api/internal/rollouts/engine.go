@@ -221,7 +221,9 @@ const (
 )
 
 // Evaluate applies g to a stage's counts. Offline targets that never answered do not block it: the
-// applied ratio is over the stage's online targets. A failure's reason names the limit broken.
+// applied ratio is over the stage's online targets. Pending online targets are waited for as long as
+// their acks could still fail the gate, so a stage never passes while the failed acks of its own push
+// are in flight. A failure's reason names the limit broken.
 func (g Gate) Evaluate(stage int, c Counts) (Verdict, string) {
 	switch {
 	case c.Failed > g.MaxFailed:
@@ -237,13 +239,21 @@ func (g Gate) Evaluate(stage int, c Counts) (Verdict, string) {
 	}
 	ratio := float64(c.Applied) / float64(online)
 	switch {
+	case c.Pending > 0 && (ratio < g.MinAppliedRatio || g.couldFail(c)):
+		// The pending acks could still break a limit (or reach the ratio): a stage never passes
+		// before the answers that could fail it have landed.
+		return Wait, ""
 	case ratio >= g.MinAppliedRatio:
 		return Pass, ""
-	case c.Pending > 0:
-		return Wait, ""
 	default:
 		return Fail, fmt.Sprintf("gate failed at stage %d: %d of %d online targets applied < min_applied_ratio %g", stage, c.Applied, online, g.MinAppliedRatio)
 	}
+}
+
+// couldFail reports whether c's pending targets, were they all to fail, would break a limit on failed acks.
+func (g Gate) couldFail(c Counts) bool {
+	worst := c.Failed + c.Pending
+	return worst > g.MaxFailed || (g.MaxFailedRatio > 0 && c.Targeted > 0 && float64(worst)/float64(c.Targeted) > g.MaxFailedRatio)
 }
 
 // revert ends r by putting the hosts it reached back on the previous revision (a new version for the

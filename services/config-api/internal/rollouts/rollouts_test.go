@@ -17,6 +17,8 @@ func TestGateEvaluate(t *testing.T) {
 		{"offline hosts do not block", Counts{Targeted: 10, Applied: 6, Offline: 4}, Pass, ""},
 		{"nobody online", Counts{Targeted: 3, Offline: 3}, Pass, ""},
 		{"pending below the ratio waits", Counts{Targeted: 10, Applied: 5, Pending: 5}, Wait, ""},
+		{"ratio met but a pending ack could still fail it", Counts{Targeted: 20, Applied: 18, Failed: 1, Pending: 1}, Wait, ""},
+		{"ratio met and the pending acks cannot break a limit", Counts{Targeted: 20, Applied: 19, Pending: 1}, Pass, ""},
 		{"too many failed", Counts{Targeted: 10, Applied: 8, Failed: 2}, Fail, "2 failed acks > max_failed 1"},
 		{"failed ratio", Counts{Targeted: 3, Applied: 2, Failed: 1}, Fail, "1 of 3 targets failed > max_failed_ratio 0.25"},
 		{"unhealthy", Counts{Targeted: 10, Applied: 10, Unhealthy: 1}, Fail, "1 hosts stopped heartbeating after applying > max_unhealthy 0"},
