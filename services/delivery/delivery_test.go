@@ -44,7 +44,7 @@ func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
 		if h == override {
 			want = `{"static":{"env":"prod","team":"edge"}}`
 		}
-		if c.Type != protocol.CommandConfigUpdate || c.Version != v || c.CommandID == "" || !jsonEqual(c.Payload, []byte(want)) {
+		if c.Type != protocol.CommandConfigUpdate || c.Version != v || c.CommandID == "" || !testinfra.JSONEqual(c.Payload, []byte(want)) {
 			t.Fatalf("%s received %+v (payload %s), want version %d payload %s", h.agent, c, c.Payload, v, want)
 		}
 	}
@@ -60,7 +60,7 @@ func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
 	for _, h := range s.hosts {
 		cmds := s.fleet.commands(h.agent, "labels")
 		if !h.online || h == override {
-			if h == override && (len(cmds) != 1 || !jsonEqual(cmds[0].Payload, []byte(`{"static":{"team":"edge"}}`))) {
+			if h == override && (len(cmds) != 1 || !testinfra.JSONEqual(cmds[0].Payload, []byte(`{"static":{"team":"edge"}}`))) {
 				t.Fatalf("override host after env delete: %+v", cmds)
 			}
 			continue
@@ -104,7 +104,7 @@ func TestEnvironmentChangePushedOnlyAtItsVersion(t *testing.T) {
 		if h == override {
 			want = `{"static":{"env":"prod","team":"edge"}}`
 		}
-		if len(cmds) != 1 || cmds[0].Version != current || !jsonEqual(cmds[0].Payload, []byte(want)) {
+		if len(cmds) != 1 || cmds[0].Version != current || !testinfra.JSONEqual(cmds[0].Payload, []byte(want)) {
 			t.Fatalf("%s received %+v, want version %d payload %s", h.agent, cmds, current, want)
 		}
 	}
@@ -132,7 +132,7 @@ func TestHostChangeReachesOnlyThatHost(t *testing.T) {
 			}
 			continue
 		}
-		if len(cmds) != 1 || cmds[0].Version != v || !jsonEqual(cmds[0].Payload, []byte(`{"metrics":"10s","heartbeat":"30s"}`)) {
+		if len(cmds) != 1 || cmds[0].Version != v || !testinfra.JSONEqual(cmds[0].Payload, []byte(`{"metrics":"10s","heartbeat":"30s"}`)) {
 			t.Fatalf("%s received %+v", h.agent, cmds)
 		}
 	}
@@ -177,7 +177,7 @@ func TestFetchIsWhatResolverAndCredentialsGive(t *testing.T) {
 		t.Fatalf("fetch configs %v versions %v, want %v %v", keys(reply.Configs), reply.Versions, keys(wantConfigs), wantVersions)
 	}
 	for typ, want := range wantConfigs {
-		if !jsonEqual(reply.Configs[typ], want) || reply.Versions[typ] != wantVersions[typ] {
+		if !testinfra.JSONEqual(reply.Configs[typ], want) || reply.Versions[typ] != wantVersions[typ] {
 			t.Errorf("%s: fetch %s v%d, want %s v%d", typ, reply.Configs[typ], reply.Versions[typ], want, wantVersions[typ])
 		}
 	}
