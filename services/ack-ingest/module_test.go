@@ -12,9 +12,8 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/httpserver"
-	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
@@ -29,13 +28,10 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	srv := testinfra.NATS(t)
 	testinfra.PlatformEnv(t, dbURL, srv.URL())
 	var server *httpserver.Server
-	app := fxtest.New(t,
-		logging.Module, pgdb.Module, natsconn.Module, httpserver.Module,
-		fx.Populate(&server),
-		ackingest.Module,
-	)
-	app.RequireStart()
-	defer app.RequireStop()
+	// As cmd/ack-ingest composes it.
+	fxApp := fxtest.New(t, app.Module("ack-ingest", pgdb.Module, fx.Populate(&server), ackingest.Module))
+	fxApp.RequireStart()
+	defer fxApp.RequireStop()
 
 	testinfra.WaitReady(t, server.Addr(), 30*time.Second)
 

@@ -12,9 +12,8 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/httpserver"
-	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
@@ -31,13 +30,10 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	testinfra.PlatformEnv(t, dbURL, srv.URL())
 	t.Setenv("CONFIGSYNC_KEYRING", "v1:"+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
 	var server *httpserver.Server
-	app := fxtest.New(t,
-		logging.Module, pgdb.Module, natsconn.Module, httpserver.Module,
-		fx.Populate(&server),
-		resolver.Module, credential.Module, delivery.Module,
-	)
-	app.RequireStart()
-	defer app.RequireStop()
+	fxApp := fxtest.New(t, app.Module("delivery", pgdb.Module, fx.Populate(&server),
+		resolver.Module, credential.Module, delivery.Module))
+	fxApp.RequireStart()
+	defer fxApp.RequireStop()
 
 	testinfra.WaitReady(t, server.Addr(), 30*time.Second)
 
