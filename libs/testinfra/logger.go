@@ -1,6 +1,7 @@
 package testinfra
 
 import (
+	"encoding/base64"
 	"strings"
 	"sync"
 	"testing"
@@ -45,4 +46,27 @@ func (w *testWriter) stop() {
 	w.mu.Lock()
 	w.stopped = true
 	w.mu.Unlock()
+}
+
+// AssertNotLogged renders every recorded entry as a production JSON log line (message and every field,
+// whatever its type) and fails the test for each one that holds a secret, plainly or base64-encoded.
+// The failure names the entry's message, never the line (which holds the secret).
+func AssertNotLogged(t testing.TB, logs *observer.ObservedLogs, secrets ...string) {
+	t.Helper()
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	for _, e := range logs.All() {
+		buf, err := enc.EncodeEntry(e.Entry, e.Context)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := buf.String()
+		buf.Free()
+		for _, secret := range secrets {
+			for _, form := range []string{secret, base64.StdEncoding.EncodeToString([]byte(secret)), base64.RawURLEncoding.EncodeToString([]byte(secret))} {
+				if strings.Contains(line, form) {
+					t.Errorf("the log entry %q holds a secret", e.Message)
+				}
+			}
+		}
+	}
 }

@@ -123,24 +123,8 @@ func (s *stack) drained(t testing.TB) {
 			{protocol.AcksStream, natsapi.AcksDurable},
 			{protocol.HeartbeatsStream, natsapi.HeartbeatsDurable},
 		} {
-			st, err := s.js.Stream(ctx, c.stream)
-			if err != nil {
+			if err := testinfra.Drained(ctx, s.js, c.stream, c.durable); err != nil {
 				return err
-			}
-			cons, err := st.Consumer(ctx, c.durable)
-			if err != nil {
-				return err
-			}
-			info, err := cons.Info(ctx)
-			if err != nil {
-				return err
-			}
-			sinfo, err := st.Info(ctx)
-			if err != nil {
-				return err
-			}
-			if info.NumPending != 0 || info.NumAckPending != 0 || info.Delivered.Stream < sinfo.State.LastSeq {
-				return fmt.Errorf("%s: pending %d, ack pending %d, delivered %d of %d", c.durable, info.NumPending, info.NumAckPending, info.Delivered.Stream, sinfo.State.LastSeq)
 			}
 		}
 		return nil

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -14,9 +12,8 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/httpserver"
-	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
@@ -29,31 +26,14 @@ import (
 func TestModuleRunsOnPlatform(t *testing.T) {
 	dbURL := testinfra.PostgresURL(t)
 	srv := testinfra.NATS(t)
-	t.Setenv("DATABASE_URL", dbURL)
-	t.Setenv("NATS_URL", srv.URL())
-	t.Setenv("HTTP_ADDR", "127.0.0.1:0")
-	t.Setenv("LOG_LEVEL", "warn")
+	testinfra.PlatformEnv(t, dbURL, srv.URL())
 	var server *httpserver.Server
-	app := fxtest.New(t,
-		logging.Module, pgdb.Module, natsconn.Module, httpserver.Module,
-		fx.Populate(&server),
-		ackingest.Module,
-	)
-	app.RequireStart()
-	defer app.RequireStop()
+	// As cmd/ack-ingest composes it.
+	fxApp := fxtest.New(t, app.Module("ack-ingest", pgdb.Module, fx.Populate(&server), ackingest.Module))
+	fxApp.RequireStart()
+	defer fxApp.RequireStop()
 
-	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
-		resp, err := http.Get("http://" + server.Addr() + "/readyz")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode == http.StatusOK {
-			return nil
-		}
-		return errors.New(string(body))
-	}, "ready")
+	testinfra.WaitReady(t, server.Addr(), 30*time.Second)
 
 	// pgdb migrated the database at start; register a host there and send its ack.
 	pool, err := pgxpool.New(context.Background(), dbURL)

@@ -28,29 +28,12 @@ func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
 	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: v})
 	s.eventsSettled(t)
 
-	for _, h := range s.hosts {
-		cmds := s.fleet.commands(h.agent, "labels")
-		if !h.online {
-			if len(cmds) != 0 {
-				t.Fatalf("offline %s received %d commands", h.agent, len(cmds))
-			}
-			continue
-		}
-		if len(cmds) != 1 {
-			t.Fatalf("online %s received %d commands, want 1 (undecodable: %v; agents with commands: %v)", h.agent, len(cmds), s.fleet.bad, s.fleet.agents())
-		}
-		c := cmds[0]
-		want := `{"static":{"env":"prod","team":"platform"}}`
+	s.pushedToOnline(t, "labels", v, func(h testHost) string {
 		if h == override {
-			want = `{"static":{"env":"prod","team":"edge"}}`
+			return `{"static":{"env":"prod","team":"edge"}}`
 		}
-		if c.Type != protocol.CommandConfigUpdate || c.Version != v || c.CommandID == "" || !jsonEqual(c.Payload, []byte(want)) {
-			t.Fatalf("%s received %+v (payload %s), want version %d payload %s", h.agent, c, c.Payload, v, want)
-		}
-	}
-	if len(s.fleet.bad) != 0 {
-		t.Fatalf("undecodable commands for %v", s.fleet.bad)
-	}
+		return `{"static":{"env":"prod","team":"platform"}}`
+	})
 
 	// A deletion is pushed as a null payload with the tombstone's version.
 	s.fleet.reset()
@@ -60,7 +43,7 @@ func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
 	for _, h := range s.hosts {
 		cmds := s.fleet.commands(h.agent, "labels")
 		if !h.online || h == override {
-			if h == override && (len(cmds) != 1 || !jsonEqual(cmds[0].Payload, []byte(`{"static":{"team":"edge"}}`))) {
+			if h == override && (len(cmds) != 1 || !testinfra.JSONEqual(cmds[0].Payload, []byte(`{"static":{"team":"edge"}}`))) {
 				t.Fatalf("override host after env delete: %+v", cmds)
 			}
 			continue
@@ -92,21 +75,36 @@ func TestEnvironmentChangePushedOnlyAtItsVersion(t *testing.T) {
 
 	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: current})
 	s.eventsSettled(t)
+	s.pushedToOnline(t, "labels", current, func(h testHost) string {
+		if h == override {
+			return `{"static":{"env":"prod","team":"edge"}}`
+		}
+		return `{"static":{"env":"prod","team":"platform"}}`
+	})
+}
+
+// pushedToOnline checks that every online host received exactly one config_update of typ at version,
+// with the payload want gives it, and every offline host none; and that every command decoded.
+func (s *stack) pushedToOnline(t *testing.T, typ string, version int64, want func(testHost) string) {
+	t.Helper()
 	for _, h := range s.hosts {
-		cmds := s.fleet.commands(h.agent, "labels")
+		cmds := s.fleet.commands(h.agent, typ)
 		if !h.online {
 			if len(cmds) != 0 {
 				t.Fatalf("offline %s received %d commands", h.agent, len(cmds))
 			}
 			continue
 		}
-		want := `{"static":{"env":"prod","team":"platform"}}`
-		if h == override {
-			want = `{"static":{"env":"prod","team":"edge"}}`
+		if len(cmds) != 1 {
+			t.Fatalf("online %s received %d commands, want 1 (undecodable: %v; agents with commands: %v)", h.agent, len(cmds), s.fleet.bad, s.fleet.agents())
 		}
-		if len(cmds) != 1 || cmds[0].Version != current || !jsonEqual(cmds[0].Payload, []byte(want)) {
-			t.Fatalf("%s received %+v, want version %d payload %s", h.agent, cmds, current, want)
+		c, w := cmds[0], want(h)
+		if c.Type != protocol.CommandConfigUpdate || c.Version != version || c.CommandID == "" || !testinfra.JSONEqual(c.Payload, []byte(w)) {
+			t.Fatalf("%s received %+v (payload %s), want version %d payload %s", h.agent, c, c.Payload, version, w)
 		}
+	}
+	if len(s.fleet.bad) != 0 {
+		t.Fatalf("undecodable commands for %v", s.fleet.bad)
 	}
 }
 
@@ -132,7 +130,7 @@ func TestHostChangeReachesOnlyThatHost(t *testing.T) {
 			}
 			continue
 		}
-		if len(cmds) != 1 || cmds[0].Version != v || !jsonEqual(cmds[0].Payload, []byte(`{"metrics":"10s","heartbeat":"30s"}`)) {
+		if len(cmds) != 1 || cmds[0].Version != v || !testinfra.JSONEqual(cmds[0].Payload, []byte(`{"metrics":"10s","heartbeat":"30s"}`)) {
 			t.Fatalf("%s received %+v", h.agent, cmds)
 		}
 	}
@@ -177,7 +175,7 @@ func TestFetchIsWhatResolverAndCredentialsGive(t *testing.T) {
 		t.Fatalf("fetch configs %v versions %v, want %v %v", keys(reply.Configs), reply.Versions, keys(wantConfigs), wantVersions)
 	}
 	for typ, want := range wantConfigs {
-		if !jsonEqual(reply.Configs[typ], want) || reply.Versions[typ] != wantVersions[typ] {
+		if !testinfra.JSONEqual(reply.Configs[typ], want) || reply.Versions[typ] != wantVersions[typ] {
 			t.Errorf("%s: fetch %s v%d, want %s v%d", typ, reply.Configs[typ], reply.Versions[typ], want, wantVersions[typ])
 		}
 	}

@@ -48,7 +48,7 @@ func TestConcurrentFetchesGetTheirOwnAnswers(t *testing.T) {
 	wg.Wait()
 	for i, f := range fetches {
 		one := fetchCode(t, s, f.subject, f.payload)
-		if !reflect.DeepEqual(normalizeReply(t, concurrent[i]), normalizeReply(t, one)) {
+		if !reflect.DeepEqual(testinfra.JSONValue(t, concurrent[i]), testinfra.JSONValue(t, one)) {
 			t.Errorf("fetch %s as %s:\n together %+v\n alone    %+v", f.payload, f.subject, concurrent[i], one)
 		}
 	}
@@ -57,13 +57,13 @@ func TestConcurrentFetchesGetTheirOwnAnswers(t *testing.T) {
 	for i, f := range fetches[:len(s.hosts)] {
 		byAgent[f.payload] = concurrent[i]
 	}
-	if r := byAgent[s.hosts[0].agent]; r.Error != nil || len(r.TypeErrors) != 0 || !jsonEqual(r.Configs["labels"], []byte(`{"static":{"env":"prod"}}`)) || len(r.SecretFields["collectors"]) == 0 {
+	if r := byAgent[s.hosts[0].agent]; r.Error != nil || len(r.TypeErrors) != 0 || !testinfra.JSONEqual(r.Configs["labels"], []byte(`{"static":{"env":"prod"}}`)) || len(r.SecretFields["collectors"]) == 0 {
 		t.Errorf("plain host: %+v", r)
 	}
-	if r := byAgent[s.hosts[3].agent]; !jsonEqual(r.Configs["labels"], []byte(`{"static":{"env":"prod","team":"edge"}}`)) {
+	if r := byAgent[s.hosts[3].agent]; !testinfra.JSONEqual(r.Configs["labels"], []byte(`{"static":{"env":"prod","team":"edge"}}`)) {
 		t.Errorf("labels override: %s", r.Configs["labels"])
 	}
-	if r := byAgent[s.hosts[4].agent]; !jsonEqual(r.Configs["collectors"], []byte(`[{"type":"mysql","name":"db","host":"db","port":3306,"password":"db-pw-planted"},{"type":"redis","name":"cache","host":"r","port":6379,"password":"db-pw-planted"}]`)) {
+	if r := byAgent[s.hosts[4].agent]; !testinfra.JSONEqual(r.Configs["collectors"], []byte(`[{"type":"mysql","name":"db","host":"db","port":3306,"password":"db-pw-planted"},{"type":"redis","name":"cache","host":"r","port":6379,"password":"db-pw-planted"}]`)) {
 		t.Errorf("collectors override: %s", r.Configs["collectors"])
 	}
 	if r := byAgent[s.hosts[5].agent]; r.TypeErrors["collectors"].Code != protocol.CodeCredentialFailed || r.Configs["labels"] == nil {
@@ -95,17 +95,4 @@ func fetchCode(t *testing.T, s *stack, subjectAgent, payloadAgent string) protoc
 		t.Errorf("error header %q, body %+v", msg.Header.Get(micro.ErrorCodeHeader), reply.Error)
 	}
 	return reply
-}
-
-// normalizeReply re-encodes a reply so that equal JSON compares equal.
-func normalizeReply(t *testing.T, r protocol.FetchReply) any {
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

@@ -80,7 +80,7 @@ func TestWritesDuringHerdEndOnNewest(t *testing.T) {
 	newest := v
 	for i, h := range s.hosts {
 		got := fetched[i]
-		if want, ok := versions[got.version]; !ok || !jsonEqual(got.data, []byte(want)) {
+		if want, ok := versions[got.version]; !ok || !testinfra.JSONEqual(got.data, []byte(want)) {
 			t.Fatalf("%s fetched version %d with %s, which no write produced", h.agent, got.version, got.data)
 		}
 		if !h.online {
@@ -99,7 +99,7 @@ func TestWritesDuringHerdEndOnNewest(t *testing.T) {
 		if err := fetch(i); err != nil {
 			t.Fatal(err)
 		}
-		if fetched[i].version != newest || !jsonEqual(fetched[i].data, []byte(labels(writes))) {
+		if fetched[i].version != newest || !testinfra.JSONEqual(fetched[i].data, []byte(labels(writes))) {
 			t.Fatalf("%s fetched %d (%s) after the last write, want %d", s.hosts[i].agent, fetched[i].version, fetched[i].data, newest)
 		}
 	}

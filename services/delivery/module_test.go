@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -15,9 +12,8 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/httpserver"
-	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
@@ -31,32 +27,15 @@ import (
 func TestModuleRunsOnPlatform(t *testing.T) {
 	dbURL := testinfra.PostgresURL(t)
 	srv := testinfra.NATS(t)
-	t.Setenv("DATABASE_URL", dbURL)
-	t.Setenv("NATS_URL", srv.URL())
-	t.Setenv("HTTP_ADDR", "127.0.0.1:0")
-	t.Setenv("LOG_LEVEL", "warn")
+	testinfra.PlatformEnv(t, dbURL, srv.URL())
 	t.Setenv("CONFIGSYNC_KEYRING", "v1:"+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
 	var server *httpserver.Server
-	app := fxtest.New(t,
-		logging.Module, pgdb.Module, natsconn.Module, httpserver.Module,
-		fx.Populate(&server),
-		resolver.Module, credential.Module, delivery.Module,
-	)
-	app.RequireStart()
-	defer app.RequireStop()
+	fxApp := fxtest.New(t, app.Module("delivery", pgdb.Module, fx.Populate(&server),
+		resolver.Module, credential.Module, delivery.Module))
+	fxApp.RequireStart()
+	defer fxApp.RequireStop()
 
-	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
-		resp, err := http.Get("http://" + server.Addr() + "/readyz")
-		if err != nil {
-			return errors.New(err.Error())
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode == http.StatusOK {
-			return nil
-		}
-		return errors.New(string(body))
-	}, "ready")
+	testinfra.WaitReady(t, server.Addr(), 30*time.Second)
 
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
@@ -67,7 +46,7 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	s.seed(t, 1)
 	v := s.putEnv(t, "healthcheck", `{"interval_seconds":60,"timeout_seconds":5}`)
 	reply := s.fetch(t, s.hosts[0].agent, s.hosts[0].agent)
-	if reply.Error != nil || reply.Versions["healthcheck"] != v || !jsonEqual(reply.Configs["healthcheck"], []byte(`{"interval_seconds":60,"timeout_seconds":5}`)) {
+	if reply.Error != nil || reply.Versions["healthcheck"] != v || !testinfra.JSONEqual(reply.Configs["healthcheck"], []byte(`{"interval_seconds":60,"timeout_seconds":5}`)) {
 		t.Fatalf("fetch = %+v", reply)
 	}
 

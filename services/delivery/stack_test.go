@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -280,26 +279,7 @@ func (s *stack) eventsSettled(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
-		st, err := s.js.Stream(ctx, protocol.EventsStream)
-		if err != nil {
-			return err
-		}
-		sinfo, err := st.Info(ctx)
-		if err != nil {
-			return err
-		}
-		cons, err := st.Consumer(ctx, natsapi.PushDurable)
-		if err != nil {
-			return err
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq {
-			return nil
-		}
-		return fmt.Errorf("ack pending %d, pending %d, ack floor %d of %d", info.NumAckPending, info.NumPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+		return testinfra.Drained(ctx, s.js, protocol.EventsStream, natsapi.PushDurable)
 	}, "events settled")
 	// Delivery flushed its publishes before acking, so the server routed them to the agents'
 	// connection already; drain waits until the fleet's handler has recorded them all.
@@ -402,15 +382,4 @@ func (f *fleet) reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = map[string][]protocol.Command{}
-}
-
-// jsonEqual compares JSON documents semantically.
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xa, _ := json.Marshal(x)
-	ya, _ := json.Marshal(y)
-	return string(xa) == string(ya)
 }

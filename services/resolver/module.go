@@ -1,6 +1,8 @@
 // Package resolver wires the resolver service: the nats.go micro service "resolver" that turns
 // environment defaults and host overrides into hosts' effective agent configs. It reads the config
-// tables and writes nothing. Its endpoints are served by libs/platform/natsrpc pools; its postgres
+// tables and writes nothing. It answers delivery (and config-api's drift) in one contract, distinct
+// config sets each with its hosts: resolve_sets.v1 for fetches, resolve_push.v1 for pages of a
+// config-change fan-out. Its endpoints are served by libs/platform/natsrpc pools; its postgres
 // adapter reports a database outage as resolve.ErrUnavailable, which the NATS edge answers as
 // unavailable.
 //

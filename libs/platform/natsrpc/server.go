@@ -110,6 +110,28 @@ func NewServer(nc *nats.Conn, cfg Config, log *zap.Logger) (*Server, error) {
 	return &Server{nc: nc, cfg: cfg, log: log, svc: svc, ctx: ctx, cancel: cancel}, nil
 }
 
+// Route is an endpoint and the dispatcher that answers it.
+type Route struct {
+	Endpoint
+	Dispatcher Dispatcher
+}
+
+// Serve adds the micro service cfg.Service on nc with every route registered; when a route cannot be
+// registered it removes the service again and returns the error.
+func Serve(nc *nats.Conn, cfg Config, log *zap.Logger, routes ...Route) (*Server, error) {
+	srv, err := NewServer(nc, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range routes {
+		if err := srv.Handle(r.Endpoint, r.Dispatcher); err != nil {
+			_ = srv.Stop(context.Background())
+			return nil, err
+		}
+	}
+	return srv, nil
+}
+
 // ID is the micro service instance's id.
 func (s *Server) ID() string { return s.svc.Info().ID }
 
@@ -143,8 +165,9 @@ func (s *Server) Handle(e Endpoint, d Dispatcher) error {
 
 // Stop unsubscribes the endpoints (requests NATS already delivered are refused as shutting down) and
 // waits for the dispatched requests until ctx is done, after which their contexts are cancelled.
+// A nil Server (never started) has nothing to stop.
 func (s *Server) Stop(ctx context.Context) error {
-	if !s.stopped.CompareAndSwap(false, true) {
+	if s == nil || !s.stopped.CompareAndSwap(false, true) {
 		return nil
 	}
 	defer s.cancel()

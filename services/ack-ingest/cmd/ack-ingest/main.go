@@ -6,25 +6,11 @@ package main
 import (
 	"go.uber.org/fx"
 
-	"github.com/configsync/configsync/libs/platform/httpserver"
-	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/metrics"
-	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/pgdb"
-	"github.com/configsync/configsync/libs/platform/tracing"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
 )
 
 func main() {
-	fx.New(
-		logging.Module,
-		metrics.Module,
-		tracing.Module("ack-ingest"),
-		pgdb.Module,
-		natsconn.Module,
-		httpserver.Module,
-		// Nothing else asks for the HTTP server here; request it so health endpoints are served.
-		fx.Invoke(func(*httpserver.Server) {}),
-		ackingest.Module,
-	).Run()
+	fx.New(app.Module("ack-ingest", pgdb.Module, ackingest.Module)).Run()
 }

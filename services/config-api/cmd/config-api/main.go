@@ -14,14 +14,12 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/envconfig"
-	"github.com/configsync/configsync/libs/platform/httpserver"
 	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/platform/pgdb"
-	"github.com/configsync/configsync/libs/platform/tracing"
 	configapi "github.com/configsync/configsync/services/config-api"
 )
 
@@ -40,16 +38,7 @@ func main() {
 		}
 		return
 	}
-	fx.New(
-		logging.Module,
-		metrics.Module,
-		tracing.Module("config-api"),
-		pgdb.Module,
-		natsconn.Module,
-		httpserver.Module,
-		outbox.Module,
-		configapi.Module,
-	).Run()
+	fx.New(app.Module("config-api", pgdb.Module, outbox.Module, configapi.Module)).Run()
 }
 
 // bootstrapToken prints a new admin token on stdout (logs go to stderr).

@@ -78,15 +78,8 @@ func (s *Service) SetLabels(ctx context.Context, p tenancy.Principal, id uuid.UU
 // none: an id that is not a host of the environment fails the batch, naming the entry. One audit event
 // records the batch.
 func (s *Service) SetLabelsBatch(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, ids []uuid.UUID, patch LabelPatch) (int, error) {
-	if len(ids) == 0 || len(ids) > MaxBatchLabel {
-		return 0, fault.Invalidf("host_ids must list 1 to %d hosts, not %d", MaxBatchLabel, len(ids))
-	}
-	seen := make(map[uuid.UUID]int, len(ids))
-	for i, id := range ids {
-		if j, dup := seen[id]; dup {
-			return 0, fault.Invalidf("host_ids[%d]: the same as host_ids[%d]", i, j)
-		}
-		seen[id] = i
+	if err := checkHostIDs(ids, MaxBatchLabel); err != nil {
+		return 0, err
 	}
 	if err := patch.validate("labels"); err != nil {
 		return 0, err

@@ -161,15 +161,8 @@ func (s *Service) Revoke(ctx context.Context, p tenancy.Principal, id uuid.UUID)
 // the NATS account. An id that is not a host of the environment fails the batch (not found, naming
 // the entry); hosts already revoked stay as they are. One audit event records the batch.
 func (s *Service) RevokeBatch(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, ids []uuid.UUID) (int, error) {
-	if len(ids) == 0 || len(ids) > MaxBatchRevoke {
-		return 0, fault.Invalidf("host_ids must list 1 to %d hosts, not %d", MaxBatchRevoke, len(ids))
-	}
-	seen := make(map[uuid.UUID]int, len(ids))
-	for i, id := range ids {
-		if j, dup := seen[id]; dup {
-			return 0, fault.Invalidf("host_ids[%d]: the same as host_ids[%d]", i, j)
-		}
-		seen[id] = i
+	if err := checkHostIDs(ids, MaxBatchRevoke); err != nil {
+		return 0, err
 	}
 	env, err := s.environments.Environment(ctx, p, environmentID)
 	if err != nil {
@@ -192,6 +185,21 @@ func (s *Service) RevokeBatch(ctx context.Context, p tenancy.Principal, environm
 }
 
 func asMissing(err error, target **MissingHostsError) bool { return errors.As(err, target) }
+
+// checkHostIDs checks the host_ids of a batch route: 1 to max ids, none twice.
+func checkHostIDs(ids []uuid.UUID, max int) error {
+	if len(ids) == 0 || len(ids) > max {
+		return fault.Invalidf("host_ids must list 1 to %d hosts, not %d", max, len(ids))
+	}
+	seen := make(map[uuid.UUID]int, len(ids))
+	for i, id := range ids {
+		if j, dup := seen[id]; dup {
+			return fault.Invalidf("host_ids[%d]: the same as host_ids[%d]", i, j)
+		}
+		seen[id] = i
+	}
+	return nil
+}
 
 // revoke revokes ids in the database and then pushes the account's revocation list once.
 func (s *Service) revoke(ctx context.Context, p tenancy.Principal, environmentID uuid.NullUUID, ids []uuid.UUID) error {

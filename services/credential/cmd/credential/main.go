@@ -6,25 +6,11 @@ package main
 import (
 	"go.uber.org/fx"
 
-	"github.com/configsync/configsync/libs/platform/httpserver"
-	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/metrics"
-	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/pgdb"
-	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/credential"
 )
 
 func main() {
-	fx.New(
-		logging.Module,
-		metrics.Module,
-		tracing.Module("credential"),
-		pgdb.Module,
-		natsconn.Module,
-		httpserver.Module,
-		// Nothing else asks for the HTTP server here; request it so health endpoints are served.
-		fx.Invoke(func(*httpserver.Server) {}),
-		credential.Module,
-	).Run()
+	fx.New(app.Module("credential", pgdb.Module, credential.Module)).Run()
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/configsync/configsync/libs/protocol"
@@ -214,7 +213,7 @@ func TestInjectRules(t *testing.T) {
 			t.Fatalf("error reason leaks the secret: %s", r.Error.Message)
 		}
 	}
-	assertNoSecretInLogs(t, f.logs, secretValue)
+	testinfra.AssertNotLogged(t, f.logs, secretValue)
 	if f.logs.FilterMessage("credential injection failed").Len() == 0 {
 		t.Fatal("item failures were not logged")
 	}
@@ -351,22 +350,6 @@ func BenchmarkInject1000Items3Credentials(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(f.cipher.items.Load())/float64(f.cipher.calls.Load()), "decrypts/batch")
-}
-
-// assertNoSecretInLogs renders every observed entry with all its fields and searches it.
-func assertNoSecretInLogs(t *testing.T, logs *observer.ObservedLogs, secret string) {
-	t.Helper()
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	for _, e := range logs.All() {
-		buf, err := enc.EncodeEntry(e.Entry, e.Context)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(buf.String(), secret) {
-			t.Errorf("log entry leaks the secret: %s", buf.String())
-		}
-		buf.Free()
-	}
 }
 
 // nopLog is a test logger (entries go to t.Log).

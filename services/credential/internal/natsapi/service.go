@@ -67,7 +67,13 @@ func New(creds *credential.Service, injector *credential.Injector, opts Options,
 
 // Start registers the micro service and its endpoints on nc.
 func (s *Service) Start(nc *nats.Conn) error {
-	srv, err := natsrpc.NewServer(nc, natsrpc.Config{
+	// Queues of 0: a busy pool holds its subscriptions back (NATS keeps the pending requests).
+	adminPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.Workers}, s.admin)
+	injectPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.InjectWorkers}, s.handleInject)
+	route := func(name, subject string, d natsrpc.Dispatcher) natsrpc.Route {
+		return natsrpc.Route{Endpoint: natsrpc.Endpoint{Name: name, Subject: subject}, Dispatcher: d}
+	}
+	srv, err := natsrpc.Serve(nc, natsrpc.Config{
 		Service: micro.Config{
 			Name:        protocol.CredentialServiceName,
 			Version:     ServiceVersion,
@@ -76,29 +82,16 @@ func (s *Service) Start(nc *nats.Conn) error {
 		RequestTimeout: s.opts.RequestTimeout,
 		MapError:       s.replyError,
 		Observer:       s.opts.Observer,
-	}, s.log)
+	}, s.log,
+		route("create", protocol.CredentialCreateSubject, adminPool),
+		route("rotate", protocol.CredentialRotateSubject, adminPool),
+		route("delete", protocol.CredentialDeleteSubject, adminPool),
+		route("list", protocol.CredentialListSubject, adminPool),
+		route("get", protocol.CredentialGetSubject, adminPool),
+		route("inject", protocol.CredentialInjectSubject, injectPool),
+	)
 	if err != nil {
 		return fmt.Errorf("natsapi: %w", err)
-	}
-	// Queues of 0: a busy pool holds its subscriptions back (NATS keeps the pending requests).
-	adminPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.Workers}, s.admin)
-	injectPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.InjectWorkers}, s.handleInject)
-	endpoints := []struct {
-		name, subject string
-		pool          *natsrpc.Pool
-	}{
-		{"create", protocol.CredentialCreateSubject, adminPool},
-		{"rotate", protocol.CredentialRotateSubject, adminPool},
-		{"delete", protocol.CredentialDeleteSubject, adminPool},
-		{"list", protocol.CredentialListSubject, adminPool},
-		{"get", protocol.CredentialGetSubject, adminPool},
-		{"inject", protocol.CredentialInjectSubject, injectPool},
-	}
-	for _, e := range endpoints {
-		if err := srv.Handle(natsrpc.Endpoint{Name: e.name, Subject: e.subject}, e.pool); err != nil {
-			_ = srv.Stop(context.Background())
-			return fmt.Errorf("natsapi: %w", err)
-		}
 	}
 	s.srv = srv
 	s.log.Info("credential service started", zap.String("service_id", srv.ID()))
@@ -107,12 +100,7 @@ func (s *Service) Start(nc *nats.Conn) error {
 
 // Stop unsubscribes the endpoints and waits for in-flight requests until ctx is done, then cancels
 // what is left.
-func (s *Service) Stop(ctx context.Context) error {
-	if s.srv == nil {
-		return nil
-	}
-	return s.srv.Stop(ctx)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.srv.Stop(ctx) }
 
 func (s *Service) create(ctx context.Context, data []byte) (any, error) {
 	req, err := decode[protocol.CredentialCreateRequest](data)

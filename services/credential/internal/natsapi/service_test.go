@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/configsync/configsync/libs/protocol"
@@ -83,7 +82,7 @@ func newStack(t *testing.T, natsOpts ...testinfra.NATSOption) *stack {
 		if err := s.Stop(context.Background()); err != nil {
 			t.Errorf("stop: %v", err)
 		}
-		assertNoSecretInLogs(t, logs, planted)
+		testinfra.AssertNotLogged(t, logs, planted)
 	})
 	st.client, st.envs = seed(t, pool, "acme", 2)
 	st.other, _ = seed(t, pool, "globex", 1)
@@ -355,21 +354,5 @@ func TestStopIsClean(t *testing.T) {
 	}
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// assertNoSecretInLogs renders every observed entry with all its fields and searches it.
-func assertNoSecretInLogs(t *testing.T, logs *observer.ObservedLogs, secret string) {
-	t.Helper()
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	for _, e := range logs.All() {
-		buf, err := enc.EncodeEntry(e.Entry, e.Context)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(buf.String(), secret) {
-			t.Errorf("log entry leaks the secret: %s", buf.String())
-		}
-		buf.Free()
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/vault/api"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/configsync/configsync/libs/testinfra"
@@ -43,7 +42,7 @@ func start(t *testing.T, cfg Config) (*Transit, *observer.ObservedLogs) {
 	}
 	t.Cleanup(func() {
 		tr.Close()
-		assertNoSecretInLogs(t, logs, plantedSecret)
+		testinfra.AssertNotLogged(t, logs, plantedSecret)
 	})
 	return tr, logs
 }
@@ -295,21 +294,5 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := New(cfg, zap.NewNop()); err == nil {
 			t.Errorf("New(%+v) accepted an incomplete config", cfg)
 		}
-	}
-}
-
-// assertNoSecretInLogs renders every observed entry with all its fields and searches it.
-func assertNoSecretInLogs(t *testing.T, logs *observer.ObservedLogs, secret string) {
-	t.Helper()
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	for _, e := range logs.All() {
-		buf, err := enc.EncodeEntry(e.Entry, e.Context)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(buf.String(), secret) {
-			t.Errorf("log entry leaks the secret: %s", e.Message)
-		}
-		buf.Free()
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -20,7 +21,7 @@ type commandTemplate struct {
 const commandIDPrefix = `{"command_id":"`
 
 func newCommandTemplate(configType string, version int64, payload json.RawMessage, secretFields []string, statement *protocol.Signed, issuedAt time.Time) (commandTemplate, error) {
-	if isNull(payload) {
+	if agentconfig.IsNull(payload) {
 		payload = json.RawMessage("null")
 	}
 	b, err := json.Marshal(protocol.Command{

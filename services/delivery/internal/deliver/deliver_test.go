@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 func TestFetch(t *testing.T) {
@@ -28,10 +29,10 @@ func TestFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reply.Configs) != 2 || !jsonEq(reply.Configs["healthcheck"], []byte(`{"interval_seconds":60}`)) {
+	if len(reply.Configs) != 2 || !testinfra.JSONEqual(reply.Configs["healthcheck"], []byte(`{"interval_seconds":60}`)) {
 		t.Fatalf("configs = %s", reply.Configs)
 	}
-	if !jsonEq(reply.Configs["collectors"], []byte(`[{"type":"mysql","name":"db","password":"pw-c1"},{"type":"http","name":"web","url":"http://x"}]`)) {
+	if !testinfra.JSONEqual(reply.Configs["collectors"], []byte(`[{"type":"mysql","name":"db","password":"pw-c1"},{"type":"http","name":"web","url":"http://x"}]`)) {
 		t.Fatalf("collectors = %s", reply.Configs["collectors"])
 	}
 	if want := map[string]int64{"healthcheck": 3, "labels": 7, "collectors": 4}; !mapsEqual(reply.Versions, want) {

@@ -259,14 +259,4 @@ func newFleet(n int) *fakeResolver {
 	return r
 }
 
-func jsonEq(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xa, _ := json.Marshal(x)
-	ya, _ := json.Marshal(y)
-	return string(xa) == string(ya)
-}
-
 func containsSecret(b []byte) bool { return strings.Contains(string(b), "pw-") }

@@ -109,7 +109,7 @@ func setReply(configs []protocol.EffectiveConfig, set protocol.ConfigSet) (*prot
 			}
 			reply.Statements[typ] = *ec.Statement
 		}
-		if isNull(ec.ConfigData) {
+		if agentconfig.IsNull(ec.ConfigData) {
 			reply.Versions[typ] = ec.Version
 			continue
 		}

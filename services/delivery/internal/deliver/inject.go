@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +31,7 @@ type injected struct {
 // (refused by injectAll). A config that cannot be read is sent to the credential service too, which
 // refuses it with a reason.
 func needsInjection(collectors json.RawMessage) bool {
-	if isNull(collectors) {
+	if agentconfig.IsNull(collectors) {
 		return false
 	}
 	ids, err := agentconfig.CredentialIDs(collectors)
@@ -133,10 +132,4 @@ func injectAll(ctx context.Context, inj Injector, items []protocol.InjectItem) (
 		}
 	}
 	return out, nil
-}
-
-// isNull reports whether a config is absent (a tombstone or no row at all).
-func isNull(data json.RawMessage) bool {
-	b := bytes.TrimSpace(data)
-	return len(b) == 0 || string(b) == "null"
 }

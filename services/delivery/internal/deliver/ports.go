@@ -1,7 +1,10 @@
 // Package deliver is the delivery use cases: answering an agent's startup fetch with every effective
 // config of its host (credentials injected), and fanning a config-change event out as config_update
-// commands to the online agents it affects. It talks to the resolver, the credential service and the
-// agents only through the ports below.
+// commands to the online agents it affects (for an environment event, those whose environment layer is
+// at the event's version). Both read the resolver's one contract, distinct config sets each with its
+// agents (ResolveSets for fetches, ResolvePush for pages of a fan-out), and build one answer per set:
+// delivery never groups hosts itself. It talks to the resolver, the credential service and the agents
+// only through the ports below.
 package deliver
 
 import (

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 func TestRepairSendsOnlyTheMissingTypes(t *testing.T) {
@@ -29,7 +30,7 @@ func TestRepairSendsOnlyTheMissingTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := pub.byAgent()
-	if c := got["agent-00000"]; len(c) != 1 || c[0].ConfigType != "healthcheck" || c[0].Version != 3 || !jsonEq(c[0].Payload, []byte(`{"interval_seconds":60}`)) {
+	if c := got["agent-00000"]; len(c) != 1 || c[0].ConfigType != "healthcheck" || c[0].Version != 3 || !testinfra.JSONEqual(c[0].Payload, []byte(`{"interval_seconds":60}`)) {
 		t.Fatalf("agent-00000 got %+v, want healthcheck v3 only", c)
 	}
 	byType := map[string]protocol.Command{}

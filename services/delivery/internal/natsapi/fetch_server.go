@@ -97,7 +97,14 @@ func (s *FetchServer) Start(nc *nats.Conn) error {
 	if s.srv != nil {
 		return errors.New("natsapi: fetch server already started")
 	}
-	srv, err := natsrpc.NewServer(nc, natsrpc.Config{
+	batcher := natsrpc.NewBatcher(natsrpc.BatchOptions{
+		Workers:   s.opts.Workers,
+		Queue:     s.opts.Queue,
+		Batch:     s.opts.Batch,
+		BatchWait: s.opts.BatchWait,
+		Timeout:   s.opts.Timeout,
+	}, s.serve)
+	srv, err := natsrpc.Serve(nc, natsrpc.Config{
 		Service: micro.Config{
 			Name:        ServiceName,
 			Version:     ServiceVersion,
@@ -107,20 +114,8 @@ func (s *FetchServer) Start(nc *nats.Conn) error {
 		MapError:       func(_ string, err error) *protocol.Error { return fetchError(err) },
 		AllowReply:     s.allowReply,
 		Observer:       s.opts.Observer,
-	}, s.log)
-	batcher := natsrpc.NewBatcher(natsrpc.BatchOptions{
-		Workers:   s.opts.Workers,
-		Queue:     s.opts.Queue,
-		Batch:     s.opts.Batch,
-		BatchWait: s.opts.BatchWait,
-		Timeout:   s.opts.Timeout,
-	}, s.serve)
-	if err == nil {
-		err = srv.Handle(natsrpc.Endpoint{Name: "fetch", Subject: protocol.FetchSubjectAll, QueueGroup: protocol.DeliveryQueueGroup}, batcher)
-		if err != nil {
-			_ = srv.Stop(context.Background())
-		}
-	}
+	}, s.log, natsrpc.Route{Endpoint: natsrpc.Endpoint{Name: "fetch", Subject: protocol.FetchSubjectAll, QueueGroup: protocol.DeliveryQueueGroup},
+		Dispatcher: batcher})
 	if err != nil {
 		return fmt.Errorf("natsapi: start fetch endpoint: %w", err)
 	}

@@ -18,13 +18,9 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/envconfig"
-	"github.com/configsync/configsync/libs/platform/httpserver"
-	"github.com/configsync/configsync/libs/platform/logging"
-	"github.com/configsync/configsync/libs/platform/metrics"
-	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/platform/pgdb"
-	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/services/resolver"
 )
 
@@ -50,17 +46,7 @@ func main() {
 		}
 		return
 	}
-	fx.New(
-		logging.Module,
-		metrics.Module,
-		tracing.Module("resolver"),
-		pgdb.Module,
-		natsconn.Module,
-		httpserver.Module,
-		// Nothing else asks for the HTTP server here; request it so health endpoints are served.
-		fx.Invoke(func(*httpserver.Server) {}),
-		resolver.Module,
-	).Run()
+	fx.New(app.Module("resolver", pgdb.Module, resolver.Module)).Run()
 }
 
 func signTrustedKeys(args []string) error {

@@ -94,10 +94,7 @@ func TestEncodePushReplyByteBudget(t *testing.T) {
 		if len(body) > limit {
 			t.Fatalf("page of %d bytes exceeds %d", len(body), limit)
 		}
-		var decoded protocol.ResolveSetsReply
-		if err := json.Unmarshal(body, &decoded); err != nil {
-			t.Fatal(err)
-		}
+		decoded := mustDecode(t, body)
 		versions := pushedVersions(t, decoded)
 		for id, v := range versions {
 			if _, dup := got[id]; dup {
@@ -149,10 +146,7 @@ func TestEncodePushReplyTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var decoded protocol.ResolveSetsReply
-	if err := json.Unmarshal(body, &decoded); err != nil {
-		t.Fatal(err)
-	}
+	decoded := mustDecode(t, body)
 	if len(decoded.Failed) != 1 || decoded.Failed[0].AgentID != "agent-0" || decoded.Failed[0].Error.Code != protocol.CodeInternal ||
 		decoded.NextAfter != big.Sets[1].Hosts[0].HostID || len(pushedVersions(t, decoded)) != 0 {
 		t.Fatalf("oversized first host: %s", body)

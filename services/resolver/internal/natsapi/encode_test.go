@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // setsReply has one set per group of groupSize hosts, each set with one shared config and one config of
@@ -51,7 +52,7 @@ func TestEncodeSetsReply(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("%v: %.200s", err, b)
 	}
-	if !reflect.DeepEqual(normalized(t, got), normalized(t, full)) {
+	if !reflect.DeepEqual(testinfra.JSONValue(t, got), testinfra.JSONValue(t, full)) {
 		t.Fatalf("unlimited encoding changed the reply")
 	}
 
@@ -80,7 +81,7 @@ func TestEncodeSetsReply(t *testing.T) {
 		}
 		for i, set := range got.Sets {
 			for typ, n := range set.Configs {
-				if !reflect.DeepEqual(normalized(t, got.Configs[n]), normalized(t, full.Configs[full.Sets[i].Configs[typ]])) {
+				if !reflect.DeepEqual(testinfra.JSONValue(t, got.Configs[n]), testinfra.JSONValue(t, full.Configs[full.Sets[i].Configs[typ]])) {
 					t.Fatalf("set %d %s differs", i, typ)
 				}
 			}
@@ -106,19 +107,6 @@ func TestEncodeSetsReply(t *testing.T) {
 	}
 }
 
-func normalized(t *testing.T, v any) any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // Signing's statements survive the encoding, a cut reply included: each config's statement, each
 // host's identity and the trusted-key list.
 func TestEncodeSetsReplyCarriesStatements(t *testing.T) {
@@ -141,7 +129,7 @@ func TestEncodeSetsReplyCarriesStatements(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(normalized(t, got), normalized(t, full)) {
+	if !reflect.DeepEqual(testinfra.JSONValue(t, got), testinfra.JSONValue(t, full)) {
 		t.Fatalf("unlimited encoding changed the signed reply")
 	}
 	const limit = 20 << 10
@@ -159,7 +147,7 @@ func TestEncodeSetsReplyCarriesStatements(t *testing.T) {
 		t.Fatalf("cut reply: %d remaining, trusted keys %+v", len(got.Remaining), got.TrustedKeys)
 	}
 	for i, set := range got.Sets {
-		if !reflect.DeepEqual(normalized(t, set.Hosts), normalized(t, full.Sets[i].Hosts[:len(set.Hosts)])) {
+		if !reflect.DeepEqual(testinfra.JSONValue(t, set.Hosts), testinfra.JSONValue(t, full.Sets[i].Hosts[:len(set.Hosts)])) {
 			t.Fatalf("set %d: hosts or identities differ", i)
 		}
 		for typ, n := range set.Configs {

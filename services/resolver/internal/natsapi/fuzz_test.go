@@ -2,7 +2,6 @@ package natsapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -10,8 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/agentconfig"
-	"github.com/configsync/configsync/libs/platform/natsrpc"
-	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
@@ -109,26 +106,7 @@ func FuzzResolvePushRequest(f *testing.F) {
 	s := New(resolve.New(fuzzStore{}, resolve.Options{}), Options{}, zap.NewNop())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		body, err := s.resolvePush(context.Background(), data, defaultMaxPayload)
-		if errors.Is(err, resolve.ErrContractMismatch) {
-			if code := s.replyError("resolve_push", err).Code; code != protocol.CodeContractMismatch {
-				t.Fatalf("contract mismatch answered as %s", code)
-			}
-			return
-		}
-		checkClientError(t, err)
-		if err != nil {
-			if e := s.replyError("resolve_push", err); e.Code == "" || natsrpc.HeaderValue(e.Message) == "" {
-				t.Fatalf("error %v maps to an empty micro error %+v", err, e)
-			}
-			return
-		}
-		var reply protocol.ResolveSetsReply
-		if err := json.Unmarshal(body, &reply); err != nil {
-			t.Fatalf("reply %q does not decode: %v", body, err)
-		}
-		if err := reply.Check(); err != nil {
-			t.Fatalf("reply %s: %v", body, err)
-		}
+		checkSetsAnswer(t, s, "resolve_push", body, err)
 	})
 }
 

@@ -66,7 +66,12 @@ func New(resolver *resolve.Resolver, opts Options, log *zap.Logger) *Service {
 
 // Start registers the micro service and its endpoints on nc.
 func (s *Service) Start(nc *nats.Conn) error {
-	srv, err := natsrpc.NewServer(nc, natsrpc.Config{
+	// A queue of 0: a busy pool holds its subscriptions back (NATS keeps the pending requests). The
+	// sets request shares the single-host pool: it replaces as many single-host resolves on the
+	// fetch path.
+	resolvePool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.Workers}, s.handle)
+	pushPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.BatchWorkers}, s.handle)
+	srv, err := natsrpc.Serve(nc, natsrpc.Config{
 		Service: micro.Config{
 			Name:        protocol.ResolverServiceName,
 			Version:     ServiceVersion,
@@ -75,28 +80,13 @@ func (s *Service) Start(nc *nats.Conn) error {
 		RequestTimeout: s.opts.RequestTimeout,
 		MapError:       s.replyError,
 		Observer:       s.opts.Observer,
-	}, s.log)
+	}, s.log,
+		natsrpc.Route{Endpoint: natsrpc.Endpoint{Name: "resolve", Subject: protocol.ResolveSubject}, Dispatcher: resolvePool},
+		natsrpc.Route{Endpoint: natsrpc.Endpoint{Name: "resolve_sets", Subject: protocol.ResolveSetsSubject}, Dispatcher: resolvePool},
+		natsrpc.Route{Endpoint: natsrpc.Endpoint{Name: "resolve_push", Subject: protocol.ResolvePushSubject}, Dispatcher: pushPool},
+	)
 	if err != nil {
 		return fmt.Errorf("natsapi: %w", err)
-	}
-	// A queue of 0: a busy pool holds its subscriptions back (NATS keeps the pending requests). The
-	// sets request shares the single-host pool: it replaces as many single-host resolves on the
-	// fetch path.
-	resolvePool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.Workers}, s.handle)
-	pushPool := natsrpc.NewPool(natsrpc.PoolOptions{Workers: s.opts.BatchWorkers}, s.handle)
-	endpoints := []struct {
-		name, subject string
-		pool          *natsrpc.Pool
-	}{
-		{"resolve", protocol.ResolveSubject, resolvePool},
-		{"resolve_sets", protocol.ResolveSetsSubject, resolvePool},
-		{"resolve_push", protocol.ResolvePushSubject, pushPool},
-	}
-	for _, e := range endpoints {
-		if err := srv.Handle(natsrpc.Endpoint{Name: e.name, Subject: e.subject}, e.pool); err != nil {
-			_ = srv.Stop(context.Background())
-			return fmt.Errorf("natsapi: %w", err)
-		}
 	}
 	s.srv = srv
 	s.log.Info("resolver service started", zap.String("service_id", srv.ID()))
@@ -105,12 +95,7 @@ func (s *Service) Start(nc *nats.Conn) error {
 
 // Stop unsubscribes the endpoints (draining what NATS already delivered) and waits for in-flight
 // requests until ctx is done, then cancels what is left.
-func (s *Service) Stop(ctx context.Context) error {
-	if s.srv == nil {
-		return nil
-	}
-	return s.srv.Stop(ctx)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.srv.Stop(ctx) }
 
 // handle answers one request of any endpoint.
 func (s *Service) handle(ctx context.Context, req *natsrpc.Request) (any, error) {

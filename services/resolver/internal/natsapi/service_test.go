@@ -73,20 +73,10 @@ func TestPushDoesNotBlockResolve(t *testing.T) {
 	store := &blockingStore{entered: make(chan struct{}, 4), release: make(chan struct{})}
 	startService(t, nc, store, Options{Workers: 2, BatchWorkers: 2})
 
-	push := protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"}
-	data, _ := json.Marshal(push)
 	var replies []*nats.Msg
 	done := make(chan *nats.Msg, 2)
 	for range 2 {
-		inbox := nats.NewInbox()
-		sub, err := nc.ChanSubscribe(inbox, done)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Unsubscribe()
-		if err := nc.PublishRequest(protocol.ResolvePushSubject, inbox, data); err != nil {
-			t.Fatal(err)
-		}
+		sendPushPage(t, nc, done)
 	}
 	<-store.entered
 	<-store.entered // both pages are in the store at once
@@ -109,6 +99,22 @@ func TestPushDoesNotBlockResolve(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &page); err != nil || len(page.Sets) != 1 || len(page.Sets[0].Hosts) != 1 {
 			t.Fatalf("push reply %s: %v", m.Data, err)
 		}
+	}
+}
+
+// sendPushPage asks for a push page of fuzzHost's environment without waiting: the reply goes to
+// replies.
+func sendPushPage(t *testing.T, nc *nats.Conn, replies chan *nats.Msg) {
+	t.Helper()
+	data, _ := json.Marshal(protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
+	inbox := nats.NewInbox()
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.PublishRequest(protocol.ResolvePushSubject, inbox, data); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -158,17 +164,8 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	if err := s.Start(nc); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.Marshal(protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: fuzzHost.EnvironmentID, ConfigType: "healthcheck"})
 	replies := make(chan *nats.Msg, 1)
-	inbox := nats.NewInbox()
-	sub, err := nc.ChanSubscribe(inbox, replies)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(protocol.ResolvePushSubject, inbox, data); err != nil {
-		t.Fatal(err)
-	}
+	sendPushPage(t, nc, replies)
 	<-store.entered
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop(context.Background()) }()

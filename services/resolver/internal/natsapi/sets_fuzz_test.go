@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -28,22 +29,32 @@ func FuzzResolveSetsRequest(f *testing.F) {
 	s := New(resolve.New(fuzzStore{}, resolve.Options{}), Options{}, zap.NewNop())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		body, err := s.resolveSets(context.Background(), data, defaultMaxPayload)
-		if errors.Is(err, resolve.ErrContractMismatch) {
-			if code := s.replyError("resolve_sets", err).Code; code != protocol.CodeContractMismatch {
-				t.Fatalf("contract mismatch answered as %s", code)
-			}
-			return
-		}
-		checkClientError(t, err)
-		if err != nil {
-			return
-		}
-		var reply protocol.ResolveSetsReply
-		if err := json.Unmarshal(body, &reply); err != nil {
-			t.Fatalf("reply %q does not decode: %v", body, err)
-		}
-		if err := reply.Check(); err != nil {
-			t.Fatalf("reply %s: %v", body, err)
-		}
+		checkSetsAnswer(t, s, "resolve_sets", body, err)
 	})
+}
+
+// checkSetsAnswer checks the answer to a request of the sets contract: a contract mismatch answered as
+// such, a client error with a code and a message, or a reply of this contract that is consistent.
+func checkSetsAnswer(t *testing.T, s *Service, endpoint string, body []byte, err error) {
+	t.Helper()
+	if errors.Is(err, resolve.ErrContractMismatch) {
+		if code := s.replyError(endpoint, err).Code; code != protocol.CodeContractMismatch {
+			t.Fatalf("contract mismatch answered as %s", code)
+		}
+		return
+	}
+	checkClientError(t, err)
+	if err != nil {
+		if e := s.replyError(endpoint, err); e.Code == "" || natsrpc.HeaderValue(e.Message) == "" {
+			t.Fatalf("error %v maps to an empty micro error %+v", err, e)
+		}
+		return
+	}
+	var reply protocol.ResolveSetsReply
+	if err := json.Unmarshal(body, &reply); err != nil {
+		t.Fatalf("reply %q does not decode: %v", body, err)
+	}
+	if err := reply.Check(); err != nil {
+		t.Fatalf("reply %s: %v", body, err)
+	}
 }

@@ -21,8 +21,8 @@ import (
 // page may so hold fewer hosts than it read; NextAfter still moves past every host read. Fitting the
 // reply into a message is the transport's business: it may cut the page short and move NextAfter back.
 func (r *Resolver) ResolvePush(ctx context.Context, req protocol.ResolvePushRequest) (protocol.ResolveSetsReply, error) {
-	if req.Contract != protocol.ResolveSetsContract {
-		return protocol.ResolveSetsReply{}, fmt.Errorf("%w: request of contract %d, this resolver speaks %d", ErrContractMismatch, req.Contract, protocol.ResolveSetsContract)
+	if err := checkContract(req.Contract); err != nil {
+		return protocol.ResolveSetsReply{}, err
 	}
 	q, limit, err := r.pushQuery(req)
 	if err != nil {

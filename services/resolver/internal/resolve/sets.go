@@ -25,8 +25,8 @@ import (
 // Configs are numbered in order of first use by the sets, so the configs of the first k sets are a
 // prefix of Configs (the NATS adapter relies on it to cut a reply to the max payload).
 func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
-	if req.Contract != protocol.ResolveSetsContract {
-		return protocol.ResolveSetsReply{}, fmt.Errorf("%w: request of contract %d, this resolver speaks %d", ErrContractMismatch, req.Contract, protocol.ResolveSetsContract)
+	if err := checkContract(req.Contract); err != nil {
+		return protocol.ResolveSetsReply{}, err
 	}
 	ids, err := agentIDs(req.AgentIDs)
 	if err != nil {
@@ -211,6 +211,14 @@ func contentKey(envID string, types []string, overrides map[string]agentconfig.L
 		}
 	}
 	return string(k)
+}
+
+// checkContract refuses a request of another contract than this resolver's (a rolling upgrade).
+func checkContract(contract int) error {
+	if contract != protocol.ResolveSetsContract {
+		return fmt.Errorf("%w: request of contract %d, this resolver speaks %d", ErrContractMismatch, contract, protocol.ResolveSetsContract)
+	}
+	return nil
 }
 
 // signSets attaches statements to a sets reply when signing is on: each distinct config gets the

@@ -83,44 +83,46 @@ func (d *DB) Heartbeat(hostID string, at time.Time) {
 // PutEnv writes an environment default and returns its version.
 func (d *DB) PutEnv(envID, configType, data string) int64 {
 	d.tb.Helper()
-	var v int64
-	d.scalar(&v, `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
-		VALUES ($1, $2, $3::jsonb, nextval('config_version_seq'))
-		ON CONFLICT (environment_id, config_type) DO UPDATE
-		SET config_data = EXCLUDED.config_data, version = EXCLUDED.version, deleted_at = NULL, updated_at = now()
-		RETURNING version`, envID, configType, data)
-	return v
+	return d.put("environment_configs", "environment_id", envID, configType, data)
 }
 
 // DeleteEnv turns an environment default into a tombstone and returns the tombstone's version.
 func (d *DB) DeleteEnv(envID, configType string) int64 {
 	d.tb.Helper()
-	var v int64
-	d.scalar(&v, `UPDATE environment_configs
-		SET config_data = NULL, deleted_at = now(), version = nextval('config_version_seq'), updated_at = now()
-		WHERE environment_id = $1 AND config_type = $2 RETURNING version`, envID, configType)
-	return v
+	return d.delete("environment_configs", "environment_id", envID, configType)
 }
 
 // PutHost writes a host override and returns its version.
 func (d *DB) PutHost(hostID, configType, data string) int64 {
 	d.tb.Helper()
-	var v int64
-	d.scalar(&v, `INSERT INTO host_configs (host_id, config_type, config_data, version)
-		VALUES ($1, $2, $3::jsonb, nextval('config_version_seq'))
-		ON CONFLICT (host_id, config_type) DO UPDATE
-		SET config_data = EXCLUDED.config_data, version = EXCLUDED.version, deleted_at = NULL, updated_at = now()
-		RETURNING version`, hostID, configType, data)
-	return v
+	return d.put("host_configs", "host_id", hostID, configType, data)
 }
 
 // DeleteHost turns a host override into a tombstone and returns the tombstone's version.
 func (d *DB) DeleteHost(hostID, configType string) int64 {
 	d.tb.Helper()
+	return d.delete("host_configs", "host_id", hostID, configType)
+}
+
+// put upserts a config row of table (keyed by key = id and the type) and returns its version.
+func (d *DB) put(table, key, id, configType, data string) int64 {
+	d.tb.Helper()
 	var v int64
-	d.scalar(&v, `UPDATE host_configs
+	d.scalar(&v, `INSERT INTO `+table+` (`+key+`, config_type, config_data, version)
+		VALUES ($1, $2, $3::jsonb, nextval('config_version_seq'))
+		ON CONFLICT (`+key+`, config_type) DO UPDATE
+		SET config_data = EXCLUDED.config_data, version = EXCLUDED.version, deleted_at = NULL, updated_at = now()
+		RETURNING version`, id, configType, data)
+	return v
+}
+
+// delete turns a config row of table into a tombstone and returns the tombstone's version.
+func (d *DB) delete(table, key, id, configType string) int64 {
+	d.tb.Helper()
+	var v int64
+	d.scalar(&v, `UPDATE `+table+`
 		SET config_data = NULL, deleted_at = now(), version = nextval('config_version_seq'), updated_at = now()
-		WHERE host_id = $1 AND config_type = $2 RETURNING version`, hostID, configType)
+		WHERE `+key+` = $1 AND config_type = $2 RETURNING version`, id, configType)
 	return v
 }
 

@@ -1,0 +1,34 @@
+package testinfra
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Drained returns nil once the durable consumer has settled (acked or terminated) every message its
+// stream holds so far, else what is still open: the condition to wait for (EventuallyNoError) before
+// looking at what a consumer did.
+func Drained(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	sinfo, err := st.Info(ctx)
+	if err != nil {
+		return err
+	}
+	cons, err := st.Consumer(ctx, durable)
+	if err != nil {
+		return err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq {
+		return nil
+	}
+	return fmt.Errorf("%s: ack pending %d, pending %d, ack floor %d of %d", durable, info.NumAckPending, info.NumPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+}
