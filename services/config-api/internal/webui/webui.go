@@ -1,7 +1,7 @@
 // Package webui is the operator web console of config-api: server-rendered pages (html/template, so every
 // value is escaped for its context) with htmx for partial updates, all assets embedded. It is another
-// adapter of the same use cases as the REST API (configs, hosts, credentials, drift, tenancy) and calls
-// them directly; no rule lives here that the API does not share.
+// adapter of the same use cases as the REST API (configs, hosts, credentials, drift, tenancy, staged
+// rollouts) and calls them directly; no rule lives here that the API does not share.
 //
 // Operators sign in with an API token, exchanged for a session (package sessions) held in an HttpOnly,
 // SameSite=Strict cookie, Secure when the console is served over TLS (directly or, per the public URL,
