@@ -209,7 +209,8 @@ func (c *Console) posted(r *http.Request, t target) (editorData, error) {
 		return editorData{}, err
 	}
 	d := editorData{T: t, Types: agentconfig.TypeNames(), Text: r.PostForm.Get("config_data"), Version: r.PostForm.Get("version"),
-		Reviewed: r.PostForm.Get("reviewed"), Exists: r.PostForm.Get("exists") == "true"}
+		Reviewed: r.PostForm.Get("reviewed"), Exists: r.PostForm.Get("exists") == "true",
+		Plan: planForm{Stages: r.PostForm.Get("stages"), BakeSeconds: r.PostForm.Get("bake_seconds"), AutoRevert: r.PostForm.Get("auto_revert") == "yes"}}
 	if d.Version != "" {
 		if _, err := strconv.ParseInt(d.Version, 10, 64); err != nil {
 			return editorData{}, fault.Invalidf("version must be a config version")

@@ -295,7 +295,6 @@ func planOf(form url.Values) (rollouts.Plan, error) {
 // editor's If-Match; the browser goes to the new rollout's page.
 func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, req *request) error {
 	return c.onEditorPost(scopeEnvironment, func(w http.ResponseWriter, r *http.Request, req *request, d editorData) error {
-		d.Plan = planForm{Stages: r.PostForm.Get("stages"), BakeSeconds: r.PostForm.Get("bake_seconds"), AutoRevert: r.PostForm.Get("auto_revert") == "yes"}
 		if d.Reviewed == "" || d.Reviewed != digest(d.Text) {
 			return c.invalid(w, req, d, fault.Invalidf("run a dry run of this text first: the diff per host is shown before anything is rolled out"))
 		}
