@@ -194,6 +194,22 @@ func TestConsoleStagedRollouts(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM audit_events WHERE action LIKE 'rollout_%' AND actor = 'acme-ops'`); n < 5 {
 		t.Errorf("%d rollout transitions audited, want start, pause, resume, promote and abort", n)
 	}
+
+	// From htmx, with the plan fields left empty: the default plan, and the browser is sent to the page.
+	r = c.post(env+"/rollouts", c.reviewed(env, `{"static": {"team": "v5"}}`), "HX-Request", "true")
+	second := rolloutPath.FindStringSubmatch(r.header.Get("HX-Redirect"))
+	if r.status != http.StatusNoContent || second == nil || second[1] == id {
+		t.Fatalf("htmx start: status %d, HX-Redirect %q", r.status, r.header.Get("HX-Redirect"))
+	}
+	page := c.must(http.StatusOK, c.get(env+"/rollouts/"+second[1]), "default-plan rollout")
+	if stageState(page.body, "3") != "pending" || stageState(page.body, "4") != "" || !strings.Contains(string(page.body), "bake 300 s") {
+		t.Fatalf("the default plan (1 host, 5%%, 25%%, 100%%, 300 s) is not what the page shows:\n%s", page.body)
+	}
+	// The list shows both, newest first.
+	list = c.must(http.StatusOK, c.get(env+"/rollouts"), "rollout list")
+	if i, j := strings.Index(string(list.body), second[1]), strings.Index(string(list.body), id); i < 0 || j < 0 || i > j {
+		t.Fatalf("the list is not newest first:\n%s", list.body)
+	}
 }
 
 // TestConsoleRolloutPagesEscapeIsolateAndNeedCSRF: every rollout page and fragment renders hostile
