@@ -121,6 +121,9 @@ func TestConsoleStagedRollouts(t *testing.T) {
 		!strings.Contains(body, "1 host;") || !strings.Contains(body, "100%") || !strings.Contains(body, "bake 3600 s") {
 		t.Fatalf("started rollout page:\n%s", body)
 	}
+	if !strings.Contains(body, `<span class="ddel">-     &#34;team&#34;: &#34;v1&#34;</span>`) || !strings.Contains(body, `<span class="dadd">&#43;     &#34;team&#34;: &#34;v2&#34;</span>`) {
+		t.Errorf("the rollout page does not show the change from v1 to v2:\n%s", body)
+	}
 	if n := h.count(`SELECT count(*) FROM rollout_hosts WHERE rollout_id = $1`, uuid.MustParse(id)); n != 1 {
 		t.Fatalf("stage 0 reached %d hosts, want the 1 canary", n)
 	}

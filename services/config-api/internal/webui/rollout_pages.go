@@ -86,13 +86,13 @@ func (c *Console) rolloutList(w http.ResponseWriter, r *http.Request, req *reque
 	if err != nil {
 		return err
 	}
-	views, err := c.svc.Rollouts.List(r.Context(), req.p, t.ID, t.ConfigType, rollouts.DefaultListLimit)
+	rs, err := c.svc.Rollouts.History(r.Context(), req.p, t.ID, t.ConfigType, rollouts.DefaultListLimit)
 	if err != nil {
 		return err
 	}
 	d := rolloutListData{T: t}
-	for _, v := range views {
-		d.Rollouts = append(d.Rollouts, rolloutRow{rolloutLink: linkOf(v.Rollout), Reason: v.Reason, PreviousVersion: v.PreviousVersion,
+	for _, v := range rs {
+		d.Rollouts = append(d.Rollouts, rolloutRow{rolloutLink: linkOf(v), Reason: v.Reason, PreviousVersion: v.PreviousVersion,
 			Version: v.Version, FinalVersion: v.FinalVersion, CreatedBy: v.CreatedBy, CreatedAt: formatTime(v.CreatedAt)})
 	}
 	c.render(w, http.StatusOK, "rollouts", req, "Rollouts of "+t.ConfigType+" in "+t.Name, d)
@@ -106,8 +106,9 @@ type rolloutData struct {
 	Stages   []stageRow
 	Gate     rollouts.Gate
 	Auto     bool
-	Fragment string // the URL the page polls while the rollout is active
-	Error    string // a refused action (409), shown on the page
+	Fragment string     // the URL the page polls while the rollout is active
+	Diff     []diffLine // previous revision -> the rollout's data
+	Error    string     // a refused action (409), shown on the page
 	Done     string
 	// Which actions the state allows (the service refuses the others with 409 anyway).
 	CanPause, CanResume, CanPromote, CanAbort bool
@@ -154,6 +155,7 @@ func rolloutDataOf(t target, v rollouts.View) rolloutData {
 	if v.Plan.Gate != nil {
 		d.Gate = *v.Plan.Gate
 	}
+	d.Diff = diffLines(prettyJSON(v.PreviousData), prettyJSON(v.ConfigData))
 	for i, sp := range v.Plan.Stages {
 		row := stageRow{Index: i, Current: d.Active && i == v.CurrentStage, Hosts: sp.Hosts, Selector: sp.Selector,
 			State: rollouts.StagePending, StartedAt: "—", PassedAt: "—"}
