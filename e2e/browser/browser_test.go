@@ -275,6 +275,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the conflicting save overwrote the other writer: %v", stored.ConfigData)
 	}
 
+	// A staged rollout from the editor: plan typed as stages and bake, started after the dry run; the
+	// browser lands on the rollout's page (stage 0 baking), pauses it and aborts it with its forms.
+	b.do("editor for a rollout", chromedp.Navigate(editor), chromedp.WaitVisible(chromedp.ID("config_data")))
+	b.do("rollout dry run",
+		chromedp.SetValue(chromedp.ID("config_data"), `{"static": {"team": "canary"}}`),
+		chromedp.SetValue(chromedp.ID("plan-stages"), "1,100%"),
+		chromedp.SetValue(chromedp.ID("plan-bake"), "3600"),
+		chromedp.Click(chromedp.ID("dry-run-button")),
+		chromedp.WaitVisible(chromedp.ID("rollout-button")),
+	)
+	b.do("start the rollout", chromedp.Click(chromedp.ID("rollout-button")), chromedp.WaitVisible(chromedp.ID("rollout-pause")))
+	b.check("the rollout runs with stage 0 baking", `document.querySelector("#rollout-state").textContent === "running" && `+
+		`document.querySelector('[data-stage="0"]').dataset.stageState === "baking"`)
+	b.do("pause the rollout", chromedp.Click(chromedp.ID("rollout-pause")), chromedp.WaitVisible(chromedp.ID("rollout-resume")))
+	b.check("the rollout is paused", `document.querySelector("#rollout-state").textContent === "paused"`)
+	b.do("abort the rollout", chromedp.Click(chromedp.ID("rollout-abort")), chromedp.WaitNotPresent(chromedp.ID("rollout-abort")))
+	b.check("the rollout ended", `["reverted", "aborted"].includes(document.querySelector("#rollout-state").textContent)`)
+
 	// Sign out: back to the sign-in form, and the console is closed to this browser.
 	b.do("sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("token")))
 	b.do("after sign-out", chromedp.Navigate(s.url+"/ui/hosts/"+s.hostID), chromedp.WaitVisible(chromedp.ID("token")))

@@ -114,6 +114,25 @@ func BenchmarkConsolePages(b *testing.B) {
 			h.refreshFleetStats()
 		}
 	})
+	// A staged rollout of intervals whose first stage holds half the environment (5,000 hosts): its
+	// detail page counts every stage's hosts from their acks and heartbeats; the list shows it too.
+	var ro struct {
+		ID string `json:"id"`
+	}
+	h.must(http.StatusCreated, "POST", "/api/v1/environments/"+env+"/agent-configs/intervals/rollouts", h.admin,
+		`{"config_data": {"heartbeat": "20s", "metrics": "60s"}, "plan": {"stages": [{"percent": 50}, {"percent": 100}], "bake_seconds": 3600}}`).data(b, &ro)
+	for _, p := range []struct{ name, path string }{
+		{"rollout_detail", "/ui/environments/" + env + "/configs/intervals/rollouts/" + ro.ID},
+		{"rollouts_list", "/ui/environments/" + env + "/configs/intervals/rollouts"},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			for b.Loop() {
+				if r := c.get(p.path); r.status != http.StatusOK {
+					b.Fatalf("GET %s: %d: %s", p.path, r.status, r.body)
+				}
+			}
+		})
+	}
 	// The dry run of an environment change (10,000 affected hosts, 50 shown with their diff).
 	b.Run("dry_run", func(b *testing.B) {
 		form := url.Values{"config_data": {`{"static": {"team": "checkout"}}`}}

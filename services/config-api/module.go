@@ -229,6 +229,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 		Fleet:       fleet.NewService(store, tenantSvc, onlineWindow(cfg.OnlineWindow)),
 		Audit:       auditSvc,
 		ApplyStatus: statusSvc,
+		Rollouts:    svc.Rollouts,
 	}, log.Named("console"), webui.Options{PublicURL: cfg.PublicURL})
 	if err != nil {
 		return nil, err

@@ -97,3 +97,11 @@ SET config_data = EXCLUDED.config_data,
     updated_by  = EXCLUDED.updated_by,
     updated_at  = now()
 RETURNING id, environment_id, config_type, config_data, version, deleted_at, updated_by, created_at, updated_at;
+
+-- name: ActiveRolloutsIn :many
+-- The running and paused rollouts of some environments (the console's links to them), restricted to a
+-- client when filtered.
+SELECT r.* FROM rollouts r
+WHERE r.environment_id = ANY(@environment_ids::uuid[]) AND r.state IN ('running', 'paused')
+  AND (sqlc.narg(client_filter)::uuid IS NULL OR r.client_id = sqlc.narg(client_filter)::uuid)
+ORDER BY r.environment_id, r.config_type;

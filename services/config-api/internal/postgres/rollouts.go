@@ -185,6 +185,23 @@ func (s *Rollouts) List(ctx context.Context, environmentID uuid.UUID, configType
 	return out, nil
 }
 
+// ActiveIn is rollouts.Repository.ActiveIn.
+func (s *Rollouts) ActiveIn(ctx context.Context, filter uuid.NullUUID, environmentIDs []uuid.UUID) ([]rollouts.Rollout, error) {
+	rows, err := s.s.q.ActiveRolloutsIn(ctx, sqlcdb.ActiveRolloutsInParams{EnvironmentIds: environmentIDs, ClientFilter: filter})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: active rollouts in: %w", err)
+	}
+	out := make([]rollouts.Rollout, 0, len(rows))
+	for _, row := range rows {
+		r, err := rolloutFrom(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // Members is rollouts.Repository.Members.
 func (s *Rollouts) Members(ctx context.Context, r rollouts.Rollout) ([]rollouts.Member, error) {
 	return members(ctx, s.s.q, &r)

@@ -290,6 +290,9 @@ type Repository interface {
 	Get(ctx context.Context, filter uuid.NullUUID, environmentID uuid.UUID, configType string, id uuid.UUID) (Rollout, error)
 	// List lists an environment type's rollouts, newest first.
 	List(ctx context.Context, environmentID uuid.UUID, configType string, limit int) ([]Rollout, error)
+	// ActiveIn lists the running and paused rollouts of the environments (restricted to filter), by
+	// environment and type, without their per-stage counts.
+	ActiveIn(ctx context.Context, filter uuid.NullUUID, environmentIDs []uuid.UUID) ([]Rollout, error)
 	// Members lists the active hosts a rollout reached (no lock).
 	Members(ctx context.Context, r Rollout) ([]Member, error)
 }

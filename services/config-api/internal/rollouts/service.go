@@ -128,6 +128,35 @@ func (s *Service) List(ctx context.Context, p tenancy.Principal, environmentID u
 	return out, nil
 }
 
+// History lists the rollouts of an environment's type, newest first, without their per-stage counts
+// (List counts each one's hosts): what a page listing them needs.
+func (s *Service) History(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, configType string, limit int) ([]Rollout, error) {
+	if err := s.authorize(ctx, p, environmentID, configType); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	rs, err := s.repo.List(ctx, environmentID, configType, min(limit, MaxListLimit))
+	if err != nil {
+		return nil, fmt.Errorf("rollouts: list: %w", err)
+	}
+	return rs, nil
+}
+
+// Active lists the running and paused rollouts of environments the caller can see (another client's
+// are left out), without per-stage counts: what a page listing many environments links to.
+func (s *Service) Active(ctx context.Context, p tenancy.Principal, environmentIDs []uuid.UUID) ([]Rollout, error) {
+	if len(environmentIDs) == 0 {
+		return nil, nil
+	}
+	rs, err := s.repo.ActiveIn(ctx, p.Filter(), environmentIDs)
+	if err != nil {
+		return nil, fmt.Errorf("rollouts: active: %w", err)
+	}
+	return rs, nil
+}
+
 // Pause stops a running rollout where it is (no stage advances, reached hosts keep the new revision).
 func (s *Service) Pause(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, configType string, id uuid.UUID) (View, error) {
 	return s.act(ctx, p, environmentID, configType, id, func(tx Tx, r *Rollout) error {

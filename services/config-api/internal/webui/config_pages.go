@@ -122,6 +122,12 @@ type editorData struct {
 	DryRun   *dryRunView
 	Conflict *conflictView
 	Saved    string
+	// Rollout is the active staged rollout of this environment config (its writes are refused while
+	// it runs); Plan the editor's staged-rollout plan fields.
+	Rollout *rolloutLink
+	Plan    planForm
+	// Active are the environment's active rollouts by config type (the type list links them).
+	Active map[string]*rolloutLink
 }
 
 type dryRunView struct {
@@ -149,6 +155,14 @@ func (c *Console) editorFor(r *http.Request, req *request, t target) (editorData
 		return editorData{}, err
 	}
 	d := editorData{T: t, Types: agentconfig.TypeNames(), Exists: cur.Exists, Text: prettyJSON(cur.Data)}
+	if t.Scope == protocol.ScopeEnvironment {
+		active, err := c.activeRollouts(r, req, t.ID)
+		if err != nil {
+			return editorData{}, err
+		}
+		d.Active = active[t.ID]
+		d.Rollout = d.Active[t.ConfigType]
+	}
 	if cur.Version > 0 {
 		d.Version = strconv.FormatInt(cur.Version, 10)
 	}
@@ -195,7 +209,8 @@ func (c *Console) posted(r *http.Request, t target) (editorData, error) {
 		return editorData{}, err
 	}
 	d := editorData{T: t, Types: agentconfig.TypeNames(), Text: r.PostForm.Get("config_data"), Version: r.PostForm.Get("version"),
-		Reviewed: r.PostForm.Get("reviewed"), Exists: r.PostForm.Get("exists") == "true"}
+		Reviewed: r.PostForm.Get("reviewed"), Exists: r.PostForm.Get("exists") == "true",
+		Plan: planForm{Stages: r.PostForm.Get("stages"), BakeSeconds: r.PostForm.Get("bake_seconds"), AutoRevert: r.PostForm.Get("auto_revert") == "yes"}}
 	if d.Version != "" {
 		if _, err := strconv.ParseInt(d.Version, 10, 64); err != nil {
 			return editorData{}, fault.Invalidf("version must be a config version")
@@ -319,11 +334,8 @@ func (c *Console) deleteConfig(s scope) handlerFunc {
 // written answers a save or delete from the editor: a lost update shows the conflict, another refusal
 // the error in the editor (keeping the text), success the editor reloaded with done's message.
 func (c *Console) written(w http.ResponseWriter, r *http.Request, req *request, d editorData, err error, done func() string) error {
-	if fault.Is(err, fault.PreconditionFailed) {
-		return c.conflict(w, r, req, d, err)
-	}
 	if err != nil {
-		return c.invalid(w, req, d, err)
+		return c.refused(w, r, req, d, err)
 	}
 	fresh, err := c.editorFor(r, req, d.T)
 	if err != nil {
@@ -357,6 +369,7 @@ type revisionsData struct {
 	Version   string // current version, the rollback's If-Match
 	Error     string
 	Done      string
+	Rollout   *rolloutLink // the active rollout that refused a rollback (409)
 }
 
 func (c *Console) revisionsFor(r *http.Request, req *request, t target, a, b int64) (revisionsData, error) {
@@ -441,6 +454,11 @@ func (c *Console) rollback(s scope) handlerFunc {
 				return lerr
 			}
 			d.Error = message(err)
+			if fault.Is(err, fault.Conflict) {
+				if d.Rollout, lerr = c.activeRollout(r, req, t); lerr != nil {
+					return lerr
+				}
+			}
 			if fault.Is(err, fault.PreconditionFailed) {
 				d.Error += ". The config changed since this page was loaded; nothing was rolled back. The list below is current."
 			}

@@ -52,6 +52,8 @@ type overviewData struct {
 type envOverview struct {
 	Env     envRef
 	Summary fleet.Summary
+	// Rollouts are the environment's active staged rollouts by config type.
+	Rollouts map[string]*rolloutLink
 }
 
 func (c *Console) overviewData(r *http.Request, req *request) (overviewData, error) {
@@ -59,10 +61,19 @@ func (c *Console) overviewData(r *http.Request, req *request) (overviewData, err
 	if err != nil {
 		return overviewData{}, err
 	}
+	ids := make([]uuid.UUID, len(sums))
+	for i, s := range sums {
+		ids[i] = s.Environment.ID
+	}
+	active, err := c.activeRollouts(r, req, ids...)
+	if err != nil {
+		return overviewData{}, err
+	}
 	out := overviewData{OnlineWindow: c.svc.Fleet.OnlineWindow().String(), Types: agentconfig.TypeNames()}
 	for _, s := range sums {
 		e := s.Environment
-		out.Environments = append(out.Environments, envOverview{Env: envRef{ID: e.ID, Name: e.Name, ClientID: e.ClientID, ClientName: s.ClientName}, Summary: s})
+		out.Environments = append(out.Environments, envOverview{Env: envRef{ID: e.ID, Name: e.Name, ClientID: e.ClientID, ClientName: s.ClientName},
+			Summary: s, Rollouts: active[e.ID]})
 	}
 	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // pageNames are the page templates (templates/NAME.html), each parsed with templates/layout.html.
-var pageNames = []string{"signin", "error", "overview", "hosts", "host", "editor", "revisions", "progress", "credentials", "audit"}
+var pageNames = []string{"signin", "error", "overview", "hosts", "host", "editor", "revisions", "progress", "credentials", "audit", "rollouts", "rollout"}
 
 // view is what every template receives: the layout's fields and the page's own Data.
 type view struct {

@@ -1,7 +1,7 @@
 // Package webui is the operator web console of config-api: server-rendered pages (html/template, so every
 // value is escaped for its context) with htmx for partial updates, all assets embedded. It is another
-// adapter of the same use cases as the REST API (configs, hosts, credentials, drift, tenancy) and calls
-// them directly; no rule lives here that the API does not share.
+// adapter of the same use cases as the REST API (configs, hosts, credentials, drift, tenancy, staged
+// rollouts) and calls them directly; no rule lives here that the API does not share.
 //
 // Operators sign in with an API token, exchanged for a session (package sessions) held in an HttpOnly,
 // SameSite=Strict cookie, Secure when the console is served over TLS (directly or, per the public URL,
@@ -33,6 +33,7 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
+	"github.com/configsync/configsync/services/config-api/internal/rollouts"
 	"github.com/configsync/configsync/services/config-api/internal/sessions"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 	"github.com/configsync/configsync/services/config-api/internal/tenants"
@@ -64,6 +65,7 @@ type Services struct {
 	Fleet       *fleet.Service
 	ApplyStatus *applystatus.Service
 	Audit       *audit.Service
+	Rollouts    *rollouts.Service
 }
 
 // Options tune the console.
@@ -143,6 +145,16 @@ func (c *Console) Handler() http.Handler {
 	get("/fragments/progress/{envID}/{configType}", c.progressFragment(scopeEnvironment))
 	get("/hosts/{hostID}/configs/{configType}/progress", c.progress(scopeHost))
 	get("/fragments/progress/hosts/{hostID}/{configType}", c.progressFragment(scopeHost))
+
+	ro := "/environments/{envID}/configs/{configType}/rollouts"
+	get(ro, c.rolloutList)
+	post(ro, c.startRollout)
+	get(ro+"/{rolloutID}", c.rolloutDetail)
+	get("/fragments/rollouts/{envID}/{configType}/{rolloutID}", c.rolloutFragment)
+	post(ro+"/{rolloutID}/pause", c.rolloutAct(c.rolloutPause))
+	post(ro+"/{rolloutID}/resume", c.rolloutAct(c.rolloutResume))
+	post(ro+"/{rolloutID}/promote", c.rolloutAct(c.rolloutPromote))
+	post(ro+"/{rolloutID}/abort", c.rolloutAct(c.rolloutAbort))
 
 	get("/credentials", c.credentialList)
 	post("/clients/{clientID}/credentials", c.createCredential)

@@ -54,6 +54,59 @@ func (q *Queries) ActiveRolloutOf(ctx context.Context, arg ActiveRolloutOfParams
 	return id, err
 }
 
+const activeRolloutsIn = `-- name: ActiveRolloutsIn :many
+SELECT r.id, r.client_id, r.environment_id, r.config_type, r.state, r.reason, r.plan, r.stages, r.current_stage, r.promoted, r.config_data, r.previous_version, r.previous_data, r.version, r.final_version, r.created_by, r.created_at, r.updated_at FROM rollouts r
+WHERE r.environment_id = ANY($1::uuid[]) AND r.state IN ('running', 'paused')
+  AND ($2::uuid IS NULL OR r.client_id = $2::uuid)
+ORDER BY r.environment_id, r.config_type
+`
+
+type ActiveRolloutsInParams struct {
+	EnvironmentIds []uuid.UUID
+	ClientFilter   uuid.NullUUID
+}
+
+// The running and paused rollouts of some environments (the console's links to them), restricted to a
+// client when filtered.
+func (q *Queries) ActiveRolloutsIn(ctx context.Context, arg ActiveRolloutsInParams) ([]Rollout, error) {
+	rows, err := q.db.Query(ctx, activeRolloutsIn, arg.EnvironmentIds, arg.ClientFilter)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Rollout
+	for rows.Next() {
+		var i Rollout
+		if err := rows.Scan(
+			&i.ID,
+			&i.ClientID,
+			&i.EnvironmentID,
+			&i.ConfigType,
+			&i.State,
+			&i.Reason,
+			&i.Plan,
+			&i.Stages,
+			&i.CurrentStage,
+			&i.Promoted,
+			&i.ConfigData,
+			&i.PreviousVersion,
+			&i.PreviousData,
+			&i.Version,
+			&i.FinalVersion,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const completeEnvironmentConfig = `-- name: CompleteEnvironmentConfig :one
 INSERT INTO environment_configs (environment_id, config_type, config_data, version, deleted_at, updated_by)
 VALUES ($1, $2, $3, nextval('config_version_seq'), NULL, $4)
