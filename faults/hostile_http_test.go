@@ -78,6 +78,8 @@ func validBody(r route) any {
 		return `{"labels":{"intruder":"yes"}}`
 	case r.method != http.MethodPost:
 		return nil
+	case strings.HasSuffix(r.path, "/rollouts"):
+		return `{"config_data":{"interval_seconds":5,"timeout_seconds":1}}`
 	case strings.HasSuffix(r.path, "/rollback"):
 		return `{"revision":1}`
 	case strings.HasSuffix(r.path, "/rotate"):
@@ -102,7 +104,10 @@ func tenantObjects(t testing.TB, api, ops *apiClient, ten tenant, prefix string)
 	var cred struct{ ID string }
 	ops.must(http.MethodPost, "/api/v1/clients/"+ten.ClientID+"/credentials", map[string]any{"name": prefix + "-db", "secret": map[string]string{"password": "pw"}}, &cred)
 	return map[string]string{"clientID": ten.ClientID, "envID": ten.EnvID, "hostID": h.ID, "credID": cred.ID,
-		"tokenID": ten.TokenID, "configType": "healthcheck"}
+		"tokenID": ten.TokenID, "configType": "healthcheck",
+		// No rollout runs here (one would refuse this suite's PUTs with 409): an id of none, so an
+		// authenticated request is a 404 and an unauthenticated one must still be refused with 401.
+		"rolloutID": uuid.NewString()}
 }
 
 // TestHostileHTTPInput sends malformed, wrong-typed, oversized and otherwise hostile requests to every
