@@ -27,7 +27,7 @@ import (
 func TestScenariosAgainstDevstack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	backend, stack := devstackBackend(ctx, t)
+	backend, _ := devstackBackend(ctx, t)
 	api := backend.API
 	const agents = 50
 	var log bytes.Buffer
@@ -40,7 +40,7 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	}, backend, &log)
 	res, err := runner.Run(ctx)
 	if err != nil {
-		t.Fatalf("run: %v\nprogress:\n%s\ndevstack log:\n%s", err, log.String(), stack.LogTail(40))
+		t.Fatalf("run: %v\nprogress:\n%s", err, log.String())
 	}
 
 	if res.Registration.Hosts != agents {
@@ -121,6 +121,13 @@ func devstackBackend(ctx context.Context, t *testing.T) (Backend, *localstack.St
 	t.Cleanup(func() {
 		if err := stack.Stop(); err != nil {
 			t.Errorf("stop devstack: %v", err)
+		}
+	})
+	// Cleanups run last-registered first: a failed test gets devstack's log tail while its temporary
+	// directory still exists, whichever assertion failed.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("devstack log (%s), last lines:\n%s", stack.LogPath(), stack.LogTail(200))
 		}
 	})
 	if stack.DatabaseURL == "" {
