@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,12 @@ func TestRolloutScenariosAgainstDevstack(t *testing.T) {
 	}, backend, &log)
 	res, err := runner.Run(ctx)
 	if err != nil {
-		t.Fatalf("run: %v\nprogress:\n%s", err, log.String())
+		// The fleet's counters say whether a connection broke (reconnects) and what the agents sent.
+		fleetStats := "none"
+		if res != nil {
+			fleetStats = fmt.Sprintf("%+v", res.Fleet)
+		}
+		t.Fatalf("run: %v\nfleet: %s\nprogress:\n%s", err, fleetStats, log.String())
 	}
 	clean := res.Rollout
 	if clean == nil || clean.State != configapi.RolloutCompleted || len(clean.Stages) != 3 || clean.AllAcked <= 0 {
