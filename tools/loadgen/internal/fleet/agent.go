@@ -31,6 +31,8 @@ type Agent struct {
 	fetched  bool
 	// firstSeen: per type, the newest version whose first push this agent has decided on (DropPushes).
 	firstSeen map[string]int64
+	// acks: per type, the newest ack the agent sent (republished after a reconnect).
+	acks map[string]protocol.Ack
 }
 
 // Receipt is when an agent received a config_update of a type, and which version.
@@ -41,7 +43,37 @@ type Receipt struct {
 
 func newAgent(id string, conn *nats.Conn, replies *replyMux) *Agent {
 	return &Agent{ID: id, conn: conn, replies: replies, entries: map[string]*entry{}, deleted: map[string]int64{}, receipts: map[string]Receipt{},
-		firstSeen: map[string]int64{}}
+		firstSeen: map[string]int64{}, acks: map[string]protocol.Ack{}}
+}
+
+// rememberAck records ack as the newest of its type, the one a reconnect publishes again, unless the
+// agent already sent a newer one (commands of one agent may be handled by two workers at once).
+func (a *Agent) rememberAck(ack protocol.Ack) {
+	a.mu.Lock()
+	if old, ok := a.acks[ack.ConfigType]; !ok || old.Version <= ack.Version {
+		a.acks[ack.ConfigType] = ack
+	}
+	a.mu.Unlock()
+}
+
+// lastAcks returns the newest ack of every type.
+func (a *Agent) lastAcks() []protocol.Ack {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]protocol.Ack, 0, len(a.acks))
+	for _, ack := range a.acks {
+		out = append(out, ack)
+	}
+	return out
+}
+
+// publishAck publishes ack on the agent's connection.
+func (a *Agent) publishAck(ack protocol.Ack) error {
+	b, err := json.Marshal(ack)
+	if err != nil {
+		return err
+	}
+	return a.conn.Publish(protocol.AckSubject(a.ID), b)
 }
 
 // versionLocked is the newest version the agent holds for a type, cached or deleted.

@@ -105,6 +105,9 @@ type Fleet struct {
 
 	// perAgentConns: every agent has its own connection (Connect), conns[i] being agent i's.
 	perAgentConns bool
+	// built holds the agents once they are all built: the reconnect handlers (on the connections'
+	// goroutines) read them from here.
+	built atomic.Pointer[[]*Agent]
 }
 
 type counters struct {
@@ -113,6 +116,7 @@ type counters struct {
 	foreign, acksSent, ackErrors                    atomic.Int64
 	heartbeatsSent, heartbeatErrors, droppedByConns atomic.Int64
 	pushesDropped, refused, repeated                atomic.Int64
+	reconnects, acksRepublished                     atomic.Int64
 }
 
 // New connects Conns connections and builds one agent per id (ids must be valid agent ids). Commands
@@ -146,6 +150,7 @@ func New(cfg Config, agentIDs []string) (*Fleet, error) {
 		f.agents[i] = newAgent(id, f.conns[i%len(f.conns)], f.replies[i%len(f.replies)])
 	}
 	f.router = NewRouter(f.agents)
+	f.built.Store(&f.agents)
 	return f, nil
 }
 
@@ -189,6 +194,14 @@ func (f *Fleet) baseOptions(name string) []nats.Option {
 			if errors.Is(err, nats.ErrSlowConsumer) {
 				f.counters.droppedByConns.Add(1)
 			}
+		}),
+		// An ack in flight when the connection broke is lost (core NATS), and nothing else brings it
+		// back: the agent holds the version, so its heartbeats are not behind and anti-entropy sends
+		// nothing. The real agent republishes its newest ack of every type after each reconnect; so
+		// do the simulated ones.
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			f.counters.reconnects.Add(1)
+			f.republishAcks(nc)
 		}),
 	}
 	if f.cfg.CAFile != "" {
@@ -281,15 +294,33 @@ func (f *Fleet) handleCommand(subject string, data []byte, received time.Time) {
 			f.counters.rejected.Add(1)
 		}
 	}
-	b, err := json.Marshal(ack)
-	if err == nil {
-		err = a.conn.Publish(protocol.AckSubject(a.ID), b)
-	}
-	if err != nil {
+	a.rememberAck(ack)
+	if err := a.publishAck(ack); err != nil {
 		f.counters.ackErrors.Add(1)
 		return
 	}
 	f.counters.acksSent.Add(1)
+}
+
+// republishAcks publishes again the newest ack of every type of the agents publishing on nc (after nc
+// reconnected), as the real agent does after each reconnect; ack-ingest's upsert makes a repeat harmless.
+func (f *Fleet) republishAcks(nc *nats.Conn) {
+	agents := f.built.Load()
+	if agents == nil {
+		return // connecting still: no agent has acked anything
+	}
+	for _, a := range *agents {
+		if a.conn != nc {
+			continue
+		}
+		for _, ack := range a.lastAcks() {
+			if err := a.publishAck(ack); err != nil {
+				f.counters.ackErrors.Add(1)
+				continue
+			}
+			f.counters.acksRepublished.Add(1)
+		}
+	}
 }
 
 // refusal is why agent a's local policy refuses cmd ("" when it does not, or when no Refuse is set).
@@ -573,6 +604,10 @@ type Stats struct {
 	// Repeated: config_updates of a version the agent already held (counted in Applied too; acked
 	// again, as the agent does).
 	Repeated int64 `json:"repeated"`
+	// Reconnects: the fleet's connections that broke and reconnected; AcksRepublished the acks the
+	// agents on them sent again (their newest of each type), as a real agent does after a reconnect.
+	Reconnects      int64 `json:"reconnects"`
+	AcksRepublished int64 `json:"acks_republished"`
 }
 
 // Stats returns a snapshot of the fleet's counters.
@@ -586,6 +621,7 @@ func (f *Fleet) Stats() Stats {
 		Malformed: c.malformed.Load(), Foreign: c.foreign.Load(), AcksSent: c.acksSent.Load(), AckErrors: c.ackErrors.Load(),
 		HeartbeatsSent: c.heartbeatsSent.Load(), HeartbeatErrors: c.heartbeatErrors.Load(), SlowConsumer: c.droppedByConns.Load(),
 		PushesDropped: c.pushesDropped.Load(), Refused: c.refused.Load(), Repeated: c.repeated.Load(),
+		Reconnects: c.reconnects.Load(), AcksRepublished: c.acksRepublished.Load(),
 	}
 	f.errMu.Lock()
 	if len(f.fetchErrors) > 0 {

@@ -141,6 +141,7 @@ func Connect(cfg Config, ids []Identity, opts ConnectOptions) (*Fleet, ConnectSt
 		f.agents[i] = newAgent(id.AgentID, f.conns[i], f.replies[i])
 	}
 	f.router = NewRouter(f.agents)
+	f.built.Store(&f.agents)
 	return f, storm, nil
 }
 

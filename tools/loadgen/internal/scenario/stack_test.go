@@ -3,8 +3,11 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +30,7 @@ import (
 func TestScenariosAgainstDevstack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	backend, stack := devstackBackend(ctx, t)
+	backend, _ := devstackBackend(ctx, t)
 	api := backend.API
 	const agents = 50
 	var log bytes.Buffer
@@ -40,7 +43,7 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	}, backend, &log)
 	res, err := runner.Run(ctx)
 	if err != nil {
-		t.Fatalf("run: %v\nprogress:\n%s\ndevstack log:\n%s", err, log.String(), stack.LogTail(40))
+		t.Fatalf("run: %v\nprogress:\n%s", err, log.String())
 	}
 
 	if res.Registration.Hosts != agents {
@@ -114,13 +117,34 @@ func devstackBackend(ctx context.Context, t *testing.T) (Backend, *localstack.St
 	t.Helper()
 	admin := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	var progress bytes.Buffer
-	stack, err := localstack.Start(ctx, localstack.Options{AdminDatabaseURL: admin, Progress: &progress})
+	// CONFIGSYNC_TEST_DEVSTACK_LOG_LEVEL (say info) makes devstack log more when chasing a failure.
+	stack, err := localstack.Start(ctx, localstack.Options{AdminDatabaseURL: admin, Progress: &progress,
+		LogLevel: os.Getenv("CONFIGSYNC_TEST_DEVSTACK_LOG_LEVEL")})
 	if err != nil {
 		t.Fatalf("start devstack: %v\n%s", err, progress.String())
 	}
 	t.Cleanup(func() {
 		if err := stack.Stop(); err != nil {
 			t.Errorf("stop devstack: %v", err)
+		}
+	})
+	// Cleanups run last-registered first: a failed test gets devstack's log tail while its temporary
+	// directory still exists, whichever assertion failed.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		t.Logf("devstack log (%s), last lines:\n%s", stack.LogPath(), stack.LogTail(200))
+		// CONFIGSYNC_TEST_DEVSTACK_LOG_DIR keeps a failed test's whole devstack log there.
+		if dir := os.Getenv("CONFIGSYNC_TEST_DEVSTACK_LOG_DIR"); dir != "" {
+			dst := filepath.Join(dir, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+			if raw, err := os.ReadFile(stack.LogPath()); err != nil {
+				t.Logf("keep devstack log: %v", err)
+			} else if err := os.WriteFile(dst, raw, 0o600); err != nil {
+				t.Logf("keep devstack log: %v", err)
+			} else {
+				t.Logf("devstack log kept in %s", dst)
+			}
 		}
 	})
 	if stack.DatabaseURL == "" {
