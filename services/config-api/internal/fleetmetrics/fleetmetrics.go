@@ -37,12 +37,20 @@ type Drift interface {
 // system is the principal the drift pass runs as: it reads every environment.
 var system = tenancy.Principal{Name: "fleet-metrics", IsAdmin: true}
 
+// DutyFactor bounds the lease holder's background work: after a computation that took d, the next
+// starts no sooner than DutyFactor×d after it (and no sooner than Interval). The drift pass grows with
+// the fleet (it resolves every host: seconds per 10,000 hosts), and at 100,000 hosts a fixed 30 s period
+// kept one replica resolving the whole fleet back to back, its CPU and memory taken from the pushes and
+// fetches it competes with; bounded, it takes at most 1/DutyFactor of the time, however large the fleet.
+const DutyFactor = 10
+
 // LeaseKey is the advisory lock key of the fleet metrics lease ("cfsfleet").
 const LeaseKey int64 = 0x6366736666656574
 
 // Options tune the fleet gauges.
 type Options struct {
-	// Interval is how often the lease holder recomputes the totals (default 30s).
+	// Interval is how often the lease holder recomputes the totals (default 30s): at most this often,
+	// and no sooner than DutyFactor times the last computation's duration after it ended.
 	Interval time.Duration
 	// OnlineWindow: a host is online when its last heartbeat is at most this old (config-api's).
 	OnlineWindow time.Duration
@@ -59,6 +67,7 @@ type Fleet struct {
 	leader bool
 	totals Totals
 	at     time.Time
+	period time.Duration // the wait before the next computation (at least opts.Interval)
 
 	held, refreshed                       *prometheus.Desc
 	hosts, online, drifted, stale, failed *prometheus.Desc
@@ -101,13 +110,13 @@ func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector: the last totals, only while this replica holds the lease
-// and they are fresh (computed within three periods).
+// and they are fresh (computed within three periods, a period stretched by DutyFactor included).
 func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 	f.mu.Lock()
-	leader, t, at := f.leader, f.totals, f.at
+	leader, t, at, period := f.leader, f.totals, f.at, max(f.opts.Interval, f.period)
 	f.mu.Unlock()
 	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
-	if !leader || time.Since(at) > 3*f.opts.Interval {
+	if !leader || time.Since(at) > 3*period {
 		g(f.held, 0)
 		return
 	}
@@ -135,13 +144,20 @@ func (f *Fleet) Run(ctx context.Context) {
 			f.release(ctx, conn)
 		}
 	}()
-	t := time.NewTicker(f.opts.Interval)
+	t := time.NewTimer(f.opts.Interval)
 	defer t.Stop()
 	for {
+		start := time.Now()
 		var err error
 		if conn, err = f.refresh(ctx, conn); err != nil && ctx.Err() == nil {
 			f.log.Warn("fleet metrics not refreshed", zap.Error(err))
 		}
+		took := time.Since(start)
+		wait := max(f.opts.Interval-took, (DutyFactor-1)*took)
+		f.mu.Lock()
+		f.period = took + wait
+		f.mu.Unlock()
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
