@@ -132,7 +132,8 @@ func (c *Controller) step(ctx context.Context, tx Tx, r *Rollout) ([]string, err
 	case Wait:
 		return out, nil
 	case Fail:
-		st.State = StageFailed
+		decided := counts[i]
+		st.State, st.Decided = StageFailed, &decided
 		if err := tx.Audit(ctx, r, ControllerActor, ActionGateFailed, map[string]any{"stage": i, "reason": reason,
 			"failed": counts[i].Failed, "unhealthy": counts[i].Unhealthy, "applied": counts[i].Applied, "targeted": counts[i].Targeted}); err != nil {
 			return nil, err
@@ -155,7 +156,8 @@ func (c *Controller) step(ctx context.Context, tx Tx, r *Rollout) ([]string, err
 		return append(out, ResultPaused), nil
 	}
 	at := now.UTC()
-	st.State, st.PassedAt = StagePassed, &at
+	decided := counts[i]
+	st.State, st.PassedAt, st.Decided = StagePassed, &at, &decided
 	if err := tx.Audit(ctx, r, ControllerActor, ActionStagePassed, map[string]any{"stage": i,
 		"applied": counts[i].Applied, "targeted": counts[i].Targeted, "offline": counts[i].Offline}); err != nil {
 		return nil, err

@@ -177,6 +177,10 @@ type Stage struct {
 	Version int64 `json:"version"`
 	// Members are a count stage's hosts, chosen at its start.
 	Members []string `json:"members,omitempty"`
+	// Decided are the counts the gate passed or failed the stage on. Once the rollout has ended they
+	// are what it shows: later acks (a revert's, or the next change's) would otherwise rewrite the
+	// stage's history, say a canary that failed shown as applied once the revert it caused applied.
+	Decided *Counts `json:"decided,omitempty"`
 }
 
 // Rollout is one staged rollout of an environment's config type.

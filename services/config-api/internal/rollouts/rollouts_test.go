@@ -58,3 +58,18 @@ func TestPlanNormalize(t *testing.T) {
 		}
 	}
 }
+
+// An ended rollout shows each decided stage as its gate saw it; an active one shows live counts.
+func TestShownCountsOfAnEndedRollout(t *testing.T) {
+	decided := Counts{Targeted: 1, Failed: 1}
+	live := func() []Counts { return []Counts{{Targeted: 1, Applied: 1}, {Targeted: 3, Applied: 3}} }
+	r := Rollout{State: StateReverted, Stages: []Stage{{State: StageFailed, Decided: &decided}, {State: StagePending}}}
+	got := shown(&r, live())
+	if got[0].Failed != 1 || got[0].Applied != 0 || got[1].Applied != 3 {
+		t.Fatalf("ended rollout shows %+v, want stage 0 as decided (1 failed) and stage 1 live", got)
+	}
+	r.State = StatePaused
+	if got := shown(&r, live()); got[0].Applied != 1 || got[0].Failed != 0 {
+		t.Fatalf("active rollout shows %+v, want live counts", got)
+	}
+}

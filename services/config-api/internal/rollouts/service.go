@@ -246,5 +246,19 @@ func (s *Service) view(ctx context.Context, r Rollout) (View, error) {
 	if err != nil {
 		return View{}, fmt.Errorf("rollouts: members: %w", err)
 	}
-	return View{Rollout: r, Counts: count(&r, members, s.now(), s.onlineWindow)}, nil
+	return View{Rollout: r, Counts: shown(&r, count(&r, members, s.now(), s.onlineWindow))}, nil
+}
+
+// shown is what a rollout's stages show: live counts while it is active; once it has ended, each
+// decided stage's counts as its gate saw them (Stage.Decided), live ones for the others.
+func shown(r *Rollout, live []Counts) []Counts {
+	if r.Active() {
+		return live
+	}
+	for i, st := range r.Stages {
+		if st.Decided != nil && i < len(live) {
+			live[i] = *st.Decided
+		}
+	}
+	return live
 }
