@@ -225,12 +225,10 @@ const (
 // their acks could still fail the gate, so a stage never passes while the failed acks of its own push
 // are in flight. A failure's reason names the limit broken.
 func (g Gate) Evaluate(stage int, c Counts) (Verdict, string) {
-	switch {
-	case c.Failed > g.MaxFailed:
-		return Fail, fmt.Sprintf("gate failed at stage %d: %d failed acks > max_failed %d", stage, c.Failed, g.MaxFailed)
-	case g.MaxFailedRatio > 0 && c.Targeted > 0 && float64(c.Failed)/float64(c.Targeted) > g.MaxFailedRatio:
-		return Fail, fmt.Sprintf("gate failed at stage %d: %d of %d targets failed > max_failed_ratio %g", stage, c.Failed, c.Targeted, g.MaxFailedRatio)
-	case c.Unhealthy > g.MaxUnhealthy:
+	if reason := g.failedAcks(stage, c.Failed, c.Targeted); reason != "" {
+		return Fail, reason
+	}
+	if c.Unhealthy > g.MaxUnhealthy {
 		return Fail, fmt.Sprintf("gate failed at stage %d: %d hosts stopped heartbeating after applying > max_unhealthy %d", stage, c.Unhealthy, g.MaxUnhealthy)
 	}
 	online := c.Targeted - c.Offline
@@ -239,9 +237,9 @@ func (g Gate) Evaluate(stage int, c Counts) (Verdict, string) {
 	}
 	ratio := float64(c.Applied) / float64(online)
 	switch {
-	case c.Pending > 0 && (ratio < g.MinAppliedRatio || g.couldFail(c)):
-		// The pending acks could still break a limit (or reach the ratio): a stage never passes
-		// before the answers that could fail it have landed.
+	case c.Pending > 0 && (ratio < g.MinAppliedRatio || g.failedAcks(stage, c.Failed+c.Pending, c.Targeted) != ""):
+		// The pending acks could still break a limit on failed acks, were they all to fail (or reach
+		// the ratio): a stage never passes before the answers that could fail it have landed.
 		return Wait, ""
 	case ratio >= g.MinAppliedRatio:
 		return Pass, ""
@@ -250,10 +248,15 @@ func (g Gate) Evaluate(stage int, c Counts) (Verdict, string) {
 	}
 }
 
-// couldFail reports whether c's pending targets, were they all to fail, would break a limit on failed acks.
-func (g Gate) couldFail(c Counts) bool {
-	worst := c.Failed + c.Pending
-	return worst > g.MaxFailed || (g.MaxFailedRatio > 0 && c.Targeted > 0 && float64(worst)/float64(c.Targeted) > g.MaxFailedRatio)
+// failedAcks is the gate's rule on failed acks: the reason failed of targeted breaks a limit, or "".
+func (g Gate) failedAcks(stage, failed, targeted int) string {
+	switch {
+	case failed > g.MaxFailed:
+		return fmt.Sprintf("gate failed at stage %d: %d failed acks > max_failed %d", stage, failed, g.MaxFailed)
+	case g.MaxFailedRatio > 0 && targeted > 0 && float64(failed)/float64(targeted) > g.MaxFailedRatio:
+		return fmt.Sprintf("gate failed at stage %d: %d of %d targets failed > max_failed_ratio %g", stage, failed, targeted, g.MaxFailedRatio)
+	}
+	return ""
 }
 
 // revert ends r by putting the hosts it reached back on the previous revision (a new version for the
