@@ -212,9 +212,9 @@ func (f *Fleet) refresh(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) 
 const statementTimeout = 30 * time.Second
 
 // Compute recomputes and stores every environment's fleet stats on db and returns their totals: the
-// drift pass (d's report of each environment), then, in statements a cancelled ctx does not interrupt
-// (each bounded by statementTimeout, so the lease's connection stays usable), the drifted hosts stored
-// in host_drift and one aggregate statement. The lease holder runs it once per period; tests run it
+// drift pass (d's report of each environment, its drifted hosts stored in host_drift as soon as it is
+// in), then one aggregate statement; the statements are not interrupted by a cancelled ctx (each is
+// bounded by statementTimeout, so the lease's connection stays usable), the reports are. The lease holder runs it once per period; tests run it
 // directly. An environment whose report fails keeps its previous drift rows (logged), so one
 // environment cannot stop the others' figures.
 func Compute(ctx context.Context, db sqlcdb.DBTX, d Drift, onlineWindow time.Duration, log *zap.Logger) (Totals, error) {
@@ -228,7 +228,8 @@ func Compute(ctx context.Context, db sqlcdb.DBTX, d Drift, onlineWindow time.Dur
 	if err != nil {
 		return Totals{}, fmt.Errorf("fleet stats: list environments: %w", err)
 	}
-	reports := make([]drift.Report, 0, len(envs))
+	// Each environment's drifted hosts are stored as soon as its report is in, so the pass holds one
+	// environment's report at a time, not the whole fleet's.
 	for _, env := range envs {
 		report, err := d.Environment(ctx, system, env, selector.Selector{})
 		if fault.Is(err, fault.NotFound) {
@@ -241,15 +242,12 @@ func Compute(ctx context.Context, db sqlcdb.DBTX, d Drift, onlineWindow time.Dur
 			log.Warn("fleet stats: drift report failed", zap.Stringer("environment_id", env), zap.Error(err))
 			continue
 		}
-		reports = append(reports, report)
-	}
-	for _, report := range reports {
 		ids, stale := make([]uuid.UUID, len(report.Hosts)), make([]bool, len(report.Hosts))
 		for i, h := range report.Hosts {
 			ids[i], stale[i] = h.HostID, h.Stale()
 		}
 		sctx, cancel := stmt()
-		err := q.ReplaceHostDrift(sctx, sqlcdb.ReplaceHostDriftParams{EnvironmentID: report.EnvironmentID, HostIds: ids, Stale: stale})
+		err = q.ReplaceHostDrift(sctx, sqlcdb.ReplaceHostDriftParams{EnvironmentID: report.EnvironmentID, HostIds: ids, Stale: stale})
 		cancel()
 		if err != nil {
 			return Totals{}, fmt.Errorf("fleet stats: store drift: %w", err)
