@@ -30,7 +30,7 @@ func MigrateInlineSecrets(ctx context.Context, cfg Config, pool *pgxpool.Pool, n
 	store := postgres.NewStore(pool)
 	guard := tenancy.NewGuard(store, store, log.Named("audit"))
 	tenantSvc := tenants.NewService(store, guard)
-	hostSvc := hosts.NewService(store, tenantSvc, guard, nil)
+	hostSvc := hosts.NewService(store, tenantSvc, guard, nil, cfg.OnlineWindow)
 	configSvc := configs.NewService(store, tenantSvc, hostSvc, natsclient.NewResolver(nc, cfg.RequestTimeout), guard)
 	creds := credentials.NewService(natsclient.NewCredentials(nc, cfg.RequestTimeout), configSvc, tenantSvc, guard)
 	return inlinesecrets.New(store, creds, out).Run(ctx)

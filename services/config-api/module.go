@@ -94,12 +94,17 @@ var Module = fx.Module("config-api",
 
 // runRolloutController runs the staged rollout controller for the app's lifetime (never blocking start).
 func runRolloutController(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) {
-	ctl := NewRolloutController(cfg, pool, m.Metrics, log.Named("rollouts"))
+	runForLifetime(lc, NewRolloutController(cfg, pool, m.Metrics, log.Named("rollouts")).Run)
+}
+
+// runForLifetime runs run in a goroutine from the app's start; stopping the app cancels its context and
+// waits for it to return (or for the stop deadline).
+func runForLifetime(lc fx.Lifecycle, run func(context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			go func() { defer close(done); ctl.Run(ctx) }()
+			go func() { defer close(done); run(ctx) }()
 			return nil
 		},
 		OnStop: func(stop context.Context) error {
@@ -130,23 +135,7 @@ func NewRolloutController(cfg Config, pool *pgxpool.Pool, m *metrics.Metrics, lo
 // drifted filter read what it stores, and the fleet gauges are registered when the app has metrics.
 func runFleetMetrics(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, d fleetmetrics.Drift, log *zap.Logger, m metrics.Optional) {
 	fleet := fleetmetrics.New(pool, d, m.Metrics, fleetmetrics.Options{Interval: cfg.FleetMetricsInterval, OnlineWindow: cfg.OnlineWindow}, log.Named("config-api"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			go func() { defer close(done); fleet.Run(ctx) }()
-			return nil
-		},
-		OnStop: func(stop context.Context) error {
-			cancel()
-			select {
-			case <-done:
-				return nil
-			case <-stop.Done():
-				return stop.Err()
-			}
-		},
-	})
+	runForLifetime(lc, fleet.Run)
 }
 
 func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger, m metrics.Optional) error {
@@ -203,7 +192,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 	creds := natsclient.NewCredentials(nc, cfg.RequestTimeout)
 
 	tenantSvc := tenants.NewService(store, guard)
-	hostSvc := hosts.NewService(store, tenantSvc, guard, identity)
+	hostSvc := hosts.NewService(store, tenantSvc, guard, identity, cfg.OnlineWindow)
 	configSvc := configs.NewService(store, tenantSvc, hostSvc, resolver, guard)
 	tokenSvc := tokens.NewService(store, guard)
 	auditSvc := audit.NewService(store)
@@ -234,7 +223,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 	if err != nil {
 		return nil, err
 	}
-	return &Service{api: httpapi.New(svc, log, httpapi.Options{OnlineWindow: cfg.OnlineWindow}), console: console,
+	return &Service{api: httpapi.New(svc, log, httpapi.Options{}), console: console,
 		hosts: hostSvc, drift: svc.Drift, pool: pool, cfg: cfg, nc: nc, log: log}, nil
 }
 
@@ -278,7 +267,7 @@ func (s *Service) Stop() {
 
 func onlineWindow(d time.Duration) time.Duration {
 	if d <= 0 {
-		return httpapi.DefaultOnlineWindow
+		return hosts.DefaultOnlineWindow
 	}
 	return d
 }

@@ -12,6 +12,13 @@ import (
 // edge answers it as unavailable and invites a retry.
 var ErrStoreUnavailable = errors.New("store unavailable")
 
+// StoreUnavailable reports whether err is a database outage (ErrStoreUnavailable) that no use case
+// classified otherwise: a fault of another kind keeps its own meaning. Every edge answers it as
+// unavailable.
+func StoreUnavailable(err error) bool {
+	return KindOf(err) == Internal && errors.Is(err, ErrStoreUnavailable)
+}
+
 // Kind classifies a failure the caller can act on.
 type Kind int
 

@@ -180,23 +180,35 @@ type Page struct {
 	NextAfter *uuid.UUID
 }
 
+// DefaultOnlineWindow is the deployment's online window when none is configured.
+const DefaultOnlineWindow = 90 * time.Second
+
 // Service is the host use cases.
 type Service struct {
 	store        Store
 	environments Environments
 	guard        *tenancy.Guard
 	identity     *NATSIdentity
+	onlineWindow time.Duration
 	now          func() time.Time
 }
 
 // NewService returns a Service. identity may be nil (no per-agent NATS credentials); its zero limits
-// take their defaults.
-func NewService(store Store, environments Environments, guard *tenancy.Guard, identity *NATSIdentity) *Service {
+// take their defaults. onlineWindow is config-api's online window (0: DefaultOnlineWindow).
+func NewService(store Store, environments Environments, guard *tenancy.Guard, identity *NATSIdentity, onlineWindow time.Duration) *Service {
 	if identity != nil {
 		id := identity.withDefaults()
 		identity = &id
 	}
-	return &Service{store: store, environments: environments, guard: guard, identity: identity, now: time.Now}
+	if onlineWindow <= 0 {
+		onlineWindow = DefaultOnlineWindow
+	}
+	return &Service{store: store, environments: environments, guard: guard, identity: identity, onlineWindow: onlineWindow, now: time.Now}
+}
+
+// Online reports whether h is online now, by Host.Online over the deployment's online window.
+func (s *Service) Online(h Host) bool {
+	return h.Online(s.now(), s.onlineWindow)
 }
 
 // Register adds a host to an environment with its inventory labels and audits it (host_registered). An

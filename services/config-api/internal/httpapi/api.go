@@ -8,7 +8,6 @@ package httpapi
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
@@ -30,9 +29,6 @@ const Prefix = "/api/v1"
 // MaxBodyBytes caps request bodies (413 beyond).
 const MaxBodyBytes = 1 << 20
 
-// DefaultOnlineWindow is how recent a heartbeat must be for a host to count as online.
-const DefaultOnlineWindow = 90 * time.Second
-
 // Services are the use cases the API exposes.
 type Services struct {
 	Tokens      *tokens.Service
@@ -46,26 +42,19 @@ type Services struct {
 	Rollouts    *rollouts.Service
 }
 
-// Options tune the API.
-type Options struct {
-	// OnlineWindow decides the "online" flag of hosts; 0 means DefaultOnlineWindow.
-	OnlineWindow time.Duration
-}
+// Options tune the API. There are none today: a host's "online" flag is the hosts service's
+// (Hosts.Online), decided by the deployment's online window there.
+type Options struct{}
 
 // API serves config-api's routes.
 type API struct {
-	svc          Services
-	log          *zap.Logger
-	onlineWindow time.Duration
-	now          func() time.Time
+	svc Services
+	log *zap.Logger
 }
 
 // New returns an API over svc.
-func New(svc Services, log *zap.Logger, opts Options) *API {
-	if opts.OnlineWindow <= 0 {
-		opts.OnlineWindow = DefaultOnlineWindow
-	}
-	return &API{svc: svc, log: log, onlineWindow: opts.OnlineWindow, now: time.Now}
+func New(svc Services, log *zap.Logger, _ Options) *API {
+	return &API{svc: svc, log: log}
 }
 
 // route is one entry of the routes table.
@@ -89,50 +78,50 @@ func (a *API) routes() []route {
 		{method: http.MethodGet, path: "/openapi.json", public: true, h: a.openAPI},
 		{method: http.MethodGet, path: "/agent-config-types", h: a.configTypes},
 
-		{method: http.MethodPost, path: "/tokens", h: a.createToken},
+		{method: http.MethodPost, path: "/tokens", h: a.createToken()},
 		{method: http.MethodDelete, path: "/tokens/{tokenID}", h: a.revokeToken},
 
 		{method: http.MethodGet, path: "/audit", h: a.listAudit},
 
-		{method: http.MethodPost, path: "/clients", h: a.createClient},
+		{method: http.MethodPost, path: "/clients", h: a.createClient()},
 		{method: http.MethodGet, path: "/clients", h: a.listClients},
-		{method: http.MethodGet, path: client, h: a.getClient},
-		{method: http.MethodPost, path: client + "/environments", h: a.createEnvironment},
-		{method: http.MethodGet, path: client + "/environments", h: a.listEnvironments},
+		{method: http.MethodGet, path: client, h: a.getClient()},
+		{method: http.MethodPost, path: client + "/environments", h: a.createEnvironment()},
+		{method: http.MethodGet, path: client + "/environments", h: a.listEnvironments()},
 
-		{method: http.MethodPost, path: client + "/credentials", h: a.createCredential},
-		{method: http.MethodGet, path: client + "/credentials", h: a.listCredentials},
-		{method: http.MethodGet, path: cred, h: a.getCredential},
+		{method: http.MethodPost, path: client + "/credentials", h: a.createCredential()},
+		{method: http.MethodGet, path: client + "/credentials", h: a.listCredentials()},
+		{method: http.MethodGet, path: cred, h: a.getCredential()},
 		{method: http.MethodDelete, path: cred, h: a.deleteCredential},
 		{method: http.MethodPost, path: cred + "/rotate", h: a.rotateCredential},
 
-		{method: http.MethodGet, path: env, h: a.getEnvironment},
-		{method: http.MethodPost, path: env + "/hosts", h: a.registerHost},
-		{method: http.MethodPost, path: env + "/hosts/batch", h: a.registerHosts},
-		{method: http.MethodPost, path: env + "/hosts/revoke", h: a.revokeHosts},
-		{method: http.MethodPost, path: env + "/hosts/labels", h: a.labelHosts},
+		{method: http.MethodGet, path: env, h: a.getEnvironment()},
+		{method: http.MethodPost, path: env + "/hosts", h: a.registerHost()},
+		{method: http.MethodPost, path: env + "/hosts/batch", h: a.registerHosts()},
+		{method: http.MethodPost, path: env + "/hosts/revoke", h: a.revokeHosts()},
+		{method: http.MethodPost, path: env + "/hosts/labels", h: a.labelHosts()},
 		{method: http.MethodGet, path: env + "/hosts", h: a.listHosts},
 		{method: http.MethodGet, path: env + "/drift", h: a.drift},
-		{method: http.MethodGet, path: env + "/agent-configs", h: a.listEnvironmentConfigs},
-		{method: http.MethodGet, path: envConfig, h: a.getEnvironmentConfig},
+		{method: http.MethodGet, path: env + "/agent-configs", h: a.listEnvironmentConfigs()},
+		{method: http.MethodGet, path: envConfig, h: a.getEnvironmentConfig()},
 		{method: http.MethodPut, path: envConfig, h: a.putConfig(scopeEnvironment)},
 		{method: http.MethodDelete, path: envConfig, h: a.deleteConfig(scopeEnvironment)},
 		{method: http.MethodGet, path: envConfig + "/revisions", h: a.revisions(scopeEnvironment)},
 		{method: http.MethodPost, path: envConfig + "/rollback", h: a.rollback(scopeEnvironment)},
 		{method: http.MethodGet, path: envConfig + "/status", h: a.applyStatus(scopeEnvironment)},
-		{method: http.MethodPost, path: envConfig + "/rollouts", h: a.startRollout},
-		{method: http.MethodGet, path: envConfig + "/rollouts", h: a.listRollouts},
-		{method: http.MethodGet, path: rollout, h: a.getRollout},
-		{method: http.MethodPost, path: rollout + "/pause", h: a.rolloutAction("pause")},
-		{method: http.MethodPost, path: rollout + "/resume", h: a.rolloutAction("resume")},
-		{method: http.MethodPost, path: rollout + "/promote", h: a.rolloutAction("promote")},
-		{method: http.MethodPost, path: rollout + "/abort", h: a.rolloutAction("abort")},
+		{method: http.MethodPost, path: envConfig + "/rollouts", h: a.startRollout()},
+		{method: http.MethodGet, path: envConfig + "/rollouts", h: a.listRollouts()},
+		{method: http.MethodGet, path: rollout, h: rolloutRoute(a.svc.Rollouts.Get)},
+		{method: http.MethodPost, path: rollout + "/pause", h: rolloutRoute(a.svc.Rollouts.Pause)},
+		{method: http.MethodPost, path: rollout + "/resume", h: rolloutRoute(a.svc.Rollouts.Resume)},
+		{method: http.MethodPost, path: rollout + "/promote", h: rolloutRoute(a.svc.Rollouts.Promote)},
+		{method: http.MethodPost, path: rollout + "/abort", h: rolloutRoute(a.svc.Rollouts.Abort)},
 
-		{method: http.MethodGet, path: host, h: a.getHost},
-		{method: http.MethodDelete, path: host, h: a.revokeHost},
-		{method: http.MethodPatch, path: host, h: a.patchHost},
-		{method: http.MethodPost, path: host + "/credentials", h: a.reissueCredentials},
-		{method: http.MethodGet, path: host + "/agent-configs", h: a.listHostConfigs},
+		{method: http.MethodGet, path: host, h: a.getHost()},
+		{method: http.MethodDelete, path: host, h: a.revokeHost()},
+		{method: http.MethodPatch, path: host, h: a.patchHost()},
+		{method: http.MethodPost, path: host + "/credentials", h: a.reissueCredentials()},
+		{method: http.MethodGet, path: host + "/agent-configs", h: a.listHostConfigs()},
 		{method: http.MethodGet, path: hostCfg, h: a.getHostConfig},
 		{method: http.MethodPut, path: hostCfg, h: a.putConfig(scopeHost)},
 		{method: http.MethodDelete, path: hostCfg, h: a.deleteConfig(scopeHost)},

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -23,12 +24,28 @@ var (
 	scopeHost        = scope{name: protocol.ScopeHost, param: "hostID"}
 )
 
-func (s scope) ref(r *http.Request) (configs.Ref, error) {
+func (s scope) ref(w http.ResponseWriter, r *http.Request, _ principal) (configs.Ref, error) {
 	id, err := pathID(r, s.param)
 	if err != nil {
 		return configs.Ref{}, err
 	}
 	return configs.Ref{Scope: s.name, ID: id, ConfigType: mux.Vars(r)["configType"]}, nil
+}
+
+// refLimit is a config ref and the ?limit= of a list route.
+type refLimit struct {
+	configs.Ref
+	Limit int
+}
+
+// withLimit reads the ref, then ?limit=.
+func (s scope) withLimit(w http.ResponseWriter, r *http.Request, p principal) (refLimit, error) {
+	ref, err := s.ref(w, r, p)
+	if err != nil {
+		return refLimit{}, err
+	}
+	limit, err := queryInt(r, "limit")
+	return refLimit{Ref: ref, Limit: limit}, err
 }
 
 type putConfigRequest struct {
@@ -41,7 +58,7 @@ type rollbackRequest struct {
 
 func (a *API) putConfig(s scope) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p principal) error {
-		ref, err := s.ref(r)
+		ref, err := s.ref(w, r, p)
 		if err != nil {
 			return err
 		}
@@ -68,109 +85,49 @@ func (a *API) putConfig(s scope) handlerFunc {
 		if err != nil {
 			return err
 		}
-		w.Header().Set("ETag", etag(rec.Version))
 		return writeData(w, http.StatusOK, viewConfig(rec))
 	}
 }
 
 func (a *API) deleteConfig(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
-		ref, err := s.ref(r)
-		if err != nil {
-			return err
-		}
-		cond, err := ifMatch(r)
-		if err != nil {
-			return err
-		}
-		rec, err := a.svc.Configs.Delete(r.Context(), p, ref, cond)
-		if err != nil {
-			return err
-		}
-		w.Header().Set("ETag", etag(rec.Version))
-		return writeData(w, http.StatusOK, viewConfig(rec))
-	}
+	return answer(ifMatched(s.ref), func(ctx context.Context, p principal, in matched[configs.Ref]) (configs.Record, error) {
+		return a.svc.Configs.Delete(ctx, p, in.In, in.Cond)
+	}, http.StatusOK, viewConfig)
 }
 
 func (a *API) revisions(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
-		ref, err := s.ref(r)
-		if err != nil {
-			return err
-		}
-		limit, err := queryInt(r, "limit")
-		if err != nil {
-			return err
-		}
-		revs, err := a.svc.Configs.Revisions(r.Context(), p, ref, limit)
-		if err != nil {
-			return err
-		}
-		out := make([]revisionView, len(revs))
-		for i, rev := range revs {
-			out[i] = viewRevision(rev)
-		}
-		return writeData(w, http.StatusOK, out)
+	return answer(s.withLimit, func(ctx context.Context, p principal, in refLimit) ([]configs.Revision, error) {
+		return a.svc.Configs.Revisions(ctx, p, in.Ref, in.Limit)
+	}, http.StatusOK, each(viewRevision))
+}
+
+// rollbackInput reads a rollback: the ref, a positive revision, then If-Match.
+func (s scope) rollbackInput(w http.ResponseWriter, r *http.Request, p principal) (idBody[configs.Ref, rollbackRequest], error) {
+	in, err := withBody[rollbackRequest](s.ref)(w, r, p)
+	if err == nil && in.Req.Revision <= 0 {
+		err = errInvalid("revision must be a positive revision number")
 	}
+	return in, err
 }
 
 func (a *API) rollback(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
-		ref, err := s.ref(r)
-		if err != nil {
-			return err
-		}
-		var req rollbackRequest
-		if err := decode(w, r, &req); err != nil {
-			return err
-		}
-		if req.Revision <= 0 {
-			return errInvalid("revision must be a positive revision number")
-		}
-		cond, err := ifMatch(r)
-		if err != nil {
-			return err
-		}
-		rec, err := a.svc.Configs.Rollback(r.Context(), p, ref, req.Revision, cond)
-		if err != nil {
-			return err
-		}
-		w.Header().Set("ETag", etag(rec.Version))
-		return writeData(w, http.StatusOK, viewConfig(rec))
-	}
+	return answer(ifMatched(s.rollbackInput), func(ctx context.Context, p principal, in matched[idBody[configs.Ref, rollbackRequest]]) (configs.Record, error) {
+		return a.svc.Configs.Rollback(ctx, p, in.In.ID, in.In.Req.Revision, in.Cond)
+	}, http.StatusOK, viewConfig)
 }
 
-func (a *API) getEnvironmentConfig(w http.ResponseWriter, r *http.Request, p principal) error {
-	ref, err := scopeEnvironment.ref(r)
-	if err != nil {
-		return err
-	}
-	rec, err := a.svc.Configs.EnvironmentConfig(r.Context(), p, ref.ID, ref.ConfigType)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("ETag", etag(rec.Version))
-	return writeData(w, http.StatusOK, viewConfig(rec))
+func (a *API) getEnvironmentConfig() handlerFunc {
+	return answer(scopeEnvironment.ref, func(ctx context.Context, p principal, ref configs.Ref) (configs.Record, error) {
+		return a.svc.Configs.EnvironmentConfig(ctx, p, ref.ID, ref.ConfigType)
+	}, http.StatusOK, viewConfig)
 }
 
-func (a *API) listEnvironmentConfigs(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "envID")
-	if err != nil {
-		return err
-	}
-	recs, err := a.svc.Configs.EnvironmentConfigs(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	out := make([]configView, len(recs))
-	for i, rec := range recs {
-		out[i] = viewConfig(rec)
-	}
-	return writeData(w, http.StatusOK, out)
+func (a *API) listEnvironmentConfigs() handlerFunc {
+	return answer(pathUUID("envID"), a.svc.Configs.EnvironmentConfigs, http.StatusOK, each(viewConfig))
 }
 
 func (a *API) getHostConfig(w http.ResponseWriter, r *http.Request, p principal) error {
-	ref, err := scopeHost.ref(r)
+	ref, err := scopeHost.ref(w, r, p)
 	if err != nil {
 		return err
 	}
@@ -182,51 +139,28 @@ func (a *API) getHostConfig(w http.ResponseWriter, r *http.Request, p principal)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(ec.Version))
 	return writeData(w, http.StatusOK, viewEffective(ec, explain))
 }
 
-func (a *API) listHostConfigs(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "hostID")
-	if err != nil {
-		return err
-	}
-	ecs, err := a.svc.Configs.EffectiveAll(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	out := make([]effectiveView, len(ecs))
-	for i, ec := range ecs {
-		out[i] = viewEffective(ec, false)
-	}
-	return writeData(w, http.StatusOK, out)
+func (a *API) listHostConfigs() handlerFunc {
+	return answer(pathUUID("hostID"), a.svc.Configs.EffectiveAll, http.StatusOK, each(func(ec protocol.EffectiveConfig) effectiveView {
+		return viewEffective(ec, false)
+	}))
 }
 
 func (a *API) configTypes(w http.ResponseWriter, _ *http.Request, _ principal) error {
-	types := agentconfig.Types()
-	out := make([]configTypeView, len(types))
-	for i, t := range types {
-		out[i] = configTypeView{Name: t.Name, MergeStrategy: t.MergeStrategy, Description: t.Description, Schema: t.Schema}
-	}
-	return writeData(w, http.StatusOK, out)
+	return writeData(w, http.StatusOK, each(func(t agentconfig.TypeInfo) configTypeView {
+		return configTypeView{Name: t.Name, MergeStrategy: t.MergeStrategy, Description: t.Description, Schema: t.Schema}
+	})(agentconfig.Types()))
 }
 
 // applyStatus answers how far the current version of a config type has been applied at one level.
 func (a *API) applyStatus(s scope) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
-		ref, err := s.ref(r)
-		if err != nil {
-			return err
-		}
-		var st applystatus.Status
-		if s == scopeHost {
-			st, err = a.svc.ApplyStatus.Host(r.Context(), p, ref.ID, ref.ConfigType)
-		} else {
-			st, err = a.svc.ApplyStatus.Environment(r.Context(), p, ref.ID, ref.ConfigType)
-		}
-		if err != nil {
-			return err
-		}
-		return writeData(w, http.StatusOK, viewApplyStatus(st))
+	level := a.svc.ApplyStatus.Environment
+	if s == scopeHost {
+		level = a.svc.ApplyStatus.Host
 	}
+	return answer(s.ref, func(ctx context.Context, p principal, ref configs.Ref) (applystatus.Status, error) {
+		return level(ctx, p, ref.ID, ref.ConfigType)
+	}, http.StatusOK, viewApplyStatus)
 }

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/config-api/internal/credentials"
 )
 
@@ -23,52 +25,29 @@ type rotateCredentialRequest struct {
 	AllowedTargets *[]string         `json:"allowed_targets"`
 }
 
-func (a *API) createCredential(w http.ResponseWriter, r *http.Request, p principal) error {
-	clientID, err := pathID(r, "clientID")
-	if err != nil {
-		return err
-	}
-	var req createCredentialRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	in := credentials.CreateInput{Name: req.Name, Secret: req.Secret, AllowedTargets: req.AllowedTargets}
-	if req.EnvironmentID != nil {
-		in.EnvironmentID = uuid.NullUUID{UUID: *req.EnvironmentID, Valid: true}
-	}
-	meta, err := a.svc.Credentials.Create(r.Context(), p, clientID, in)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusCreated, meta)
+func (a *API) createCredential() handlerFunc {
+	return answer(withBody[createCredentialRequest](pathUUID("clientID")), func(ctx context.Context, p principal, in idBody[uuid.UUID, createCredentialRequest]) (protocol.CredentialMeta, error) {
+		req := in.Req
+		cin := credentials.CreateInput{Name: req.Name, Secret: req.Secret, AllowedTargets: req.AllowedTargets}
+		if req.EnvironmentID != nil {
+			cin.EnvironmentID = uuid.NullUUID{UUID: *req.EnvironmentID, Valid: true}
+		}
+		return a.svc.Credentials.Create(ctx, p, in.ID, cin)
+	}, http.StatusCreated, asIs)
 }
 
-func (a *API) listCredentials(w http.ResponseWriter, r *http.Request, p principal) error {
-	clientID, err := pathID(r, "clientID")
-	if err != nil {
-		return err
-	}
-	metas, err := a.svc.Credentials.List(r.Context(), p, clientID)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, metas)
+func (a *API) listCredentials() handlerFunc {
+	return answer(pathUUID("clientID"), a.svc.Credentials.List, http.StatusOK, asIs)
 }
 
-func (a *API) getCredential(w http.ResponseWriter, r *http.Request, p principal) error {
-	clientID, credID, err := credentialPath(r)
-	if err != nil {
-		return err
-	}
-	meta, err := a.svc.Credentials.Get(r.Context(), p, clientID, credID)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, meta)
+func (a *API) getCredential() handlerFunc {
+	return answer(readCredentialRef, func(ctx context.Context, p principal, in credentialRef) (protocol.CredentialMeta, error) {
+		return a.svc.Credentials.Get(ctx, p, in.ClientID, in.CredID)
+	}, http.StatusOK, asIs)
 }
 
 func (a *API) deleteCredential(w http.ResponseWriter, r *http.Request, p principal) error {
-	clientID, credID, err := credentialPath(r)
+	c, err := readCredentialRef(w, r, p)
 	if err != nil {
 		return err
 	}
@@ -77,7 +56,7 @@ func (a *API) deleteCredential(w http.ResponseWriter, r *http.Request, p princip
 	if err != nil {
 		return err
 	}
-	if err := a.svc.Credentials.Delete(r.Context(), p, clientID, credID, force); err != nil {
+	if err := a.svc.Credentials.Delete(r.Context(), p, c.ClientID, c.CredID, force); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -85,7 +64,7 @@ func (a *API) deleteCredential(w http.ResponseWriter, r *http.Request, p princip
 }
 
 func (a *API) rotateCredential(w http.ResponseWriter, r *http.Request, p principal) error {
-	clientID, credID, err := credentialPath(r)
+	c, err := readCredentialRef(w, r, p)
 	if err != nil {
 		return err
 	}
@@ -94,7 +73,7 @@ func (a *API) rotateCredential(w http.ResponseWriter, r *http.Request, p princip
 	if err := decodeOptional(w, r, &req); err != nil {
 		return err
 	}
-	meta, err := a.svc.Credentials.Rotate(r.Context(), p, clientID, credID,
+	meta, err := a.svc.Credentials.Rotate(r.Context(), p, c.ClientID, c.CredID,
 		credentials.RotateInput{Secret: req.Secret, AllowedTargets: req.AllowedTargets})
 	if err != nil {
 		return err
@@ -102,14 +81,16 @@ func (a *API) rotateCredential(w http.ResponseWriter, r *http.Request, p princip
 	return writeData(w, http.StatusOK, meta)
 }
 
-func credentialPath(r *http.Request) (uuid.UUID, uuid.UUID, error) {
+// credentialRef names one credential of a client.
+type credentialRef struct {
+	ClientID, CredID uuid.UUID
+}
+
+func readCredentialRef(_ http.ResponseWriter, r *http.Request, _ principal) (credentialRef, error) {
 	clientID, err := pathID(r, "clientID")
 	if err != nil {
-		return uuid.Nil, uuid.Nil, err
+		return credentialRef{}, err
 	}
 	credID, err := pathID(r, "credID")
-	if err != nil {
-		return uuid.Nil, uuid.Nil, err
-	}
-	return clientID, credID, nil
+	return credentialRef{ClientID: clientID, CredID: credID}, err
 }

@@ -129,7 +129,7 @@ func TestDatabaseOutageInUseCases(t *testing.T) {
 	log := zap.New(core)
 	guard := tenancy.NewGuard(b, b, log)
 	tenantSvc := tenants.NewService(b, guard)
-	hostSvc := hosts.NewService(b, tenantSvc, guard, nil)
+	hostSvc := hosts.NewService(b, tenantSvc, guard, nil, 0)
 	configSvc := configs.NewService(b, tenantSvc, hostSvc, b, guard)
 	r := mux.NewRouter()
 	New(Services{Tokens: tokens.NewService(b, guard), Tenants: tenantSvc, Hosts: hostSvc, Configs: configSvc}, log, Options{}).Register(r)

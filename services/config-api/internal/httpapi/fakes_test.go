@@ -87,7 +87,7 @@ func newMemAPI(log *zap.Logger) (*mux.Router, *memBackend) {
 	b := &memBackend{}
 	guard := tenancy.NewGuard(b, b, log)
 	tenantSvc := tenants.NewService(b, guard)
-	hostSvc := hosts.NewService(b, tenantSvc, guard, nil)
+	hostSvc := hosts.NewService(b, tenantSvc, guard, nil, 0)
 	configSvc := configs.NewService(b, tenantSvc, hostSvc, b, guard)
 	api := New(Services{
 		Tokens:      tokens.NewService(b, guard),

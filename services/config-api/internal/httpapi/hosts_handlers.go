@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"slices"
 
@@ -29,49 +30,20 @@ type hostPage struct {
 	NextAfter *uuid.UUID `json:"next_after,omitempty"`
 }
 
-func (a *API) registerHost(w http.ResponseWriter, r *http.Request, p principal) error {
-	envID, err := pathID(r, "envID")
-	if err != nil {
-		return err
-	}
-	var req registerHostRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	h, err := a.svc.Hosts.Register(r.Context(), p, envID, hosts.Registration{Hostname: req.Hostname, AgentID: req.AgentID, Labels: req.Labels})
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusCreated, viewRegisteredHost(h))
+func (a *API) registerHost() handlerFunc {
+	return answer(withBody[registerHostRequest](pathUUID("envID")), func(ctx context.Context, p principal, in idBody[uuid.UUID, registerHostRequest]) (hosts.Host, error) {
+		return a.svc.Hosts.Register(ctx, p, in.ID, in.Req.registration())
+	}, http.StatusCreated, viewRegisteredHost)
 }
 
-func (a *API) registerHosts(w http.ResponseWriter, r *http.Request, p principal) error {
-	envID, err := pathID(r, "envID")
-	if err != nil {
-		return err
-	}
-	// The environment is checked before the body is read, so another client's environment is a 404
-	// (audited) whatever the body holds, as on every other route that names an object.
-	if _, err := a.svc.Tenants.Environment(r.Context(), p, envID); err != nil {
-		return err
-	}
-	var req registerHostsRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	regs := make([]hosts.Registration, len(req.Hosts))
-	for i, h := range req.Hosts {
-		regs[i] = hosts.Registration{Hostname: h.Hostname, AgentID: h.AgentID, Labels: h.Labels}
-	}
-	hs, err := a.svc.Hosts.RegisterBatch(r.Context(), p, envID, regs)
-	if err != nil {
-		return err
-	}
-	out := make([]registeredHostView, len(hs))
-	for i, h := range hs {
-		out[i] = viewRegisteredHost(h)
-	}
-	return writeData(w, http.StatusCreated, out)
+func (req registerHostRequest) registration() hosts.Registration {
+	return hosts.Registration{Hostname: req.Hostname, AgentID: req.AgentID, Labels: req.Labels}
+}
+
+func (a *API) registerHosts() handlerFunc {
+	return answer(withBody[registerHostsRequest](a.visibleEnvironment), func(ctx context.Context, p principal, in idBody[uuid.UUID, registerHostsRequest]) ([]hosts.Host, error) {
+		return a.svc.Hosts.RegisterBatch(ctx, p, in.ID, each(registerHostRequest.registration)(in.Req.Hosts))
+	}, http.StatusCreated, each(viewRegisteredHost))
 }
 
 func (a *API) listHosts(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -99,36 +71,16 @@ func (a *API) listHosts(w http.ResponseWriter, r *http.Request, p principal) err
 	if err != nil {
 		return err
 	}
-	out := hostPage{Data: make([]hostView, len(page.Hosts)), NextAfter: page.NextAfter}
-	for i, h := range page.Hosts {
-		out.Data[i] = a.viewHost(h)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, hostPage{Data: each(a.viewHost)(page.Hosts), NextAfter: page.NextAfter})
 	return nil
 }
 
-func (a *API) getHost(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "hostID")
-	if err != nil {
-		return err
-	}
-	h, err := a.svc.Hosts.Get(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, a.viewHost(h))
+func (a *API) getHost() handlerFunc {
+	return answer(pathUUID("hostID"), a.svc.Hosts.Get, http.StatusOK, a.viewHost)
 }
 
-func (a *API) revokeHost(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "hostID")
-	if err != nil {
-		return err
-	}
-	h, err := a.svc.Hosts.Revoke(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, a.viewHost(h))
+func (a *API) revokeHost() handlerFunc {
+	return answer(pathUUID("hostID"), a.svc.Hosts.Revoke, http.StatusOK, a.viewHost)
 }
 
 // revokeHostsRequest is a batch revocation: 1 to hosts.MaxBatchRevoke host ids of one environment.
@@ -140,35 +92,15 @@ type revokedHostsView struct {
 	Revoked int `json:"revoked"`
 }
 
-func (a *API) revokeHosts(w http.ResponseWriter, r *http.Request, p principal) error {
-	envID, err := pathID(r, "envID")
-	if err != nil {
-		return err
-	}
-	if _, err := a.svc.Tenants.Environment(r.Context(), p, envID); err != nil {
-		return err
-	}
-	var req revokeHostsRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	n, err := a.svc.Hosts.RevokeBatch(r.Context(), p, envID, req.HostIDs)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, revokedHostsView{Revoked: n})
+func (a *API) revokeHosts() handlerFunc {
+	return answer(withBody[revokeHostsRequest](a.visibleEnvironment), func(ctx context.Context, p principal, in idBody[uuid.UUID, revokeHostsRequest]) (revokedHostsView, error) {
+		n, err := a.svc.Hosts.RevokeBatch(ctx, p, in.ID, in.Req.HostIDs)
+		return revokedHostsView{Revoked: n}, err
+	}, http.StatusOK, asIs)
 }
 
-func (a *API) reissueCredentials(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "hostID")
-	if err != nil {
-		return err
-	}
-	h, err := a.svc.Hosts.ReissueCredentials(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, viewRegisteredHost(h))
+func (a *API) reissueCredentials() handlerFunc {
+	return answer(pathUUID("hostID"), a.svc.Hosts.ReissueCredentials, http.StatusOK, viewRegisteredHost)
 }
 
 func (a *API) drift(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -217,20 +149,10 @@ type patchHostRequest struct {
 	Labels labelPatch `json:"labels"`
 }
 
-func (a *API) patchHost(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "hostID")
-	if err != nil {
-		return err
-	}
-	var req patchHostRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	h, err := a.svc.Hosts.SetLabels(r.Context(), p, id, req.Labels.patch())
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, a.viewHost(h))
+func (a *API) patchHost() handlerFunc {
+	return answer(withBody[patchHostRequest](pathUUID("hostID")), func(ctx context.Context, p principal, in idBody[uuid.UUID, patchHostRequest]) (hosts.Host, error) {
+		return a.svc.Hosts.SetLabels(ctx, p, in.ID, in.Req.Labels.patch())
+	}, http.StatusOK, a.viewHost)
 }
 
 // labelHostsRequest changes the inventory labels of 1 to hosts.MaxBatchLabel hosts of one environment.
@@ -243,21 +165,9 @@ type labeledHostsView struct {
 	Updated int `json:"updated"`
 }
 
-func (a *API) labelHosts(w http.ResponseWriter, r *http.Request, p principal) error {
-	envID, err := pathID(r, "envID")
-	if err != nil {
-		return err
-	}
-	if _, err := a.svc.Tenants.Environment(r.Context(), p, envID); err != nil {
-		return err
-	}
-	var req labelHostsRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	n, err := a.svc.Hosts.SetLabelsBatch(r.Context(), p, envID, req.HostIDs, req.Labels.patch())
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, labeledHostsView{Updated: n})
+func (a *API) labelHosts() handlerFunc {
+	return answer(withBody[labelHostsRequest](a.visibleEnvironment), func(ctx context.Context, p principal, in idBody[uuid.UUID, labelHostsRequest]) (labeledHostsView, error) {
+		n, err := a.svc.Hosts.SetLabelsBatch(ctx, p, in.ID, in.Req.HostIDs, in.Req.Labels.patch())
+		return labeledHostsView{Updated: n}, err
+	}, http.StatusOK, asIs)
 }

@@ -9,9 +9,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/tracing"
+	"github.com/configsync/configsync/services/config-api/internal/accesslog"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 )
 
@@ -23,32 +23,12 @@ var tracer = tracing.Tracer("github.com/configsync/configsync/services/config-ap
 // handle turns into the error response.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p principal) error
 
-// statusRecorder remembers the status a handler wrote, for the access log.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
 // handle authenticates (unless public), runs h, maps its error and writes one access-log line:
 // method, route template, status, duration and token id — never bodies, never the token.
 func (a *API) handle(public bool, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &accesslog.Recorder{ResponseWriter: w}
 		// Every request starts its own trace (a caller's traceparent is not followed: the API decides
 		// what it samples). A config write's span context goes on with the outbox row to delivery.
 		ctx, span := tracer.Start(r.Context(), r.Method+" "+routeTemplate(r), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer))
@@ -67,20 +47,11 @@ func (a *API) handle(public bool, h handlerFunc) http.Handler {
 		if err != nil {
 			a.writeError(rec, r, err)
 		}
-		fields := []zap.Field{
-			zap.String("method", r.Method),
-			zap.String("route", routeTemplate(r)),
-			zap.Int("status", rec.status),
-			zap.Duration("duration", time.Since(start)),
+		span.SetAttributes(attribute.Int("http.response.status_code", rec.Status))
+		if rec.Status >= http.StatusInternalServerError {
+			span.SetStatus(codes.Error, http.StatusText(rec.Status))
 		}
-		if p.Name != "" {
-			fields = append(fields, zap.Stringer("token_id", p.TokenID))
-		}
-		span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
-		if rec.status >= http.StatusInternalServerError {
-			span.SetStatus(codes.Error, http.StatusText(rec.status))
-		}
-		a.log.Info("http request", fields...)
+		a.log.Info("http request", accesslog.Fields(r.Method, routeTemplate(r), rec.Status, time.Since(start), p)...)
 	})
 }
 

@@ -42,16 +42,10 @@ const (
 	retryAfterDatabase     = "1"
 )
 
-// databaseUnavailable reports whether err is PostgreSQL being unreachable or refusing work, and no use
-// case classified it otherwise (a fault of another kind keeps its own status).
-func databaseUnavailable(err error) bool {
-	return fault.KindOf(err) == fault.Internal && errors.Is(err, fault.ErrStoreUnavailable)
-}
-
 // statusOf maps a failure to its HTTP status and default error code. This and writeError are the only
 // places use-case errors meet HTTP.
 func statusOf(err error) (int, string) {
-	if databaseUnavailable(err) {
+	if fault.StoreUnavailable(err) {
 		return http.StatusServiceUnavailable, "unavailable"
 	}
 	var fe *fault.Error
@@ -95,7 +89,7 @@ func statusOf(err error) (int, string) {
 // cause and answered with a generic message; nothing from SQL or a stack ever reaches the caller.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := statusOf(err)
-	dbDown := databaseUnavailable(err)
+	dbDown := fault.StoreUnavailable(err)
 	msg := "internal error"
 	var fe *fault.Error
 	switch {
@@ -122,7 +116,16 @@ type dataBody struct {
 	Data any `json:"data"`
 }
 
+// versioned is the view of one config: a response of it carries its version as the ETag (If-Match
+// compares with it).
+type versioned interface {
+	etag() string
+}
+
 func writeData(w http.ResponseWriter, status int, data any) error {
+	if v, ok := data.(versioned); ok {
+		w.Header().Set("ETag", v.etag())
+	}
 	writeJSON(w, status, dataBody{Data: data})
 	return nil
 }

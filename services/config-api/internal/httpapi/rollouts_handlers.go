@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
 
-	"github.com/gorilla/mux"
+	"github.com/google/uuid"
 
+	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/rollouts"
 )
 
@@ -90,91 +92,41 @@ func viewRollout(v rollouts.View) rolloutView {
 	return out
 }
 
-func (a *API) startRollout(w http.ResponseWriter, r *http.Request, p principal) error {
-	ref, err := scopeEnvironment.ref(r)
-	if err != nil {
-		return err
-	}
-	var req startRolloutRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	cond, err := ifMatch(r)
-	if err != nil {
-		return err
-	}
-	var plan rollouts.Plan
-	if req.Plan != nil {
-		plan = *req.Plan
-	}
-	v, err := a.svc.Rollouts.Start(r.Context(), p, ref.ID, ref.ConfigType, req.ConfigData, plan, cond)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusCreated, viewRollout(v))
+func (a *API) startRollout() handlerFunc {
+	return answer(ifMatched(withBody[startRolloutRequest](scopeEnvironment.ref)), func(ctx context.Context, p principal, in matched[idBody[configs.Ref, startRolloutRequest]]) (rollouts.View, error) {
+		var plan rollouts.Plan
+		if in.In.Req.Plan != nil {
+			plan = *in.In.Req.Plan
+		}
+		return a.svc.Rollouts.Start(ctx, p, in.In.ID.ID, in.In.ID.ConfigType, in.In.Req.ConfigData, plan, in.Cond)
+	}, http.StatusCreated, viewRollout)
 }
 
-func (a *API) listRollouts(w http.ResponseWriter, r *http.Request, p principal) error {
-	ref, err := scopeEnvironment.ref(r)
-	if err != nil {
-		return err
-	}
-	limit, err := queryInt(r, "limit")
-	if err != nil {
-		return err
-	}
-	vs, err := a.svc.Rollouts.List(r.Context(), p, ref.ID, ref.ConfigType, limit)
-	if err != nil {
-		return err
-	}
-	out := make([]rolloutView, len(vs))
-	for i, v := range vs {
-		out[i] = viewRollout(v)
-	}
-	return writeData(w, http.StatusOK, out)
+func (a *API) listRollouts() handlerFunc {
+	return answer(scopeEnvironment.withLimit, func(ctx context.Context, p principal, in refLimit) ([]rollouts.View, error) {
+		return a.svc.Rollouts.List(ctx, p, in.ID, in.ConfigType, in.Limit)
+	}, http.StatusOK, each(viewRollout))
 }
 
-func (a *API) getRollout(w http.ResponseWriter, r *http.Request, p principal) error {
-	ref, err := scopeEnvironment.ref(r)
+// rolloutRef names one rollout: its environment's config type and its id.
+type rolloutRef struct {
+	configs.Ref
+	RolloutID uuid.UUID
+}
+
+func readRolloutRef(w http.ResponseWriter, r *http.Request, p principal) (rolloutRef, error) {
+	ref, err := scopeEnvironment.ref(w, r, p)
 	if err != nil {
-		return err
+		return rolloutRef{}, err
 	}
 	id, err := pathID(r, "rolloutID")
-	if err != nil {
-		return err
-	}
-	v, err := a.svc.Rollouts.Get(r.Context(), p, ref.ID, ref.ConfigType, id)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, viewRollout(v))
+	return rolloutRef{Ref: ref, RolloutID: id}, err
 }
 
-// rolloutAction is the handler of one action route (pause, resume, promote, abort).
-func (a *API) rolloutAction(action string) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
-		ref, err := scopeEnvironment.ref(r)
-		if err != nil {
-			return err
-		}
-		id, err := pathID(r, "rolloutID")
-		if err != nil {
-			return err
-		}
-		svc := a.svc.Rollouts
-		do := map[string]func() (rollouts.View, error){
-			"pause":   func() (rollouts.View, error) { return svc.Pause(r.Context(), p, ref.ID, ref.ConfigType, id) },
-			"resume":  func() (rollouts.View, error) { return svc.Resume(r.Context(), p, ref.ID, ref.ConfigType, id) },
-			"promote": func() (rollouts.View, error) { return svc.Promote(r.Context(), p, ref.ID, ref.ConfigType, id) },
-			"abort":   func() (rollouts.View, error) { return svc.Abort(r.Context(), p, ref.ID, ref.ConfigType, id) },
-		}[action]
-		if do == nil || mux.Vars(r)["configType"] == "" {
-			return errRouteNotFound
-		}
-		v, err := do()
-		if err != nil {
-			return err
-		}
-		return writeData(w, http.StatusOK, viewRollout(v))
-	}
+// rolloutRoute is the handler of the routes that read one rollout or act on it (Get, Pause, Resume,
+// Promote, Abort): all take the rollout's ref and answer the rollout.
+func rolloutRoute(call func(ctx context.Context, p principal, environmentID uuid.UUID, configType string, id uuid.UUID) (rollouts.View, error)) handlerFunc {
+	return answer(readRolloutRef, func(ctx context.Context, p principal, in rolloutRef) (rollouts.View, error) {
+		return call(ctx, p, in.ID, in.ConfigType, in.RolloutID)
+	}, http.StatusOK, viewRollout)
 }

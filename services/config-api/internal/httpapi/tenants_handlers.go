@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/google/uuid"
 
 	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/tenants"
 )
 
 func errInvalid(msg string) error { return fault.Invalidf("%s", msg) }
@@ -19,20 +21,15 @@ type nameRequest struct {
 	Name string `json:"name"`
 }
 
-func (a *API) createToken(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req tokenRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	var client uuid.NullUUID
-	if req.ClientID != nil {
-		client = uuid.NullUUID{UUID: *req.ClientID, Valid: true}
-	}
-	issued, err := a.svc.Tokens.Issue(r.Context(), p, req.Name, client)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusCreated, tokenView{ID: issued.ID, Name: issued.Name, ClientID: req.ClientID, Token: issued.Secret})
+func (a *API) createToken() handlerFunc {
+	return answer(body[tokenRequest], func(ctx context.Context, p principal, req tokenRequest) (tokenView, error) {
+		var client uuid.NullUUID
+		if req.ClientID != nil {
+			client = uuid.NullUUID{UUID: *req.ClientID, Valid: true}
+		}
+		issued, err := a.svc.Tokens.Issue(ctx, p, req.Name, client)
+		return tokenView{ID: issued.ID, Name: issued.Name, ClientID: req.ClientID, Token: issued.Secret}, err
+	}, http.StatusCreated, asIs)
 }
 
 func (a *API) revokeToken(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -47,16 +44,10 @@ func (a *API) revokeToken(w http.ResponseWriter, r *http.Request, p principal) e
 	return nil
 }
 
-func (a *API) createClient(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req nameRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	c, err := a.svc.Tenants.CreateClient(r.Context(), p, req.Name)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusCreated, viewClient(c))
+func (a *API) createClient() handlerFunc {
+	return answer(body[nameRequest], func(ctx context.Context, p principal, req nameRequest) (tenants.Client, error) {
+		return a.svc.Tenants.CreateClient(ctx, p, req.Name)
+	}, http.StatusCreated, viewClient)
 }
 
 func (a *API) listClients(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -64,65 +55,23 @@ func (a *API) listClients(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
-	out := make([]clientView, len(cs))
-	for i, c := range cs {
-		out[i] = viewClient(c)
-	}
-	return writeData(w, http.StatusOK, out)
+	return writeData(w, http.StatusOK, each(viewClient)(cs))
 }
 
-func (a *API) getClient(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "clientID")
-	if err != nil {
-		return err
-	}
-	c, err := a.svc.Tenants.Client(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, viewClient(c))
+func (a *API) getClient() handlerFunc {
+	return answer(pathUUID("clientID"), a.svc.Tenants.Client, http.StatusOK, viewClient)
 }
 
-func (a *API) createEnvironment(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "clientID")
-	if err != nil {
-		return err
-	}
-	var req nameRequest
-	if err := decode(w, r, &req); err != nil {
-		return err
-	}
-	e, err := a.svc.Tenants.CreateEnvironment(r.Context(), p, id, req.Name)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusCreated, viewEnvironment(e))
+func (a *API) createEnvironment() handlerFunc {
+	return answer(withBody[nameRequest](pathUUID("clientID")), func(ctx context.Context, p principal, in idBody[uuid.UUID, nameRequest]) (tenants.Environment, error) {
+		return a.svc.Tenants.CreateEnvironment(ctx, p, in.ID, in.Req.Name)
+	}, http.StatusCreated, viewEnvironment)
 }
 
-func (a *API) listEnvironments(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "clientID")
-	if err != nil {
-		return err
-	}
-	es, err := a.svc.Tenants.Environments(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	out := make([]environmentView, len(es))
-	for i, e := range es {
-		out[i] = viewEnvironment(e)
-	}
-	return writeData(w, http.StatusOK, out)
+func (a *API) listEnvironments() handlerFunc {
+	return answer(pathUUID("clientID"), a.svc.Tenants.Environments, http.StatusOK, each(viewEnvironment))
 }
 
-func (a *API) getEnvironment(w http.ResponseWriter, r *http.Request, p principal) error {
-	id, err := pathID(r, "envID")
-	if err != nil {
-		return err
-	}
-	e, err := a.svc.Tenants.Environment(r.Context(), p, id)
-	if err != nil {
-		return err
-	}
-	return writeData(w, http.StatusOK, viewEnvironment(e))
+func (a *API) getEnvironment() handlerFunc {
+	return answer(pathUUID("envID"), a.svc.Tenants.Environment, http.StatusOK, viewEnvironment)
 }

@@ -53,6 +53,8 @@ type configView struct {
 	UpdatedAt     time.Time       `json:"updated_at"`
 }
 
+func (v configView) etag() string { return etag(v.Version) }
+
 func viewConfig(r configs.Record) configView {
 	v := configView{
 		ID:         r.ID,
@@ -86,6 +88,8 @@ type effectiveView struct {
 	HostVersion        *int64          `json:"host_version,omitempty"`
 	Provenance         json.RawMessage `json:"provenance,omitempty"`
 }
+
+func (v effectiveView) etag() string { return etag(v.Version) }
 
 func viewEffective(ec protocol.EffectiveConfig, explain bool) effectiveView {
 	v := effectiveView{ConfigType: ec.ConfigType, ConfigData: ec.ConfigData, Version: ec.Version, Source: ec.Source}
@@ -196,7 +200,7 @@ func (a *API) viewHost(h hosts.Host) hostView {
 		RevokedAt:       h.RevokedAt,
 		AgentVersion:    h.AgentVersion,
 		LastHeartbeatAt: h.LastHeartbeatAt,
-		Online:          h.Online(a.now(), a.onlineWindow),
+		Online:          a.svc.Hosts.Online(h),
 		ConfigHash:      h.ConfigHash,
 		ConfigVersion:   h.ConfigVersion,
 		ConfigVersions:  h.ConfigVersions,

@@ -24,7 +24,7 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
-	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/services/config-api/internal/accesslog"
 	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
@@ -215,7 +215,7 @@ func (c *Console) action(h handlerFunc) http.Handler { return c.wrap(h, true) }
 func (c *Console) wrap(h handlerFunc, changes bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := c.now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &accesslog.Recorder{ResponseWriter: w}
 		req := &request{htmx: r.Header.Get("HX-Request") == "true"}
 		err := c.authenticate(r, req)
 		if err == nil && changes {
@@ -227,7 +227,7 @@ func (c *Console) wrap(h handlerFunc, changes bool) http.Handler {
 		if err != nil {
 			c.fail(rec, r, req, err)
 		}
-		c.accessLog(r, rec.status, start, req)
+		c.accessLog(r, rec.Status, start, req)
 	})
 }
 
@@ -235,25 +235,20 @@ func (c *Console) wrap(h handlerFunc, changes bool) http.Handler {
 func (c *Console) logged(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := c.now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &accesslog.Recorder{ResponseWriter: w}
 		h(rec, r)
-		c.accessLog(r, rec.status, start, nil)
+		c.accessLog(r, rec.Status, start, nil)
 	})
 }
 
 // accessLog writes one line per request: method, route pattern, status, duration and token id — never
 // bodies, cookies or tokens.
 func (c *Console) accessLog(r *http.Request, status int, start time.Time, req *request) {
-	fields := []zap.Field{
-		zap.String("method", r.Method),
-		zap.String("route", routePattern(r)),
-		zap.Int("status", status),
-		zap.Duration("duration", time.Since(start)),
+	var p tenancy.Principal
+	if req != nil {
+		p = req.p
 	}
-	if req != nil && req.p.Name != "" {
-		fields = append(fields, zap.Stringer("token_id", req.p.TokenID))
-	}
-	c.log.Info("console request", fields...)
+	c.log.Info("console request", accesslog.Fields(r.Method, routePattern(r), status, time.Since(start), p)...)
 }
 
 // routePattern is the matched pattern (never the raw path, which carries ids).
@@ -348,7 +343,7 @@ func parseForm(r *http.Request) error {
 
 // statusOf maps a use-case failure to an HTTP status: the one place the console does so.
 func statusOf(err error) int {
-	if fault.KindOf(err) == fault.Internal && pgdb.IsUnavailable(err) {
+	if fault.StoreUnavailable(err) {
 		return http.StatusServiceUnavailable
 	}
 	switch fault.KindOf(err) {
@@ -421,26 +416,6 @@ type errorData struct {
 	Status     int
 	StatusText string
 	Message    string
-}
-
-// statusRecorder remembers the status written, for the access log.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
 }
 
 // nextPath keeps a post-sign-in redirect inside the console.
