@@ -210,14 +210,7 @@ func (s *Store) EnvironmentConfig(ctx context.Context, environmentID uuid.UUID, 
 // EnvironmentConfigs lists an environment's live configs.
 func (s *Store) EnvironmentConfigs(ctx context.Context, environmentID uuid.UUID) ([]configs.Record, error) {
 	rows, err := s.q.ListEnvironmentConfigs(ctx, environmentID)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list environment configs: %w", err)
-	}
-	out := make([]configs.Record, len(rows))
-	for i, r := range rows {
-		out[i] = fromEnvConfig(r)
-	}
-	return out, nil
+	return listOf(rows, err, "list environment configs", fromEnvConfig)
 }
 
 // Revisions lists a config's history, newest first.
@@ -237,14 +230,7 @@ func (s *Store) Revisions(ctx context.Context, ref configs.Ref, limit int) ([]co
 		rows, err = s.q.ListEnvironmentRevisions(ctx, sqlcdb.ListEnvironmentRevisionsParams{
 			EnvironmentID: ref.ID, ConfigType: ref.ConfigType, MaxRows: int32(limit)})
 	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list revisions: %w", err)
-	}
-	out := make([]configs.Revision, len(rows))
-	for i, r := range rows {
-		out[i] = revision(r)
-	}
-	return out, nil
+	return listOf(rows, err, "list revisions", revision)
 }
 
 // Revision returns the revision of a config that produced version.
@@ -286,12 +272,11 @@ func (s *Store) AffectedHosts(ctx context.Context, environmentID uuid.UUID, conf
 	}
 	rows, err := s.q.ListActiveHostsWithOverride(ctx, sqlcdb.ListActiveHostsWithOverrideParams{
 		ConfigType: configType, EnvironmentID: environmentID, MaxRows: int32(limit)})
+	out, err := listOf(rows, err, "list hosts", func(r sqlcdb.ListActiveHostsWithOverrideRow) configs.AffectedHost {
+		return configs.AffectedHost{HostID: r.ID, Hostname: r.Hostname, AgentID: r.AgentID, Override: r.OverrideData}
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list hosts: %w", err)
-	}
-	out := make([]configs.AffectedHost, len(rows))
-	for i, r := range rows {
-		out[i] = configs.AffectedHost{HostID: r.ID, Hostname: r.Hostname, AgentID: r.AgentID, Override: r.OverrideData}
+		return nil, 0, err
 	}
 	return out, int(total), nil
 }

@@ -95,46 +95,31 @@ func interval(d time.Duration) pgtype.Interval {
 // WorstHosts returns the active hosts with the most failed types, then the oldest heartbeats.
 func (s *Store) WorstHosts(ctx context.Context, environmentID uuid.UUID, onlineWindow time.Duration, limit int) ([]fleet.Offender, error) {
 	rows, err := s.q.EnvironmentWorstHosts(ctx, sqlcdb.EnvironmentWorstHostsParams{EnvironmentID: environmentID, OnlineWindow: interval(onlineWindow), MaxRows: int32(limit)})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: worst hosts: %w", err)
-	}
-	out := make([]fleet.Offender, len(rows))
-	for i, r := range rows {
-		out[i] = fleet.Offender{HostID: r.ID, Hostname: r.Hostname, LastHeartbeatAt: r.LastHeartbeatAt, FailedTypes: int(r.FailedTypes)}
-	}
-	return out, nil
+	return listOf(rows, err, "worst hosts", func(r sqlcdb.EnvironmentWorstHostsRow) fleet.Offender {
+		return fleet.Offender{HostID: r.ID, Hostname: r.Hostname, LastHeartbeatAt: r.LastHeartbeatAt, FailedTypes: int(r.FailedTypes)}
+	})
 }
 
 // FleetSummaries counts the hosts of every environment within filter, in one query.
 func (s *Store) FleetSummaries(ctx context.Context, filter uuid.NullUUID, onlineWindow time.Duration) ([]fleet.Summary, error) {
 	rows, err := s.q.FleetSummary(ctx, sqlcdb.FleetSummaryParams{OnlineWindow: interval(onlineWindow), ClientFilter: filter})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: fleet summary: %w", err)
-	}
-	out := make([]fleet.Summary, len(rows))
-	for i, r := range rows {
-		out[i] = fleet.Summary{
+	return listOf(rows, err, "fleet summary", func(r sqlcdb.FleetSummaryRow) fleet.Summary {
+		return fleet.Summary{
 			Environment: tenants.Environment{ID: r.EnvironmentID, ClientID: r.ClientID, Name: r.EnvironmentName, CreatedAt: r.CreatedAt},
 			ClientName:  r.ClientName,
 			Counts: fleet.Counts{Active: int(r.Active), Online: int(r.Online), Offline: int(r.Active - r.Online),
 				NeverSeen: int(r.NeverSeen), Failed: int(r.Failed), Revoked: int(r.Revoked),
 				Stats: fleetStats(r.StatsAt, r.StatsOnline, r.StatsDrifted, r.StatsStale)},
 		}
-	}
-	return out, nil
+	})
 }
 
 // VisibleEnvironments lists the environments within filter with their clients' names.
 func (s *Store) VisibleEnvironments(ctx context.Context, filter uuid.NullUUID) ([]fleet.EnvironmentRef, error) {
 	rows, err := s.q.ListVisibleEnvironments(ctx, filter)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list environments: %w", err)
-	}
-	out := make([]fleet.EnvironmentRef, len(rows))
-	for i, r := range rows {
-		out[i] = fleet.EnvironmentRef{ID: r.ID, ClientID: r.ClientID, Name: r.Name, ClientName: r.ClientName}
-	}
-	return out, nil
+	return listOf(rows, err, "list environments", func(r sqlcdb.ListVisibleEnvironmentsRow) fleet.EnvironmentRef {
+		return fleet.EnvironmentRef{ID: r.ID, ClientID: r.ClientID, Name: r.Name, ClientName: r.ClientName}
+	})
 }
 
 // DriftComputedAt is when an environment's fleet stats and drifted hosts were last stored (nil: never).
@@ -182,16 +167,7 @@ func (s *Store) SearchHosts(ctx context.Context, environmentID uuid.UUID, q flee
 		p.LabelsPath = labelsPath(q.Labels)
 	}
 	rows, err := s.q.SearchHosts(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: search hosts: %w", err)
-	}
-	out := make([]hosts.Host, len(rows))
-	for i, r := range rows {
-		if out[i], err = hostFromRow(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return listOfErr(rows, err, "search hosts", hostFromRow)
 }
 
 // labelsPath is sel as a JSON path filter over a host's inventory labels, for `inventory_labels @? path`:
@@ -240,14 +216,9 @@ func (s *Store) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event, 
 		p.BeforeID = &before
 	}
 	rows, err := s.q.ListAuditEvents(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list audit events: %w", err)
-	}
-	out := make([]audit.Event, len(rows))
-	for i, r := range rows {
-		out[i] = audit.Event{ID: r.ID, Actor: r.Actor, ClientID: r.ClientID, Action: r.Action, Object: r.Object, Detail: r.Detail, CreatedAt: r.CreatedAt}
-	}
-	return out, nil
+	return listOf(rows, err, "list audit events", func(r sqlcdb.AuditEvent) audit.Event {
+		return audit.Event{ID: r.ID, Actor: r.Actor, ClientID: r.ClientID, Action: r.Action, Object: r.Object, Detail: r.Detail, CreatedAt: r.CreatedAt}
+	})
 }
 
 var (

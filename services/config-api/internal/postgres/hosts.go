@@ -149,18 +149,7 @@ func (s *Store) Host(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (h
 // Hosts returns a page of an environment's hosts in id order.
 func (s *Store) Hosts(ctx context.Context, environmentID uuid.UUID, after uuid.NullUUID, limit int) ([]hosts.Host, error) {
 	rows, err := s.q.ListHosts(ctx, sqlcdb.ListHostsParams{EnvironmentID: environmentID, After: after, MaxRows: int32(limit)})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list hosts: %w", err)
-	}
-	out := make([]hosts.Host, 0, len(rows))
-	for _, r := range rows {
-		h, err := hostFromRow(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, nil
+	return listOfErr(rows, err, "list hosts", hostFromRow)
 }
 
 func optionalTime(t time.Time) *time.Time {

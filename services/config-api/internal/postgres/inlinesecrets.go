@@ -37,14 +37,9 @@ func (s *Store) HostsWithInlineSecrets(ctx context.Context) ([]uuid.UUID, error)
 // inline secret value that is not yet redacted, in id order (only ID, OldData and NewData are set).
 func (s *Store) RevisionsWithInlineSecrets(ctx context.Context, afterID int64, limit int) ([]inlinesecrets.Revision, error) {
 	rows, err := s.q.ListRevisionsWithInlineSecrets(ctx, sqlcdb.ListRevisionsWithInlineSecretsParams{AfterID: afterID, MaxRows: int32(limit)})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: revisions with inline secrets: %w", err)
-	}
-	out := make([]inlinesecrets.Revision, len(rows))
-	for i, r := range rows {
-		out[i] = inlinesecrets.Revision{ID: r.ID, OldData: r.OldData, NewData: r.NewData}
-	}
-	return out, nil
+	return listOf(rows, err, "revisions with inline secrets", func(r sqlcdb.ListRevisionsWithInlineSecretsRow) inlinesecrets.Revision {
+		return inlinesecrets.Revision{ID: r.ID, OldData: r.OldData, NewData: r.NewData}
+	})
 }
 
 // ScrubRevision replaces the old and new data of one revision.

@@ -171,35 +171,13 @@ func (s *Rollouts) Get(ctx context.Context, filter uuid.NullUUID, environmentID 
 // List is rollouts.Repository.List.
 func (s *Rollouts) List(ctx context.Context, environmentID uuid.UUID, configType string, limit int) ([]rollouts.Rollout, error) {
 	rows, err := s.s.q.ListRollouts(ctx, sqlcdb.ListRolloutsParams{EnvironmentID: environmentID, ConfigType: configType, MaxRows: int32(limit)})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list rollouts: %w", err)
-	}
-	out := make([]rollouts.Rollout, 0, len(rows))
-	for _, row := range rows {
-		r, err := rolloutFrom(row)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return listOfErr(rows, err, "list rollouts", rolloutFrom)
 }
 
 // ActiveIn is rollouts.Repository.ActiveIn.
 func (s *Rollouts) ActiveIn(ctx context.Context, filter uuid.NullUUID, environmentIDs []uuid.UUID) ([]rollouts.Rollout, error) {
 	rows, err := s.s.q.ActiveRolloutsIn(ctx, sqlcdb.ActiveRolloutsInParams{EnvironmentIds: environmentIDs, ClientFilter: filter})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: active rollouts in: %w", err)
-	}
-	out := make([]rollouts.Rollout, 0, len(rows))
-	for _, row := range rows {
-		r, err := rolloutFrom(row)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return listOfErr(rows, err, "active rollouts in", rolloutFrom)
 }
 
 // Members is rollouts.Repository.Members.
@@ -238,19 +216,11 @@ func members(ctx context.Context, q *sqlcdb.Queries, r *rollouts.Rollout) ([]rol
 
 func (t *rolloutTx) Fleet(ctx context.Context) ([]rollouts.FleetHost, error) {
 	rows, err := t.q.RolloutFleet(ctx, sqlcdb.RolloutFleetParams{RolloutID: t.r.ID, EnvironmentID: t.r.EnvironmentID})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: rollout fleet: %w", err)
-	}
-	out := make([]rollouts.FleetHost, len(rows))
-	for i, h := range rows {
+	return listOfErr(rows, err, "rollout fleet", func(h sqlcdb.RolloutFleetRow) (rollouts.FleetHost, error) {
 		labels, err := labelsFromJSON(h.ID, h.InventoryLabels)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = rollouts.FleetHost{ID: h.ID, Labels: labels, LastHeartbeatAt: h.LastHeartbeatAt,
-			HeartbeatInterval: time.Duration(h.HeartbeatIntervalMs) * time.Millisecond, Stage: int(h.Stage)}
-	}
-	return out, nil
+		return rollouts.FleetHost{ID: h.ID, Labels: labels, LastHeartbeatAt: h.LastHeartbeatAt,
+			HeartbeatInterval: time.Duration(h.HeartbeatIntervalMs) * time.Millisecond, Stage: int(h.Stage)}, err
+	})
 }
 
 func (t *rolloutTx) NextVersion(ctx context.Context) (int64, error) {

@@ -82,3 +82,23 @@ func classify(err error, what string) error {
 	}
 	return err
 }
+
+// listOf turns the result of a list query into domain values with from; what names the query in the
+// error. The list is never nil, so an empty result reads as [] wherever it is shown.
+func listOf[R, T any](rows []R, err error, what string, from func(R) T) ([]T, error) {
+	return listOfErr(rows, err, what, func(r R) (T, error) { return from(r), nil })
+}
+
+// listOfErr is listOf for a conversion that can fail (a row's stored JSON).
+func listOfErr[R, T any](rows []R, err error, what string, from func(R) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		if out[i], err = from(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -90,14 +90,7 @@ func (s *Store) ClientExists(ctx context.Context, id uuid.UUID) (bool, error) {
 // Clients lists the clients within filter.
 func (s *Store) Clients(ctx context.Context, filter uuid.NullUUID) ([]tenants.Client, error) {
 	rows, err := s.q.ListClients(ctx, filter)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list clients: %w", err)
-	}
-	out := make([]tenants.Client, len(rows))
-	for i, r := range rows {
-		out[i] = tenants.Client(r)
-	}
-	return out, nil
+	return listOf(rows, err, "list clients", func(r sqlcdb.Client) tenants.Client { return tenants.Client(r) })
 }
 
 // CreateEnvironment stores an environment.
@@ -121,14 +114,7 @@ func (s *Store) Environment(ctx context.Context, filter uuid.NullUUID, id uuid.U
 // Environments lists a client's environments.
 func (s *Store) Environments(ctx context.Context, clientID uuid.UUID) ([]tenants.Environment, error) {
 	rows, err := s.q.ListEnvironments(ctx, clientID)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list environments: %w", err)
-	}
-	out := make([]tenants.Environment, len(rows))
-	for i, r := range rows {
-		out[i] = tenants.Environment(r)
-	}
-	return out, nil
+	return listOf(rows, err, "list environments", func(r sqlcdb.Environment) tenants.Environment { return tenants.Environment(r) })
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
