@@ -159,48 +159,42 @@ func (s *Service) Active(ctx context.Context, p tenancy.Principal, environmentID
 
 // Pause stops a running rollout where it is (no stage advances, reached hosts keep the new revision).
 func (s *Service) Pause(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, configType string, id uuid.UUID) (View, error) {
-	return s.act(ctx, p, environmentID, configType, id, func(tx Tx, r *Rollout) error {
-		if r.State != StateRunning {
-			return notRunning(r, "pause")
-		}
+	return s.act(ctx, p, environmentID, configType, id, operatorAction(ctx, p, StateRunning, "pause", ActionPaused, func(r *Rollout) {
 		r.State, r.Reason = StatePaused, "paused by "+p.Name
-		if err := tx.Save(ctx, r); err != nil {
-			return err
-		}
-		return tx.Audit(ctx, r, p.Name, ActionPaused, map[string]any{"stage": r.CurrentStage})
-	})
+	}))
 }
 
 // Resume runs a paused rollout again; a stage whose gate failed is evaluated again (it fails again
 // unless its hosts changed their answers).
 func (s *Service) Resume(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, configType string, id uuid.UUID) (View, error) {
-	return s.act(ctx, p, environmentID, configType, id, func(tx Tx, r *Rollout) error {
-		if r.State != StatePaused {
-			return notRunning(r, "resume")
-		}
+	return s.act(ctx, p, environmentID, configType, id, operatorAction(ctx, p, StatePaused, "resume", ActionResumed, func(r *Rollout) {
 		r.State, r.Reason = StateRunning, ""
 		if st := &r.Stages[r.CurrentStage]; st.State == StageFailed {
 			st.State = StageBaking
 		}
-		if err := tx.Save(ctx, r); err != nil {
-			return err
-		}
-		return tx.Audit(ctx, r, p.Name, ActionResumed, map[string]any{"stage": r.CurrentStage})
-	})
+	}))
 }
 
 // Promote skips the rest of the current stage's bake time; its gate is still evaluated.
 func (s *Service) Promote(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, configType string, id uuid.UUID) (View, error) {
-	return s.act(ctx, p, environmentID, configType, id, func(tx Tx, r *Rollout) error {
-		if r.State != StateRunning {
-			return notRunning(r, "promote")
-		}
+	return s.act(ctx, p, environmentID, configType, id, operatorAction(ctx, p, StateRunning, "promote", ActionPromoted, func(r *Rollout) {
 		r.Promoted = true
+	}))
+}
+
+// operatorAction is the change of an operator's pause, resume or promote (verb): on a rollout in state
+// from, apply changes it, and it is saved and audited as action with the current stage.
+func operatorAction(ctx context.Context, p tenancy.Principal, from, verb, action string, apply func(*Rollout)) func(Tx, *Rollout) error {
+	return func(tx Tx, r *Rollout) error {
+		if r.State != from {
+			return notRunning(r, verb)
+		}
+		apply(r)
 		if err := tx.Save(ctx, r); err != nil {
 			return err
 		}
-		return tx.Audit(ctx, r, p.Name, ActionPromoted, map[string]any{"stage": r.CurrentStage})
-	})
+		return tx.Audit(ctx, r, p.Name, action, map[string]any{"stage": r.CurrentStage})
+	}
 }
 
 // Abort ends a running or paused rollout: the hosts it reached get the previous revision back (a new
