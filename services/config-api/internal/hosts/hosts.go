@@ -409,12 +409,5 @@ func (s *Service) List(ctx context.Context, p tenancy.Principal, environmentID u
 
 // Get returns one host the caller can see.
 func (s *Service) Get(ctx context.Context, p tenancy.Principal, id uuid.UUID) (Host, error) {
-	h, err := s.store.Host(ctx, p.Filter(), id)
-	if fault.Is(err, fault.NotFound) {
-		return Host{}, s.guard.Missing(ctx, p, tenancy.KindHost, id)
-	}
-	if err != nil {
-		return Host{}, fmt.Errorf("hosts: get: %w", err)
-	}
-	return h, nil
+	return tenancy.Visible(ctx, s.guard, p, tenancy.KindHost, id, "hosts: get", s.store.Host)
 }

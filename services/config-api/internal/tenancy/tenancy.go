@@ -5,6 +5,7 @@ package tenancy
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -117,6 +118,22 @@ type Guard struct {
 // NewGuard returns a Guard.
 func NewGuard(owners Owners, audit AuditLog, log *zap.Logger) *Guard {
 	return &Guard{owners: owners, audit: audit, log: log}
+}
+
+// Visible reads the object (kind, id) with read, filtered to what p may see. What read does not find
+// is answered by Missing (a NotFound fault, audited when it is another client's); another failure is
+// wrapped with what.
+func Visible[T any](ctx context.Context, g *Guard, p Principal, kind Kind, id uuid.UUID, what string,
+	read func(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (T, error)) (T, error) {
+	var none T
+	v, err := read(ctx, p.Filter(), id)
+	if fault.Is(err, fault.NotFound) {
+		return none, g.Missing(ctx, p, kind, id)
+	}
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
 }
 
 // Missing is called when a client-filtered lookup of (kind, id) found nothing. It always returns a

@@ -77,14 +77,7 @@ func (s *Service) Clients(ctx context.Context, p tenancy.Principal) ([]Client, e
 
 // Client returns one client the caller can see.
 func (s *Service) Client(ctx context.Context, p tenancy.Principal, id uuid.UUID) (Client, error) {
-	c, err := s.store.Client(ctx, p.Filter(), id)
-	if fault.Is(err, fault.NotFound) {
-		return Client{}, s.guard.Missing(ctx, p, tenancy.KindClient, id)
-	}
-	if err != nil {
-		return Client{}, fmt.Errorf("tenants: get client: %w", err)
-	}
-	return c, nil
+	return tenancy.Visible(ctx, s.guard, p, tenancy.KindClient, id, "tenants: get client", s.store.Client)
 }
 
 // CreateEnvironment creates an environment of a client the caller can see.
@@ -117,14 +110,7 @@ func (s *Service) Environments(ctx context.Context, p tenancy.Principal, clientI
 
 // Environment returns one environment the caller can see.
 func (s *Service) Environment(ctx context.Context, p tenancy.Principal, id uuid.UUID) (Environment, error) {
-	e, err := s.store.Environment(ctx, p.Filter(), id)
-	if fault.Is(err, fault.NotFound) {
-		return Environment{}, s.guard.Missing(ctx, p, tenancy.KindEnvironment, id)
-	}
-	if err != nil {
-		return Environment{}, fmt.Errorf("tenants: get environment: %w", err)
-	}
-	return e, nil
+	return tenancy.Visible(ctx, s.guard, p, tenancy.KindEnvironment, id, "tenants: get environment", s.store.Environment)
 }
 
 // ValidName trims a client or environment name and checks its length.
