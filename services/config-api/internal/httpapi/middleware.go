@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/configsync/configsync/libs/platform/tracing"
-	"github.com/configsync/configsync/services/config-api/internal/accesslog"
+	"github.com/configsync/configsync/services/config-api/internal/httpedge"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 )
 
@@ -28,7 +28,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, p principal) error
 func (a *API) handle(public bool, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &accesslog.Recorder{ResponseWriter: w}
+		rec := &httpedge.Recorder{ResponseWriter: w}
 		// Every request starts its own trace (a caller's traceparent is not followed: the API decides
 		// what it samples). A config write's span context goes on with the outbox row to delivery.
 		ctx, span := tracer.Start(r.Context(), r.Method+" "+routeTemplate(r), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer))
@@ -51,7 +51,7 @@ func (a *API) handle(public bool, h handlerFunc) http.Handler {
 		if rec.Status >= http.StatusInternalServerError {
 			span.SetStatus(codes.Error, http.StatusText(rec.Status))
 		}
-		a.log.Info("http request", accesslog.Fields(r.Method, routeTemplate(r), rec.Status, time.Since(start), p)...)
+		a.log.Info("http request", httpedge.AccessLog(r.Method, routeTemplate(r), rec.Status, time.Since(start), p)...)
 	})
 }
 

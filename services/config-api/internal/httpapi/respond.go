@@ -16,6 +16,7 @@ import (
 
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
+	"github.com/configsync/configsync/services/config-api/internal/httpedge"
 )
 
 // errorBody is every error response: {"error":{"code","message"}}.
@@ -45,44 +46,19 @@ const (
 // statusOf maps a failure to its HTTP status and default error code. This and writeError are the only
 // places use-case errors meet HTTP.
 func statusOf(err error) (int, string) {
-	if fault.StoreUnavailable(err) {
-		return http.StatusServiceUnavailable, "unavailable"
-	}
+	status, code := httpedge.StatusOf(err)
 	var fe *fault.Error
-	if !errors.As(err, &fe) {
-		return http.StatusInternalServerError, "internal"
-	}
 	switch {
+	case fault.StoreUnavailable(err) || !errors.As(err, &fe):
 	case fe == errBodyTooLarge:
 		return http.StatusRequestEntityTooLarge, fe.Code
 	case fe == errMethodNotAllowed:
 		return http.StatusMethodNotAllowed, fe.Code
+	case fe.Code != "" && status != http.StatusInternalServerError:
+		// A use case's more specific code (e.g. "unknown_config_type") replaces the status's default.
+		code = fe.Code
 	}
-	code := fe.Code
-	def := func(c string) string {
-		if code == "" {
-			return c
-		}
-		return code
-	}
-	switch fe.Kind {
-	case fault.Invalid:
-		return http.StatusBadRequest, def("invalid_request")
-	case fault.Unauthenticated:
-		return http.StatusUnauthorized, def("unauthorized")
-	case fault.Forbidden:
-		return http.StatusForbidden, def("forbidden")
-	case fault.NotFound:
-		return http.StatusNotFound, def("not_found")
-	case fault.Conflict:
-		return http.StatusConflict, def("conflict")
-	case fault.PreconditionFailed:
-		return http.StatusPreconditionFailed, def("precondition_failed")
-	case fault.Unavailable:
-		return http.StatusServiceUnavailable, def("unavailable")
-	default:
-		return http.StatusInternalServerError, "internal"
-	}
+	return status, code
 }
 
 // writeError writes err as an error response. Internal and dependency failures are logged with their

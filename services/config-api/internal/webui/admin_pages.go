@@ -156,12 +156,8 @@ func (c *Console) createCredential(w http.ResponseWriter, r *http.Request, req *
 }
 
 func (c *Console) rotateCredential(w http.ResponseWriter, r *http.Request, req *request) error {
-	return c.credentialAction(w, r, req, "rotated", func(clientID uuid.UUID) error {
-		id, err := pathID(r, "credID")
-		if err != nil {
-			return err
-		}
-		_, err = c.svc.Credentials.Rotate(r.Context(), req.p, clientID, id, credentials.RotateInput{Secret: secretFrom(r)})
+	return c.oneCredentialAction(w, r, req, "rotated", func(clientID, id uuid.UUID) error {
+		_, err := c.svc.Credentials.Rotate(r.Context(), req.p, clientID, id, credentials.RotateInput{Secret: secretFrom(r)})
 		return err
 	})
 }
@@ -169,30 +165,33 @@ func (c *Console) rotateCredential(w http.ResponseWriter, r *http.Request, req *
 // setCredentialTargets replaces a credential's allowed targets (a rotation without a new secret, as
 // the API's rotation request with only allowed_targets).
 func (c *Console) setCredentialTargets(w http.ResponseWriter, r *http.Request, req *request) error {
-	return c.credentialAction(w, r, req, "targets", func(clientID uuid.UUID) error {
-		id, err := pathID(r, "credID")
-		if err != nil {
-			return err
-		}
+	return c.oneCredentialAction(w, r, req, "targets", func(clientID, id uuid.UUID) error {
 		targets, set := targetsFrom(r)
 		if !set {
 			return fault.Invalidf("allowed_targets is required (empty: any target)")
 		}
-		_, err = c.svc.Credentials.Rotate(r.Context(), req.p, clientID, id, credentials.RotateInput{AllowedTargets: &targets})
+		_, err := c.svc.Credentials.Rotate(r.Context(), req.p, clientID, id, credentials.RotateInput{AllowedTargets: &targets})
 		return err
 	})
 }
 
 func (c *Console) deleteCredential(w http.ResponseWriter, r *http.Request, req *request) error {
-	return c.credentialAction(w, r, req, "deleted", func(clientID uuid.UUID) error {
-		id, err := pathID(r, "credID")
-		if err != nil {
-			return err
-		}
+	return c.oneCredentialAction(w, r, req, "deleted", func(clientID, id uuid.UUID) error {
 		if r.PostForm.Get("confirm") != "yes" {
 			return fault.Invalidf("tick the confirmation box to delete the credential")
 		}
 		return c.svc.Credentials.Delete(r.Context(), req.p, clientID, id, r.PostForm.Get("force") == "true")
+	})
+}
+
+// oneCredentialAction is credentialAction on the credential of the credID path variable.
+func (c *Console) oneCredentialAction(w http.ResponseWriter, r *http.Request, req *request, done string, fn func(clientID, id uuid.UUID) error) error {
+	return c.credentialAction(w, r, req, done, func(clientID uuid.UUID) error {
+		id, err := pathID(r, "credID")
+		if err != nil {
+			return err
+		}
+		return fn(clientID, id)
 	})
 }
 

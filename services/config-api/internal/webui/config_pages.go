@@ -235,6 +235,15 @@ func digest(text string) string {
 }
 
 // document parses the editor's text as one JSON document, naming the line and column of a syntax error.
+// reviewed is the document of the editor's text when a dry run of exactly that text was shown first:
+// the diff per host is shown before anything is done (saved, rolled out).
+func reviewed(d editorData, done string) (json.RawMessage, error) {
+	if d.Reviewed == "" || d.Reviewed != digest(d.Text) {
+		return nil, fault.Invalidf("run a dry run of this text first: the diff per host is shown before anything is %s", done)
+	}
+	return document(d.Text)
+}
+
 func document(text string) (json.RawMessage, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, fault.Invalidf("config_data is required")
@@ -305,10 +314,7 @@ func (c *Console) dryRun(s scope) handlerFunc {
 
 func (c *Console) save(s scope) handlerFunc {
 	return c.onEditorPost(s, func(w http.ResponseWriter, r *http.Request, req *request, d editorData) error {
-		if d.Reviewed == "" || d.Reviewed != digest(d.Text) {
-			return c.invalid(w, req, d, fault.Invalidf("run a dry run of this text first: the diff per host is shown before anything is saved"))
-		}
-		data, err := document(d.Text)
+		data, err := reviewed(d, "saved")
 		if err != nil {
 			return c.invalid(w, req, d, err)
 		}

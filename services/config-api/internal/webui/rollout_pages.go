@@ -232,13 +232,7 @@ func (c *Console) rolloutAct(act func(r *http.Request, req *request, t target, i
 		if err != nil {
 			return err
 		}
-		target := t.Base + "/rollouts/" + id.String() + "?done=1"
-		if req.htmx {
-			w.Header().Set("HX-Redirect", target)
-			w.WriteHeader(http.StatusNoContent)
-			return nil
-		}
-		http.Redirect(w, r, target, http.StatusSeeOther)
+		seeOther(w, r, req, t.Base+"/rollouts/"+id.String()+"?done=1")
 		return nil
 	}
 }
@@ -297,10 +291,7 @@ func planOf(form url.Values) (rollouts.Plan, error) {
 // editor's If-Match; the browser goes to the new rollout's page.
 func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, req *request) error {
 	return c.onEditorPost(scopeEnvironment, func(w http.ResponseWriter, r *http.Request, req *request, d editorData) error {
-		if d.Reviewed == "" || d.Reviewed != digest(d.Text) {
-			return c.invalid(w, req, d, fault.Invalidf("run a dry run of this text first: the diff per host is shown before anything is rolled out"))
-		}
-		data, err := document(d.Text)
+		data, err := reviewed(d, "rolled out")
 		if err != nil {
 			return c.invalid(w, req, d, err)
 		}
@@ -312,13 +303,7 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, req *requ
 		if err != nil {
 			return c.refused(w, r, req, d, err)
 		}
-		target := linkOf(v.Rollout).URL()
-		if req.htmx {
-			w.Header().Set("HX-Redirect", target)
-			w.WriteHeader(http.StatusNoContent)
-			return nil
-		}
-		http.Redirect(w, r, target, http.StatusSeeOther)
+		seeOther(w, r, req, linkOf(v.Rollout).URL())
 		return nil
 	})(w, r, req)
 }

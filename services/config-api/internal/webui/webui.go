@@ -24,7 +24,6 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
-	"github.com/configsync/configsync/services/config-api/internal/accesslog"
 	"github.com/configsync/configsync/services/config-api/internal/applystatus"
 	"github.com/configsync/configsync/services/config-api/internal/audit"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
@@ -33,6 +32,7 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/fleet"
 	"github.com/configsync/configsync/services/config-api/internal/hosts"
+	"github.com/configsync/configsync/services/config-api/internal/httpedge"
 	"github.com/configsync/configsync/services/config-api/internal/rollouts"
 	"github.com/configsync/configsync/services/config-api/internal/sessions"
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
@@ -215,7 +215,7 @@ func (c *Console) action(h handlerFunc) http.Handler { return c.wrap(h, true) }
 func (c *Console) wrap(h handlerFunc, changes bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := c.now()
-		rec := &accesslog.Recorder{ResponseWriter: w}
+		rec := &httpedge.Recorder{ResponseWriter: w}
 		req := &request{htmx: r.Header.Get("HX-Request") == "true"}
 		err := c.authenticate(r, req)
 		if err == nil && changes {
@@ -235,7 +235,7 @@ func (c *Console) wrap(h handlerFunc, changes bool) http.Handler {
 func (c *Console) logged(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := c.now()
-		rec := &accesslog.Recorder{ResponseWriter: w}
+		rec := &httpedge.Recorder{ResponseWriter: w}
 		h(rec, r)
 		c.accessLog(r, rec.Status, start, nil)
 	})
@@ -248,7 +248,7 @@ func (c *Console) accessLog(r *http.Request, status int, start time.Time, req *r
 	if req != nil {
 		p = req.p
 	}
-	c.log.Info("console request", accesslog.Fields(r.Method, routePattern(r), status, time.Since(start), p)...)
+	c.log.Info("console request", httpedge.AccessLog(r.Method, routePattern(r), status, time.Since(start), p)...)
 }
 
 // routePattern is the matched pattern (never the raw path, which carries ids).
@@ -341,29 +341,10 @@ func parseForm(r *http.Request) error {
 	return nil
 }
 
-// statusOf maps a use-case failure to an HTTP status: the one place the console does so.
+// statusOf is the HTTP status of a use-case failure, as the API answers it (httpedge.StatusOf).
 func statusOf(err error) int {
-	if fault.StoreUnavailable(err) {
-		return http.StatusServiceUnavailable
-	}
-	switch fault.KindOf(err) {
-	case fault.Invalid:
-		return http.StatusBadRequest
-	case fault.Unauthenticated:
-		return http.StatusUnauthorized
-	case fault.Forbidden:
-		return http.StatusForbidden
-	case fault.NotFound:
-		return http.StatusNotFound
-	case fault.Conflict:
-		return http.StatusConflict
-	case fault.PreconditionFailed:
-		return http.StatusPreconditionFailed
-	case fault.Unavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
+	status, _ := httpedge.StatusOf(err)
+	return status
 }
 
 // message is what the operator reads about err: the use case's own message, or a generic one for
@@ -416,6 +397,17 @@ type errorData struct {
 	Status     int
 	StatusText string
 	Message    string
+}
+
+// seeOther sends the browser on to target after a form post: htmx follows HX-Redirect, a plain form a
+// 303.
+func seeOther(w http.ResponseWriter, r *http.Request, req *request, target string) {
+	if req.htmx {
+		w.Header().Set("HX-Redirect", target)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
 // nextPath keeps a post-sign-in redirect inside the console.
