@@ -47,13 +47,9 @@ func (s *Service) DryRunPut(ctx context.Context, p tenancy.Principal, ref Ref, d
 		if h.RevokedAt != nil {
 			return out, nil
 		}
-		var env json.RawMessage
-		rec, err := s.repo.EnvironmentConfig(ctx, h.EnvironmentID, ref.ConfigType)
-		switch {
-		case err == nil && rec.Live():
-			env = rec.Data
-		case err != nil && !fault.Is(err, fault.NotFound):
-			return DryRun{}, fmt.Errorf("configs: dry run: %w", err)
+		env, err := s.liveEnvironmentData(ctx, h.EnvironmentID, ref.ConfigType)
+		if err != nil {
+			return DryRun{}, err
 		}
 		host, err := dryRunHost(ref.ConfigType, env, data, AffectedHost{HostID: h.ID, Hostname: h.Hostname, AgentID: h.AgentID})
 		if err != nil {
@@ -77,13 +73,9 @@ func (s *Service) DryRunPut(ctx context.Context, p tenancy.Principal, ref Ref, d
 		return DryRun{}, fmt.Errorf("configs: dry run: %w", err)
 	}
 	out.TotalHosts = total
-	var current json.RawMessage
-	rec, err := s.repo.EnvironmentConfig(ctx, ref.ID, ref.ConfigType)
-	switch {
-	case err == nil && rec.Live():
-		current = rec.Data
-	case err != nil && !fault.Is(err, fault.NotFound):
-		return DryRun{}, fmt.Errorf("configs: dry run: %w", err)
+	current, err := s.liveEnvironmentData(ctx, ref.ID, ref.ConfigType)
+	if err != nil {
+		return DryRun{}, err
 	}
 	for _, a := range affected {
 		host, err := dryRunHost(ref.ConfigType, data, a.Override, a)
@@ -110,4 +102,17 @@ func dryRunHost(configType string, env, host json.RawMessage, a AffectedHost) (D
 		return DryRunHost{}, fmt.Errorf("configs: dry run merge for host %s: %w", a.HostID, err)
 	}
 	return DryRunHost{HostID: a.HostID, Hostname: a.Hostname, AgentID: a.AgentID, ConfigData: eff.Data, Source: eff.Source}, nil
+}
+
+// liveEnvironmentData is the data of an environment's live config of configType (nil: none, or
+// deleted).
+func (s *Service) liveEnvironmentData(ctx context.Context, environmentID uuid.UUID, configType string) (json.RawMessage, error) {
+	rec, err := s.repo.EnvironmentConfig(ctx, environmentID, configType)
+	switch {
+	case err == nil && rec.Live():
+		return rec.Data, nil
+	case err != nil && !fault.Is(err, fault.NotFound):
+		return nil, fmt.Errorf("configs: dry run: %w", err)
+	}
+	return nil, nil
 }

@@ -71,15 +71,21 @@ func (s *Service) Put(ctx context.Context, p tenancy.Principal, ref Ref, data js
 	if err := Validate(ref.ConfigType, data); err != nil {
 		return Record{}, err
 	}
-	return s.update(ctx, p, ref, func(cur Current) (Write, error) {
+	return s.update(ctx, p, ref, guarded(cond, Write{Action: ActionPut, Data: data}))
+}
+
+// guarded decides a write of w: the target must be writable and cond must hold on its effective
+// version.
+func guarded(cond Precondition, w Write) func(Current) (Write, error) {
+	return func(cur Current) (Write, error) {
 		if err := writable(cur); err != nil {
 			return Write{}, err
 		}
 		if err := cond.check(cur.Effective()); err != nil {
 			return Write{}, err
 		}
-		return Write{Action: ActionPut, Data: data}, nil
-	})
+		return w, nil
+	}
 }
 
 // Delete deletes the config of ref, keeping a tombstone with a new version so that the deletion is
@@ -88,17 +94,12 @@ func (s *Service) Delete(ctx context.Context, p tenancy.Principal, ref Ref, cond
 	if err := CheckType(ref.ConfigType); err != nil {
 		return Record{}, err
 	}
+	write := guarded(cond, Write{Action: ActionDelete})
 	return s.update(ctx, p, ref, func(cur Current) (Write, error) {
 		if !cur.Row.Live() {
 			return Write{}, missingConfig(ref)
 		}
-		if err := writable(cur); err != nil {
-			return Write{}, err
-		}
-		if err := cond.check(cur.Effective()); err != nil {
-			return Write{}, err
-		}
-		return Write{Action: ActionDelete}, nil
+		return write(cur)
 	})
 }
 
@@ -124,15 +125,7 @@ func (s *Service) Rollback(ctx context.Context, p tenancy.Principal, ref Ref, re
 	if err := Validate(ref.ConfigType, rev.NewData); err != nil {
 		return Record{}, err
 	}
-	return s.update(ctx, p, ref, func(cur Current) (Write, error) {
-		if err := writable(cur); err != nil {
-			return Write{}, err
-		}
-		if err := cond.check(cur.Effective()); err != nil {
-			return Write{}, err
-		}
-		return Write{Action: ActionRollback, Data: rev.NewData}, nil
-	})
+	return s.update(ctx, p, ref, guarded(cond, Write{Action: ActionRollback, Data: rev.NewData}))
 }
 
 // Revisions lists the history of ref, newest first.
