@@ -45,13 +45,8 @@ func (s *Store) StatusHosts(ctx context.Context, environmentID uuid.UUID, config
 	}
 	out := make([]applystatus.Host, len(rows))
 	for i, r := range rows {
-		h := applystatus.Host{
-			ID:                r.ID,
-			LastHeartbeatAt:   r.LastHeartbeatAt,
-			HeartbeatInterval: time.Duration(r.HeartbeatIntervalMs) * time.Millisecond,
-			Environment:       layer(r.EnvVersion, r.EnvPresent, r.EnvWrittenAt),
-			Override:          layer(r.HostVersion, r.HostPresent, r.HostWrittenAt),
-		}
+		h := statusHost(r.ID, r.LastHeartbeatAt, r.HeartbeatIntervalMs,
+			layer(r.EnvVersion, r.EnvPresent, r.EnvWrittenAt), layer(r.HostVersion, r.HostPresent, r.HostWrittenAt))
 		if l, ok := own[r.ID]; ok {
 			h.Environment = l
 		}
@@ -61,6 +56,17 @@ func (s *Store) StatusHosts(ctx context.Context, environmentID uuid.UUID, config
 		out[i] = h
 	}
 	return out, nil
+}
+
+// statusHost is what apply status knows of a host: its liveness and its two layers of the config type.
+func statusHost(id uuid.UUID, lastHeartbeat *time.Time, heartbeatIntervalMS int64, env, override applystatus.Layer) applystatus.Host {
+	return applystatus.Host{
+		ID:                id,
+		LastHeartbeatAt:   lastHeartbeat,
+		HeartbeatInterval: time.Duration(heartbeatIntervalMS) * time.Millisecond,
+		Environment:       env,
+		Override:          override,
+	}
 }
 
 func layer(version int64, present bool, writtenAt *time.Time) applystatus.Layer {

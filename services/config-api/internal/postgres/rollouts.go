@@ -187,21 +187,9 @@ func (s *Rollouts) Members(ctx context.Context, r rollouts.Rollout) ([]rollouts.
 
 func members(ctx context.Context, q *sqlcdb.Queries, r *rollouts.Rollout) ([]rollouts.Member, error) {
 	rows, err := q.RolloutMembers(ctx, sqlcdb.RolloutMembersParams{RolloutID: r.ID, ConfigType: r.ConfigType})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: rollout members: %w", err)
-	}
-	out := make([]rollouts.Member, len(rows))
-	for i, m := range rows {
-		h := applystatus.Host{
-			ID:                m.HostID,
-			LastHeartbeatAt:   m.LastHeartbeatAt,
-			HeartbeatInterval: time.Duration(m.HeartbeatIntervalMs) * time.Millisecond,
-		}
-		h.Environment.Version, h.Environment.Present, h.Environment.WrittenAt = m.Version, true, m.JoinedAt
-		h.Override.Version, h.Override.Present = m.HostVersion, m.HostPresent
-		if m.HostWrittenAt != nil {
-			h.Override.WrittenAt = *m.HostWrittenAt
-		}
+	return listOf(rows, err, "rollout members", func(m sqlcdb.RolloutMembersRow) rollouts.Member {
+		h := statusHost(m.HostID, m.LastHeartbeatAt, m.HeartbeatIntervalMs,
+			layer(m.Version, true, &m.JoinedAt), layer(m.HostVersion, m.HostPresent, m.HostWrittenAt))
 		if m.AckStatus != "" {
 			a := &applystatus.Ack{Version: m.AckVersion, Status: m.AckStatus, Error: m.AckError}
 			if m.AckAppliedAt != nil {
@@ -209,9 +197,8 @@ func members(ctx context.Context, q *sqlcdb.Queries, r *rollouts.Rollout) ([]rol
 			}
 			h.Ack = a
 		}
-		out[i] = rollouts.Member{Stage: int(m.Stage), Host: h}
-	}
-	return out, nil
+		return rollouts.Member{Stage: int(m.Stage), Host: h}
+	})
 }
 
 func (t *rolloutTx) Fleet(ctx context.Context) ([]rollouts.FleetHost, error) {
