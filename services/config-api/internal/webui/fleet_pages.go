@@ -189,9 +189,8 @@ func (c *Console) hostList(w http.ResponseWriter, r *http.Request, req *request)
 			return err
 		}
 	}
-	now := c.now()
 	for _, h := range page.Hosts {
-		row := hostRow{Host: h, Online: h.Online(now, c.svc.Fleet.OnlineWindow()), Status: statusList(h)}
+		row := hostRow{Host: h, Online: c.svc.Hosts.Online(h), Status: statusList(h)}
 		if d, ok := checked[h.ID]; ok {
 			row.Agreement, row.Reasons = agreement(d), d.Reasons
 		}
@@ -287,7 +286,7 @@ func (c *Console) hostDetail(w http.ResponseWriter, r *http.Request, req *reques
 	if err != nil {
 		return err
 	}
-	data := hostDetailData{Host: h, Env: env, Online: h.Online(c.now(), c.svc.Fleet.OnlineWindow())}
+	data := hostDetailData{Host: h, Env: env, Online: c.svc.Hosts.Online(h)}
 	checked, err := c.svc.Drift.Hosts(r.Context(), req.p, h.EnvironmentID, []hosts.Host{h})
 	if err != nil {
 		return err
