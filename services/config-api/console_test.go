@@ -91,24 +91,13 @@ func (c *consoleClient) send(method, path string, form url.Values, headers ...st
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
+		headers = append([]string{"Content-Type", "application/x-www-form-urlencoded"}, headers...)
 	}
-	req, err := http.NewRequest(method, c.h.srv.URL+path, body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := c.http.Do(req)
+	r, err := roundTrip(c.http, method, c.h.srv.URL+path, body, headers...)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	return r
 }
 
 func (c *consoleClient) must(want int, r response, what string) response {

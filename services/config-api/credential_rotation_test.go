@@ -1,7 +1,6 @@
 package configapi_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -434,20 +433,24 @@ func TestCredentialRotationConcurrentWrites(t *testing.T) {
 	t.Parallel()
 	f := newRotationFixture(t)
 	const rounds = 5
-	requests := []struct{ method, path, body string }{
+	requests := []struct {
+		method, path string
+		body         any
+	}{
 		{"POST", f.credPath(f.cred) + "/rotate", `{"secret": {"password": "concurrent"}}`},
-		{"PUT", envCollectors(f.a.env), string(must(json.Marshal(mysqlCollectors("main", f.cred))))},
-		{"PUT", hostCollectors(f.a.host), string(must(json.Marshal(mysqlCollectors("main", f.cred))))},
-		{"PUT", hostCollectors(f.host2), string(must(json.Marshal(mysqlCollectors("main", f.cred))))},
+		{"PUT", envCollectors(f.a.env), mysqlCollectors("main", f.cred)},
+		{"PUT", hostCollectors(f.a.host), mysqlCollectors("main", f.cred)},
+		{"PUT", hostCollectors(f.host2), mysqlCollectors("main", f.cred)},
 	}
 	failures := make(chan string, rounds*len(requests))
 	var wg sync.WaitGroup
 	for _, rq := range requests {
 		wg.Go(func() {
 			for range rounds {
-				status, body, err := f.send(rq.method, rq.path, rq.body)
-				if err != nil || status != http.StatusOK {
-					failures <- fmt.Sprintf("%s %s: %d %v %s", rq.method, rq.path, status, err, body)
+				// send, not do: this is not the test's goroutine.
+				r, err := f.h.send(rq.method, rq.path, f.a.token, rq.body)
+				if err != nil || r.status != http.StatusOK {
+					failures <- fmt.Sprintf("%s %s: %d %v %s", rq.method, rq.path, r.status, err, r.body)
 				}
 			}
 		})
@@ -460,23 +463,6 @@ func TestCredentialRotationConcurrentWrites(t *testing.T) {
 	if dup := f.h.count(`SELECT count(*) FROM (SELECT version FROM config_revisions GROUP BY version HAVING count(*) > 1) d`); dup != 0 {
 		t.Fatalf("%d versions were given out twice", dup)
 	}
-}
-
-// send is a request that reports failures instead of failing the test (it runs off the test goroutine).
-func (f *rotationFixture) send(method, path, body string) (int, []byte, error) {
-	req, err := http.NewRequest(method, f.h.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.a.token)
-	resp, err := f.h.srv.Client().Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	_, err = buf.ReadFrom(resp.Body)
-	return resp.StatusCode, buf.Bytes(), err
 }
 
 // TestCredentialIDMustBeCanonical: a collectors config may reference a credential only by its lowercase

@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/natsauth"
-	"github.com/configsync/configsync/libs/protocol"
 )
 
 // batchEntry is one entry of a batch registration body.
@@ -212,11 +209,7 @@ func TestHostBatchRegistration(t *testing.T) {
 // user (stored key, creds file returned once), and those credentials connect as that agent.
 func TestHostBatchNATSCredentials(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, withNATSIdentity(authority))
+	h := newHarness(t, withNATSIdentity(newAuthority(t)))
 	a := h.newTenant("acme")
 	entries := make([]batchEntry, 40)
 	for i := range entries {
@@ -229,8 +222,7 @@ func TestHostBatchNATSCredentials(t *testing.T) {
 	}
 	files := map[string]bool{}
 	for i, r := range got {
-		if r.AgentID != entries[i].AgentID || !strings.Contains(r.NATSCredentials, "BEGIN NATS USER JWT") ||
-			!strings.Contains(r.NATSCredentials, "BEGIN USER NKEY SEED") || files[r.NATSCredentials] {
+		if r.AgentID != entries[i].AgentID || !isCredsFile(r.NATSCredentials) || files[r.NATSCredentials] {
 			t.Fatalf("entry %d: agent %s, creds missing or repeated", i, r.AgentID)
 		}
 		files[r.NATSCredentials] = true
@@ -254,24 +246,8 @@ func TestHostBatchNATSCredentials(t *testing.T) {
 	dir := t.TempDir()
 	for _, r := range []registeredJSON{got[0], got[len(got)-1]} {
 		file := writeCreds(t, dir, r.AgentID, natsauth.Creds{File: []byte(r.NATSCredentials)})
-		nc, err := nats.Connect(h.natsURL, nats.UserCredentials(file), nats.NoReconnect(),
-			nats.CustomInboxPrefix(protocol.InboxPrefix(r.AgentID)))
-		if err != nil {
-			t.Fatalf("%s cannot connect with its credentials: %v", r.AgentID, err)
-		}
-		sub, err := nc.SubscribeSync(protocol.CommandSubject(r.AgentID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.nc.Publish(protocol.CommandSubject(r.AgentID), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sub.NextMsg(3 * time.Second); err != nil {
-			t.Fatalf("%s did not receive its own command: %v", r.AgentID, err)
-		}
-		nc.Close()
+		agent, _ := connectAgent(t, h.natsURL, r.AgentID, file)
+		h.receivesOwnCommand(agent, r.AgentID)
+		agent.Close()
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/natsauth"
@@ -331,19 +330,11 @@ func TestResolverDown(t *testing.T) {
 // host revokes that user on the server.
 func TestHostNATSCredentialsIssuedAndRevoked(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, withNATSIdentity(authority))
+	h := newHarness(t, withNATSIdentity(newAuthority(t)))
 	a := h.newTenant("acme")
-	var reg struct {
-		ID              uuid.UUID `json:"id"`
-		AgentID         string    `json:"agent_id"`
-		NATSCredentials string    `json:"nats_credentials"`
-	}
+	var reg registeredJSON
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", h.admin, `{"hostname": "db-1", "agent_id": "agent-db-1"}`).data(t, &reg)
-	if !strings.Contains(reg.NATSCredentials, "BEGIN NATS USER JWT") || !strings.Contains(reg.NATSCredentials, "BEGIN USER NKEY SEED") {
+	if !isCredsFile(reg.NATSCredentials) {
 		t.Fatalf("registration returned no creds file: %q", reg.NATSCredentials)
 	}
 	// Shown once: reading the host back never returns them.
@@ -351,35 +342,9 @@ func TestHostNATSCredentialsIssuedAndRevoked(t *testing.T) {
 		t.Fatalf("GET host returned the credentials: %s", r.body)
 	}
 	credsFile := writeCreds(t, t.TempDir(), "agent", natsauth.Creds{File: []byte(reg.NATSCredentials)})
-	closed := make(chan struct{})
-	agent, err := nats.Connect(h.natsURL, nats.UserCredentials(credsFile), nats.NoReconnect(),
-		nats.CustomInboxPrefix(protocol.InboxPrefix(reg.AgentID)), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
-	if err != nil {
-		t.Fatalf("agent cannot connect with its credentials: %v", err)
-	}
-	defer agent.Close()
-	sub, err := agent.SubscribeSync(protocol.CommandSubject(reg.AgentID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.nc.Publish(protocol.CommandSubject(reg.AgentID), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sub.NextMsg(3 * time.Second); err != nil {
-		t.Fatalf("agent did not receive its own command: %v", err)
-	}
+	agent, closed := connectAgent(t, h.natsURL, reg.AgentID, credsFile)
+	h.receivesOwnCommand(agent, reg.AgentID)
 
 	h.must(200, "DELETE", "/api/v1/hosts/"+reg.ID.String(), a.token, "")
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("revoked agent is still connected")
-	}
-	if nc, err := nats.Connect(h.natsURL, nats.UserCredentials(credsFile), nats.NoReconnect()); err == nil {
-		nc.Close()
-		t.Fatal("revoked agent could connect again")
-	}
+	h.revokedAgentShutOut(closed, credsFile)
 }
