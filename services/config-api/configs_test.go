@@ -54,7 +54,7 @@ func TestSpecPutEnvironmentConfigExample(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	path := "/api/v1/environments/" + a.env.String() + "/agent-configs/watch_files"
+	path := envConfigPath(a.env, "watch_files")
 	body := `{"config_data": {"paths": ["/etc", "/opt"], "exclude_patterns": ["*.log"]}}`
 	r := h.must(200, "PUT", path, a.token, body)
 
@@ -168,8 +168,8 @@ func TestTombstoneVersioning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	envPath := "/api/v1/environments/" + a.env.String() + "/agent-configs/watch_files"
-	hostPath := "/api/v1/hosts/" + a.host.String() + "/agent-configs/watch_files"
+	envPath := envConfigPath(a.env, "watch_files")
+	hostPath := hostConfigPath(a.host, "watch_files")
 
 	h.must(200, "PUT", envPath, a.token, `{"config_data": {"paths": ["/etc"]}}`)
 	var over configRow
@@ -222,8 +222,8 @@ func TestLostUpdate(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("acme")
 	for _, path := range []string{
-		"/api/v1/environments/" + a.env.String() + "/agent-configs/labels",
-		"/api/v1/hosts/" + a.host.String() + "/agent-configs/labels",
+		envConfigPath(a.env, "labels"),
+		hostConfigPath(a.host, "labels"),
 	} {
 		r := h.must(200, "PUT", path, a.token, `{"config_data": {"static": {"team": "a"}}}`)
 		tag := r.header.Get("ETag")
@@ -259,8 +259,8 @@ func TestOneOutboxRowPerWrite(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	envPath := "/api/v1/environments/" + a.env.String() + "/agent-configs/tracing"
-	hostPath := "/api/v1/hosts/" + a.host.String() + "/agent-configs/tracing"
+	envPath := envConfigPath(a.env, "tracing")
+	hostPath := hostConfigPath(a.host, "tracing")
 	outbox := func() int { return h.count(`SELECT count(*) FROM outbox`) }
 
 	steps := []struct {
@@ -323,8 +323,8 @@ func TestRevisionsAndRollback(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("acme")
 	for _, base := range []string{
-		"/api/v1/environments/" + a.env.String() + "/agent-configs/log_shipping",
-		"/api/v1/hosts/" + a.host.String() + "/agent-configs/log_shipping",
+		envConfigPath(a.env, "log_shipping"),
+		hostConfigPath(a.host, "log_shipping"),
 	} {
 		var v1, v2 configRow
 		h.must(200, "PUT", base, a.token, `{"config_data": {"enabled": true, "level": "warn"}}`).data(t, &v1)
@@ -376,7 +376,7 @@ func TestDryRun(t *testing.T) {
 	a := h.newTenant("acme")
 	var second idObj
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, map[string]any{"hostname": "acme-web-2"}).data(t, &second)
-	h.must(200, "PUT", "/api/v1/hosts/"+second.ID.String()+"/agent-configs/agent_settings", a.token, `{"config_data": {"log_level": "debug"}}`)
+	h.must(200, "PUT", hostConfigPath(second.ID, "agent_settings"), a.token, `{"config_data": {"log_level": "debug"}}`)
 	before := h.count(`SELECT count(*) FROM outbox`)
 
 	type dry struct {
@@ -410,5 +410,5 @@ func TestDryRun(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM outbox`); n != before {
 		t.Fatalf("dry runs wrote %d events", n-before)
 	}
-	h.must(404, "GET", "/api/v1/environments/"+a.env.String()+"/agent-configs/agent_settings", a.token, nil)
+	h.must(404, "GET", envConfigPath(a.env, "agent_settings"), a.token, nil)
 }

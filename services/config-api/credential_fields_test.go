@@ -72,7 +72,7 @@ func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 		{"type": "http", "name": "api", "url": "https://api.internal/health", "credential_id": meta.ID},
 		{"type": "redis", "name": "cache", "host": "r", "credential_id": meta.ID},
 	}
-	h.must(200, "PUT", envCollectors(a.env), a.token, map[string]any{"config_data": collectors})
+	h.must(200, "PUT", envConfigPath(a.env, "collectors"), a.token, map[string]any{"config_data": collectors})
 
 	// Inject as delivery would, then validate as the agent does.
 	stored, err := json.Marshal(collectors)
@@ -101,7 +101,7 @@ func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 	before := h.count(`SELECT count(*) FROM host_configs WHERE config_type = 'collectors'`)
 	withTCP := map[string]any{"config_data": append(collectors,
 		map[string]any{"type": "tcp", "name": "ssh", "address": "localhost:22", "credential_id": meta.ID})}
-	for _, path := range []string{envCollectors(a.env), hostCollectors(a.host)} {
+	for _, path := range []string{envConfigPath(a.env, "collectors"), hostConfigPath(a.host, "collectors")} {
 		r := h.must(400, "PUT", path, a.token, withTCP)
 		if code := r.errCode(t); code != "invalid_config" {
 			t.Fatalf("PUT %s: code %q", path, code)
@@ -116,7 +116,7 @@ func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 	var env struct {
 		ConfigData json.RawMessage `json:"config_data"`
 	}
-	h.must(200, "GET", envCollectors(a.env), a.token, nil).data(t, &env)
+	h.must(200, "GET", envConfigPath(a.env, "collectors"), a.token, nil).data(t, &env)
 	if strings.Contains(string(env.ConfigData), `"tcp"`) {
 		t.Fatalf("a refused environment PUT changed the config: %s", env.ConfigData)
 	}

@@ -338,6 +338,17 @@ func (h *harness) newTenant(name string) tenant {
 	return tenant{client: c.ID, env: e.ID, host: hst.ID, agentID: hst.AgentID, token: tok.Token}
 }
 
+// envConfigPath is the API path of an environment's config of configType.
+func envConfigPath(env uuid.UUID, configType string) string {
+	return "/api/v1/environments/" + env.String() + "/agent-configs/" + configType
+}
+
+// hostConfigPath is the API path of a host's config of configType: its override, and its effective
+// config on GET.
+func hostConfigPath(host uuid.UUID, configType string) string {
+	return "/api/v1/hosts/" + host.String() + "/agent-configs/" + configType
+}
+
 func (h *harness) count(query string, args ...any) int {
 	h.t.Helper()
 	var n int

@@ -20,13 +20,11 @@ type batchEntry struct {
 
 func batchBody(entries []batchEntry) map[string]any { return map[string]any{"hosts": entries} }
 
+// registeredJSON is a registered host as the registration answers it: with its NATS creds file, shown
+// only this once.
 type registeredJSON struct {
-	ID              uuid.UUID `json:"id"`
-	AgentID         string    `json:"agent_id"`
-	Hostname        string    `json:"hostname"`
-	EnvironmentID   uuid.UUID `json:"environment_id"`
-	ClientID        uuid.UUID `json:"client_id"`
-	NATSCredentials string    `json:"nats_credentials"`
+	hostJSON
+	NATSCredentials string `json:"nats_credentials"`
 }
 
 // TestHostBatchRegistration: a batch registers every host in request order, in one go; any invalid

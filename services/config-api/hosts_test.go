@@ -17,17 +17,18 @@ import (
 )
 
 type hostJSON struct {
-	ID              uuid.UUID        `json:"id"`
-	AgentID         string           `json:"agent_id"`
-	Hostname        string           `json:"hostname"`
-	EnvironmentID   uuid.UUID        `json:"environment_id"`
-	ClientID        uuid.UUID        `json:"client_id"`
-	RevokedAt       *time.Time       `json:"revoked_at"`
-	LastHeartbeatAt *time.Time       `json:"last_heartbeat_at"`
-	Online          bool             `json:"online"`
-	ConfigHash      *string          `json:"config_hash"`
-	ConfigVersion   *int64           `json:"config_version"`
-	ConfigVersions  map[string]int64 `json:"config_versions"`
+	ID              uuid.UUID         `json:"id"`
+	AgentID         string            `json:"agent_id"`
+	Hostname        string            `json:"hostname"`
+	EnvironmentID   uuid.UUID         `json:"environment_id"`
+	ClientID        uuid.UUID         `json:"client_id"`
+	RevokedAt       *time.Time        `json:"revoked_at"`
+	LastHeartbeatAt *time.Time        `json:"last_heartbeat_at"`
+	Online          bool              `json:"online"`
+	ConfigHash      *string           `json:"config_hash"`
+	ConfigVersion   *int64            `json:"config_version"`
+	ConfigVersions  map[string]int64  `json:"config_versions"`
+	Labels          map[string]string `json:"labels"`
 	ApplyStatus     map[string]struct {
 		Version   int64     `json:"version"`
 		Status    string    `json:"status"`
@@ -141,7 +142,7 @@ func TestHostRegistrationListAndRevoke(t *testing.T) {
 	if !again.RevokedAt.Equal(*rev.RevokedAt) {
 		t.Fatal("second revoke moved revoked_at")
 	}
-	h.must(409, "PUT", "/api/v1/hosts/"+reg.ID.String()+"/agent-configs/intervals", a.token, `{"config_data": {"metrics": "1m"}}`)
+	h.must(409, "PUT", hostConfigPath(reg.ID, "intervals"), a.token, `{"config_data": {"metrics": "1m"}}`)
 	if n := h.count(`SELECT count(*) FROM audit_events WHERE action = 'host_revoked'`); n != 2 {
 		t.Fatalf("%d host_revoked audit rows", n)
 	}
@@ -160,8 +161,8 @@ func TestDrift(t *testing.T) {
 		`{"name": "mysql-main", "secret": {"username": "monitor", "password": "drift-secret-1"}}`).data(t, &cred)
 	collectors := `[{"type": "mysql", "name": "primary", "host": "db1", "port": 3306, "credential_id": "` + cred.ID + `"}]`
 	var wf, col configRow
-	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/watch_files", a.token, `{"config_data": {"paths": ["/etc"]}}`).data(t, &wf)
-	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/collectors", a.token, `{"config_data": `+collectors+`}`).data(t, &col)
+	h.must(200, "PUT", envConfigPath(a.env, "watch_files"), a.token, `{"config_data": {"paths": ["/etc"]}}`).data(t, &wf)
+	h.must(200, "PUT", envConfigPath(a.env, "collectors"), a.token, `{"config_data": `+collectors+`}`).data(t, &col)
 
 	redacted, pointers, err := agentconfig.RedactForCache(col.ConfigData, map[string][]string{cred.ID: {"password", "username"}})
 	if err != nil {
@@ -318,8 +319,8 @@ func TestResolverDown(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withoutResolver())
 	a := h.newTenant("acme")
-	h.must(200, "PUT", "/api/v1/hosts/"+a.host.String()+"/agent-configs/intervals", a.token, `{"config_data": {"metrics": "1m"}}`)
-	r := h.must(503, "GET", "/api/v1/hosts/"+a.host.String()+"/agent-configs/intervals", a.token, nil)
+	h.must(200, "PUT", hostConfigPath(a.host, "intervals"), a.token, `{"config_data": {"metrics": "1m"}}`)
+	r := h.must(503, "GET", hostConfigPath(a.host, "intervals"), a.token, nil)
 	if r.errCode(t) != "unavailable" || strings.Contains(string(r.body), "nats") {
 		t.Fatalf("resolver down: %s", r.body)
 	}

@@ -138,7 +138,7 @@ func TestCredentialAllowedTargetsThroughAPI(t *testing.T) {
 	}
 
 	put := func(host string) {
-		h.must(200, "PUT", "/api/v1/environments/"+tn.env.String()+"/agent-configs/collectors", tn.token, map[string]any{"config_data": []map[string]any{
+		h.must(200, "PUT", envConfigPath(tn.env, "collectors"), tn.token, map[string]any{"config_data": []map[string]any{
 			{"type": "tcp", "name": "ssh", "address": "localhost:22"},
 			{"type": "postgres", "name": "main", "host": host, "credential_id": meta.ID},
 		}})
@@ -212,7 +212,7 @@ func TestMigrateInlineSecrets(t *testing.T) {
 	h.exec(`INSERT INTO config_revisions (scope, client_id, environment_id, host_id, config_type, version, action, new_data)
 		VALUES ('host', $1, $2, $3, 'collectors', 3, 'put', $4)`, tn.client, tn.env, tn.host, hostData)
 	// Another tenant's clean config and another type's history are left alone.
-	h.must(200, "PUT", "/api/v1/environments/"+other.env.String()+"/agent-configs/collectors", other.token,
+	h.must(200, "PUT", envConfigPath(other.env, "collectors"), other.token,
 		map[string]any{"config_data": []map[string]any{{"type": "tcp", "name": "ssh", "address": "localhost:22"}}})
 	h.exec(`INSERT INTO config_revisions (scope, client_id, environment_id, config_type, version, action, new_data)
 		VALUES ('environment', $1, $2, 'labels', 4, 'put', '{"static":{"password":"not-a-collector"}}')`, tn.client, tn.env)

@@ -18,8 +18,8 @@ func TestTenantIsolation(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("alpha")
 	b := h.newTenant("bravo")
-	h.must(200, "PUT", "/api/v1/environments/"+b.env.String()+"/agent-configs/watch_files", b.token, `{"config_data": {"paths": ["/b"]}}`)
-	h.must(200, "PUT", "/api/v1/hosts/"+b.host.String()+"/agent-configs/watch_files", b.token, `{"config_data": {"paths": ["/bb"]}}`)
+	h.must(200, "PUT", envConfigPath(b.env, "watch_files"), b.token, `{"config_data": {"paths": ["/b"]}}`)
+	h.must(200, "PUT", hostConfigPath(b.host, "watch_files"), b.token, `{"config_data": {"paths": ["/bb"]}}`)
 	var cred idObj
 	h.must(201, "POST", "/api/v1/clients/"+b.client.String()+"/credentials", b.token,
 		`{"name": "db", "secret": {"password": "bravo-secret-1"}}`).data(t, &cred)
@@ -177,7 +177,7 @@ func TestRequestHygiene(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	path := "/api/v1/environments/" + a.env.String() + "/agent-configs/watch_files"
+	path := envConfigPath(a.env, "watch_files")
 
 	huge := `{"config_data": {"paths": ["` + strings.Repeat("a", 1<<20) + `"]}}`
 	if code := h.must(413, "PUT", path, a.token, huge).errCode(t); code != "payload_too_large" {
@@ -213,8 +213,8 @@ func TestRequestHygiene(t *testing.T) {
 	// Unknown config types are 400 on every verb and level.
 	for _, m := range []string{"GET", "PUT", "DELETE"} {
 		for _, p := range []string{
-			"/api/v1/environments/" + a.env.String() + "/agent-configs/firewall",
-			"/api/v1/hosts/" + a.host.String() + "/agent-configs/firewall",
+			envConfigPath(a.env, "firewall"),
+			hostConfigPath(a.host, "firewall"),
 		} {
 			var body any
 			if m == "PUT" {
@@ -242,7 +242,7 @@ func TestAccessLog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/labels", a.token,
+	h.must(200, "PUT", envConfigPath(a.env, "labels"), a.token,
 		`{"config_data": {"static": {"marker": "body-marker-42"}}}`)
 	found := false
 	for _, e := range h.logs.FilterMessage("http request").All() {
