@@ -221,10 +221,7 @@ func TestLostUpdate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	for _, path := range []string{
-		envConfigPath(a.env, "labels"),
-		hostConfigPath(a.host, "labels"),
-	} {
+	for _, path := range configPaths(a, "labels") {
 		r := h.must(200, "PUT", path, a.token, `{"config_data": {"static": {"team": "a"}}}`)
 		tag := r.header.Get("ETag")
 		if path[len("/api/v1/"):][0] == 'h' {
@@ -322,10 +319,7 @@ func TestRevisionsAndRollback(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	for _, base := range []string{
-		envConfigPath(a.env, "log_shipping"),
-		hostConfigPath(a.host, "log_shipping"),
-	} {
+	for _, base := range configPaths(a, "log_shipping") {
 		var v1, v2 configRow
 		h.must(200, "PUT", base, a.token, `{"config_data": {"enabled": true, "level": "warn"}}`).data(t, &v1)
 		h.must(200, "PUT", base, a.token, `{"config_data": {"enabled": true, "level": "debug"}}`).data(t, &v2)

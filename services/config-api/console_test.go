@@ -301,7 +301,7 @@ func TestConsoleEveryPageRendersHostileValuesAsText(t *testing.T) {
 	h.exec(`UPDATE clients SET name = $1 WHERE id = $2`, hostile, tn.client)
 	h.must(201, "POST", "/api/v1/tokens", h.admin, map[string]any{"name": hostile, "client_id": tn.client})
 	var cred idObj
-	h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", h.admin,
+	h.must(201, "POST", credentialsPath(tn.client), h.admin,
 		map[string]any{"name": hostile, "secret": map[string]string{"password": "pw-" + hostile}}).data(t, &cred)
 	collectors := `[{"type": "http", "name": "` + strings.ReplaceAll(hostile, `"`, `\"`) + `", "url": "http://x/` + "%3Cscript%3E" + `"},` +
 		`{"type": "mysql", "name": "db", "host": "db", "port": 3306, "credential_id": "` + cred.ID.String() + `"}]`
@@ -391,7 +391,7 @@ func TestConsoleRefusesStateChangesWithoutCSRFToken(t *testing.T) {
 	tn := h.newTenant("acme")
 	h.must(200, "PUT", envConfigPath(tn.env, "labels"), h.admin, `{"config_data": {"static": {"a": "1"}}}`)
 	var cred idObj
-	h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", h.admin,
+	h.must(201, "POST", credentialsPath(tn.client), h.admin,
 		map[string]any{"name": "db", "secret": map[string]string{"password": "pw"}}).data(t, &cred)
 	c := h.signIn(h.admin)
 	env, host := "/ui/environments/"+tn.env.String()+"/configs/labels", "/ui/hosts/"+tn.host.String()+"/configs/labels"

@@ -137,7 +137,7 @@ func TestCredentialDeleteIgnoresOtherClients(t *testing.T) {
 	before, outboxBefore, revBefore := f.collectors(), f.lastOutboxID(), f.lastRevisionID()
 	h.must(204, "DELETE", f.credPath(lone), f.a.token, nil)
 	h.must(404, "GET", f.credPath(lone), f.a.token, nil)
-	h.must(204, "DELETE", "/api/v1/clients/"+f.b.client.String()+"/credentials/"+theirs.String(), f.b.token, nil)
+	h.must(204, "DELETE", credentialsPath(f.b.client)+"/"+theirs.String(), f.b.token, nil)
 	f.checkUntouched(before, outboxBefore, revBefore)
 
 	// a's credential cred stays in use through a's configs only (b's reference the same id too).

@@ -78,14 +78,14 @@ func newRotationFixture(t *testing.T) *rotationFixture {
 func (f *rotationFixture) createCredential(tn tenant, name, password string) uuid.UUID {
 	f.h.t.Helper()
 	var c idObj
-	f.h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", tn.token, map[string]any{
+	f.h.must(201, "POST", credentialsPath(tn.client), tn.token, map[string]any{
 		"name": name, "secret": map[string]string{"username": "monitor", "password": password},
 	}).data(f.h.t, &c)
 	return c.ID
 }
 
 func (f *rotationFixture) credPath(id uuid.UUID) string {
-	return "/api/v1/clients/" + f.a.client.String() + "/credentials/" + id.String()
+	return credentialsPath(f.a.client) + "/" + id.String()
 }
 
 // collectors returns every collectors row (tombstones included) of both tenants.
@@ -450,7 +450,7 @@ func TestCredentialIDMustBeCanonical(t *testing.T) {
 			{"type": "tcp", "name": "ssh", "address": "localhost:22"},
 			{"type": "mysql", "name": "main", "host": "db.internal", "port": 3306, "credential_id": spelling},
 		}}
-		for _, path := range []string{envConfigPath(f.a.env, "collectors"), hostConfigPath(f.a.host, "collectors")} {
+		for _, path := range configPaths(f.a, "collectors") {
 			r := f.h.must(400, "PUT", path, f.a.token, body)
 			if code := r.errCode(t); code != "invalid_config" {
 				t.Fatalf("PUT %s: code %q", path, code)

@@ -349,6 +349,17 @@ func hostConfigPath(host uuid.UUID, configType string) string {
 	return "/api/v1/hosts/" + host.String() + "/agent-configs/" + configType
 }
 
+// configPaths are the API paths of tn's config of configType at both levels: its environment's and its
+// host's.
+func configPaths(tn tenant, configType string) []string {
+	return []string{envConfigPath(tn.env, configType), hostConfigPath(tn.host, configType)}
+}
+
+// credentialsPath is the API path of a client's credentials.
+func credentialsPath(client uuid.UUID) string {
+	return "/api/v1/clients/" + client.String() + "/credentials"
+}
+
 func (h *harness) count(query string, args ...any) int {
 	h.t.Helper()
 	var n int

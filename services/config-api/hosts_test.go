@@ -157,7 +157,7 @@ func TestDrift(t *testing.T) {
 	var cred struct {
 		ID string `json:"id"`
 	}
-	h.must(201, "POST", "/api/v1/clients/"+a.client.String()+"/credentials", a.token,
+	h.must(201, "POST", credentialsPath(a.client), a.token,
 		`{"name": "mysql-main", "secret": {"username": "monitor", "password": "drift-secret-1"}}`).data(t, &cred)
 	collectors := `[{"type": "mysql", "name": "primary", "host": "db1", "port": 3306, "credential_id": "` + cred.ID + `"}]`
 	var wf, col configRow
@@ -247,7 +247,7 @@ func TestCredentials(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	base := "/api/v1/clients/" + a.client.String() + "/credentials"
+	base := credentialsPath(a.client)
 	const secret = "s3cr3t-planted-value"
 
 	var meta protocol.CredentialMeta

@@ -117,7 +117,7 @@ func TestCredentialAllowedTargetsThroughAPI(t *testing.T) {
 	h := newHarness(t)
 	h.startDelivery()
 	tn := h.newTenant("acme")
-	creds := "/api/v1/clients/" + tn.client.String() + "/credentials"
+	creds := credentialsPath(tn.client)
 	const secret = "pl4nted-target-S3CRET"
 
 	r := h.do("POST", creds, tn.token, map[string]any{"name": "bad", "secret": map[string]string{"password": secret}, "allowed_targets": []string{"db.internal"}})
@@ -219,7 +219,7 @@ func TestMigrateInlineSecrets(t *testing.T) {
 
 	// A run that stopped after creating the host's credential, before rewriting the host's config: the
 	// next run finds the credential by name and rotates it to the secret the config holds.
-	h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", h.admin, map[string]any{
+	h.must(201, "POST", credentialsPath(tn.client), h.admin, map[string]any{
 		"name": "inline host " + tn.host.String() + " mysql/replica", "environment_id": tn.env, "secret": map[string]string{"password": "stale"}})
 
 	reply := h.fetch(tn.agentID)
@@ -255,7 +255,7 @@ func TestMigrateInlineSecrets(t *testing.T) {
 
 	// The credentials exist, scoped to the environment, holding the fields the collectors held.
 	var metas []protocol.CredentialMeta
-	h.must(200, "GET", "/api/v1/clients/"+tn.client.String()+"/credentials", tn.token, nil).data(t, &metas)
+	h.must(200, "GET", credentialsPath(tn.client), tn.token, nil).data(t, &metas)
 	byName := map[string]protocol.CredentialMeta{}
 	for _, m := range metas {
 		byName[m.Name] = m

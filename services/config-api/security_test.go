@@ -21,7 +21,7 @@ func TestTenantIsolation(t *testing.T) {
 	h.must(200, "PUT", envConfigPath(b.env, "watch_files"), b.token, `{"config_data": {"paths": ["/b"]}}`)
 	h.must(200, "PUT", hostConfigPath(b.host, "watch_files"), b.token, `{"config_data": {"paths": ["/bb"]}}`)
 	var cred idObj
-	h.must(201, "POST", "/api/v1/clients/"+b.client.String()+"/credentials", b.token,
+	h.must(201, "POST", credentialsPath(b.client), b.token,
 		`{"name": "db", "secret": {"password": "bravo-secret-1"}}`).data(t, &cred)
 	before := h.count(`SELECT count(*) FROM outbox`)
 
@@ -55,10 +55,10 @@ func TestTenantIsolation(t *testing.T) {
 		{"DELETE", "/api/v1/clients/" + client + "/credentials/" + cred.ID.String(), ""},
 		{"POST", "/api/v1/clients/" + client + "/credentials/" + cred.ID.String() + "/rotate", ""},
 		// B's credential under A's own client path.
-		{"GET", "/api/v1/clients/" + a.client.String() + "/credentials/" + cred.ID.String(), ""},
-		{"DELETE", "/api/v1/clients/" + a.client.String() + "/credentials/" + cred.ID.String(), ""},
+		{"GET", credentialsPath(a.client) + "/" + cred.ID.String(), ""},
+		{"DELETE", credentialsPath(a.client) + "/" + cred.ID.String(), ""},
 		// A's credential pointing at B's environment.
-		{"POST", "/api/v1/clients/" + a.client.String() + "/credentials", `{"name": "y", "environment_id": "` + env + `", "secret": {"password": "v"}}`},
+		{"POST", credentialsPath(a.client), `{"name": "y", "environment_id": "` + env + `", "secret": {"password": "v"}}`},
 	}
 	for _, at := range attempts {
 		audits := h.count(`SELECT count(*) FROM audit_events WHERE action = 'cross_tenant_access'`)
@@ -212,10 +212,7 @@ func TestRequestHygiene(t *testing.T) {
 	}
 	// Unknown config types are 400 on every verb and level.
 	for _, m := range []string{"GET", "PUT", "DELETE"} {
-		for _, p := range []string{
-			envConfigPath(a.env, "firewall"),
-			hostConfigPath(a.host, "firewall"),
-		} {
+		for _, p := range configPaths(a, "firewall") {
 			var body any
 			if m == "PUT" {
 				body = `{"config_data": {}}`
