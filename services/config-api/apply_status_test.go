@@ -53,7 +53,7 @@ func TestApplyStatus(t *testing.T) {
 	ack(failed2, cfg.Version, "failed", "policy refuses /etc", 0)
 	ack(failedOffline, cfg.Version, "failed", "disk full", 0)
 	ack(slowIntervals, cfg.Version-1, "applied", "", 0) // an older version: still pending
-	h.must(200, "PUT", "/api/v1/hosts/"+overridden.String()+"/agent-configs/watch_files", a.token, `{"config_data": {"paths": ["/opt"]}}`)
+	h.must(200, "PUT", hostConfigPath(overridden, "watch_files"), a.token, `{"config_data": {"paths": ["/opt"]}}`)
 	h.must(200, "DELETE", "/api/v1/hosts/"+revoked.String(), a.token, nil)
 
 	var st applyStatus

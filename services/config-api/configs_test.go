@@ -54,7 +54,7 @@ func TestSpecPutEnvironmentConfigExample(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	path := "/api/v1/environments/" + a.env.String() + "/agent-configs/watch_files"
+	path := envConfigPath(a.env, "watch_files")
 	body := `{"config_data": {"paths": ["/etc", "/opt"], "exclude_patterns": ["*.log"]}}`
 	r := h.must(200, "PUT", path, a.token, body)
 
@@ -168,8 +168,8 @@ func TestTombstoneVersioning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	envPath := "/api/v1/environments/" + a.env.String() + "/agent-configs/watch_files"
-	hostPath := "/api/v1/hosts/" + a.host.String() + "/agent-configs/watch_files"
+	envPath := envConfigPath(a.env, "watch_files")
+	hostPath := hostConfigPath(a.host, "watch_files")
 
 	h.must(200, "PUT", envPath, a.token, `{"config_data": {"paths": ["/etc"]}}`)
 	var over configRow
@@ -221,10 +221,7 @@ func TestLostUpdate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	for _, path := range []string{
-		"/api/v1/environments/" + a.env.String() + "/agent-configs/labels",
-		"/api/v1/hosts/" + a.host.String() + "/agent-configs/labels",
-	} {
+	for _, path := range configPaths(a, "labels") {
 		r := h.must(200, "PUT", path, a.token, `{"config_data": {"static": {"team": "a"}}}`)
 		tag := r.header.Get("ETag")
 		if path[len("/api/v1/"):][0] == 'h' {
@@ -259,8 +256,8 @@ func TestOneOutboxRowPerWrite(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	envPath := "/api/v1/environments/" + a.env.String() + "/agent-configs/tracing"
-	hostPath := "/api/v1/hosts/" + a.host.String() + "/agent-configs/tracing"
+	envPath := envConfigPath(a.env, "tracing")
+	hostPath := hostConfigPath(a.host, "tracing")
 	outbox := func() int { return h.count(`SELECT count(*) FROM outbox`) }
 
 	steps := []struct {
@@ -322,10 +319,7 @@ func TestRevisionsAndRollback(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	for _, base := range []string{
-		"/api/v1/environments/" + a.env.String() + "/agent-configs/log_shipping",
-		"/api/v1/hosts/" + a.host.String() + "/agent-configs/log_shipping",
-	} {
+	for _, base := range configPaths(a, "log_shipping") {
 		var v1, v2 configRow
 		h.must(200, "PUT", base, a.token, `{"config_data": {"enabled": true, "level": "warn"}}`).data(t, &v1)
 		h.must(200, "PUT", base, a.token, `{"config_data": {"enabled": true, "level": "debug"}}`).data(t, &v2)
@@ -376,7 +370,7 @@ func TestDryRun(t *testing.T) {
 	a := h.newTenant("acme")
 	var second idObj
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, map[string]any{"hostname": "acme-web-2"}).data(t, &second)
-	h.must(200, "PUT", "/api/v1/hosts/"+second.ID.String()+"/agent-configs/agent_settings", a.token, `{"config_data": {"log_level": "debug"}}`)
+	h.must(200, "PUT", hostConfigPath(second.ID, "agent_settings"), a.token, `{"config_data": {"log_level": "debug"}}`)
 	before := h.count(`SELECT count(*) FROM outbox`)
 
 	type dry struct {
@@ -410,5 +404,5 @@ func TestDryRun(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM outbox`); n != before {
 		t.Fatalf("dry runs wrote %d events", n-before)
 	}
-	h.must(404, "GET", "/api/v1/environments/"+a.env.String()+"/agent-configs/agent_settings", a.token, nil)
+	h.must(404, "GET", envConfigPath(a.env, "agent_settings"), a.token, nil)
 }

@@ -60,7 +60,7 @@ func TestConsoleStagedRollouts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newRolloutTenant("acme", 4)
-	h.must(200, "PUT", a.configPath("labels"), a.token, map[string]any{"config_data": labelsOf("v1")})
+	h.writeLabels(a, "v1")
 	c := h.signIn(a.token)
 	env := "/ui/environments/" + a.env.String() + "/configs/labels"
 
@@ -224,10 +224,8 @@ func TestConsoleRolloutPagesEscapeIsolateAndNeedCSRF(t *testing.T) {
 	h := newHarness(t)
 	a := h.newRolloutTenant("acme", 3)
 	b := h.newRolloutTenant("globex", 1)
-	h.must(200, "PUT", a.configPath("labels"), a.token, map[string]any{"config_data": labelsOf("v1")})
-	var ro rolloutObj
-	h.must(201, "POST", a.configPath("labels")+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"),
-		"plan": map[string]any{"stages": []map[string]any{{"hosts": 2}, {"percent": 100}}, "bake_seconds": 3600}}).data(t, &ro)
+	h.writeLabels(a, "v1")
+	ro := h.startRollout(a, "v2", map[string]any{"stages": []map[string]any{{"hosts": 2}, {"percent": 100}}, "bake_seconds": 3600})
 	// Hostile values: a selector (written past the API's parser), the error text of a failed apply
 	// in stage 0, and the reason a pause by a token named like a script records.
 	h.exec(`UPDATE rollouts SET plan = jsonb_set(plan::jsonb, '{stages,1,selector}', to_jsonb($1::text)) WHERE id = $2`, hostile, uuid.MustParse(ro.ID))
@@ -243,19 +241,7 @@ func TestConsoleRolloutPagesEscapeIsolateAndNeedCSRF(t *testing.T) {
 	c.must(http.StatusSeeOther, c.post(one+"/pause", nil), "pause by the hostile token")
 
 	pages := []string{env + "/rollouts", one, "/ui/fragments/rollouts/" + a.env.String() + "/labels/" + ro.ID, env, "/ui/"}
-	for _, p := range pages {
-		for _, htmx := range []bool{false, true} {
-			var r response
-			if htmx {
-				r = c.get(p, "HX-Request", "true")
-			} else {
-				r = c.get(p)
-			}
-			if r.status != http.StatusOK || strings.Contains(string(r.body), "<script>alert") {
-				t.Errorf("GET %s (htmx %v): status %d or a hostile value as markup:\n%s", p, htmx, r.status, r.body)
-			}
-		}
-	}
+	c.checkEscaped(pages)
 	detail := string(c.get(one).body)
 	escaped := "&lt;script&gt;alert(1)&lt;/script&gt;"
 	if strings.Count(detail, escaped) < 4 || !strings.Contains(detail, `data-count="failed">2<`) {

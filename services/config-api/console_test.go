@@ -91,24 +91,13 @@ func (c *consoleClient) send(method, path string, form url.Values, headers ...st
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
+		headers = append([]string{"Content-Type", "application/x-www-form-urlencoded"}, headers...)
 	}
-	req, err := http.NewRequest(method, c.h.srv.URL+path, body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := c.http.Do(req)
+	r, err := roundTrip(c.http, method, c.h.srv.URL+path, body, headers...)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	return r
 }
 
 func (c *consoleClient) must(want int, r response, what string) response {
@@ -117,6 +106,33 @@ func (c *consoleClient) must(want int, r response, what string) response {
 		c.t.Fatalf("%s: status %d, want %d:\n%s", what, r.status, want, r.body)
 	}
 	return r
+}
+
+// checkEscaped reads each page in full and as an htmx fragment: each must be an HTML 200 that shows no
+// planted <script>alert… value as markup.
+func (c *consoleClient) checkEscaped(pages []string) {
+	c.t.Helper()
+	for _, p := range pages {
+		for _, htmx := range []bool{false, true} {
+			var r response
+			if htmx {
+				r = c.get(p, "HX-Request", "true")
+			} else {
+				r = c.get(p)
+			}
+			if r.status != http.StatusOK {
+				c.t.Errorf("GET %s (htmx %v): status %d:\n%s", p, htmx, r.status, r.body)
+				continue
+			}
+			body := string(r.body)
+			if strings.Contains(body, "<script>alert") {
+				c.t.Errorf("GET %s (htmx %v) renders a hostile value as markup:\n%s", p, htmx, body)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+				c.t.Errorf("GET %s: Content-Type %q", p, ct)
+			}
+		}
+	}
 }
 
 func sessionCookie(t testing.TB, r response) *http.Cookie {
@@ -285,39 +301,19 @@ func TestConsoleEveryPageRendersHostileValuesAsText(t *testing.T) {
 	h.exec(`UPDATE clients SET name = $1 WHERE id = $2`, hostile, tn.client)
 	h.must(201, "POST", "/api/v1/tokens", h.admin, map[string]any{"name": hostile, "client_id": tn.client})
 	var cred idObj
-	h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", h.admin,
+	h.must(201, "POST", credentialsPath(tn.client), h.admin,
 		map[string]any{"name": hostile, "secret": map[string]string{"password": "pw-" + hostile}}).data(t, &cred)
 	collectors := `[{"type": "http", "name": "` + strings.ReplaceAll(hostile, `"`, `\"`) + `", "url": "http://x/` + "%3Cscript%3E" + `"},` +
 		`{"type": "mysql", "name": "db", "host": "db", "port": 3306, "credential_id": "` + cred.ID.String() + `"}]`
-	h.must(200, "PUT", "/api/v1/environments/"+tn.env.String()+"/agent-configs/collectors", h.admin, `{"config_data": `+collectors+`}`)
-	h.must(200, "PUT", "/api/v1/hosts/"+tn.host.String()+"/agent-configs/collectors", h.admin, `{"config_data": [{"type":"tcp","name":"`+strings.ReplaceAll(hostile, `"`, `\"`)+`","address":"db:1"}]}`)
+	h.must(200, "PUT", envConfigPath(tn.env, "collectors"), h.admin, `{"config_data": `+collectors+`}`)
+	h.must(200, "PUT", hostConfigPath(tn.host, "collectors"), h.admin, `{"config_data": [{"type":"tcp","name":"`+strings.ReplaceAll(hostile, `"`, `\"`)+`","address":"db:1"}]}`)
 	h.exec(`INSERT INTO host_config_apply_status (host_id, config_type, version, status, error, applied_at)
 	        VALUES ($1, 'collectors', 1, 'failed', $2, now()), ($3, 'collectors', 1, 'failed', $2, now())`, tn.host, hostile, hst.ID)
 	h.exec(`UPDATE hosts SET last_heartbeat_at = now(), config_hash = $1, config_versions = '{"collectors": 1}' WHERE id = $2`, hostile, tn.host)
 
 	c := h.signIn(h.admin)
 	pages := append(consolePages(tn), "/ui/hosts/"+hst.ID.String(), "/ui/credentials")
-	for _, p := range pages {
-		for _, htmx := range []bool{false, true} {
-			var r response
-			if htmx {
-				r = c.get(p, "HX-Request", "true")
-			} else {
-				r = c.get(p)
-			}
-			if r.status != http.StatusOK {
-				t.Errorf("GET %s (htmx %v): status %d:\n%s", p, htmx, r.status, r.body)
-				continue
-			}
-			body := string(r.body)
-			if strings.Contains(body, "<script>alert") {
-				t.Errorf("GET %s (htmx %v) renders a hostile value as markup:\n%s", p, htmx, body)
-			}
-			if ct := r.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
-				t.Errorf("GET %s: Content-Type %q", p, ct)
-			}
-		}
-	}
+	c.checkEscaped(pages)
 	// The values are there, as text.
 	for _, p := range []string{"/ui/hosts?env=" + tn.env.String(), "/ui/hosts/" + tn.host.String(), "/ui/audit", "/ui/"} {
 		if body := string(c.get(p).body); !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
@@ -334,7 +330,7 @@ func TestConsoleEveryPageRendersHostileValuesAsText(t *testing.T) {
 func TestConsoleTenantIsolation(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.newTenant("alpha"), h.newTenant("bravo")
-	h.must(200, "PUT", "/api/v1/environments/"+b.env.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"team": "bravo-secret-team"}}}`)
+	h.must(200, "PUT", envConfigPath(b.env, "labels"), h.admin, `{"config_data": {"static": {"team": "bravo-secret-team"}}}`)
 	c := h.signIn(a.token)
 
 	for _, p := range consolePages(b) {
@@ -393,9 +389,9 @@ func TestConsoleTenantIsolation(t *testing.T) {
 func TestConsoleRefusesStateChangesWithoutCSRFToken(t *testing.T) {
 	h := newHarness(t)
 	tn := h.newTenant("acme")
-	h.must(200, "PUT", "/api/v1/environments/"+tn.env.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"a": "1"}}}`)
+	h.must(200, "PUT", envConfigPath(tn.env, "labels"), h.admin, `{"config_data": {"static": {"a": "1"}}}`)
 	var cred idObj
-	h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", h.admin,
+	h.must(201, "POST", credentialsPath(tn.client), h.admin,
 		map[string]any{"name": "db", "secret": map[string]string{"password": "pw"}}).data(t, &cred)
 	c := h.signIn(h.admin)
 	env, host := "/ui/environments/"+tn.env.String()+"/configs/labels", "/ui/hosts/"+tn.host.String()+"/configs/labels"
@@ -479,7 +475,7 @@ func TestConsoleConfigEditorDryRunSaveConflictDeleteRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another writer moves the config: the console's save at the old version is a 412 that shows theirs.
-	h.must(200, "PUT", "/api/v1/environments/"+tn.env.String()+"/agent-configs/watch_files", h.admin, `{"config_data": {"paths": ["/srv"]}}`)
+	h.must(200, "PUT", envConfigPath(tn.env, "watch_files"), h.admin, `{"config_data": {"paths": ["/srv"]}}`)
 	mine := `{"paths": ["/etc", "/opt", "/var"]}`
 	form := url.Values{"config_data": {mine}, "version": {itoa64(v1)}, "exists": {"true"}}
 	r = c.post(base+"/dry-run", form)
@@ -649,7 +645,7 @@ func TestConsoleHostApplyProgress(t *testing.T) {
 	if body := string(c.must(http.StatusOK, c.get(page), "progress without a config").body); !strings.Contains(body, "The host has no effective labels config") {
 		t.Fatalf("progress without a config: %s", body)
 	}
-	h.must(200, "PUT", "/api/v1/hosts/"+tn.host.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
+	h.must(200, "PUT", hostConfigPath(tn.host, "labels"), h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
 	version := h.count(`SELECT version FROM host_configs WHERE host_id = $1 AND config_type = 'labels'`, tn.host)
 	counts := func(path string) string {
 		t.Helper()
@@ -829,7 +825,7 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	}
 	failing, stale, fine, revoked := register(a, "failing"), register(a, "stale"), register(a, "fine"), register(a, "revoked")
 	behind := register(a, "behind")
-	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"team": "a"}}}`)
+	h.must(200, "PUT", envConfigPath(a.env, "labels"), h.admin, `{"config_data": {"static": {"team": "a"}}}`)
 	labels := h.count(`SELECT version FROM environment_configs WHERE environment_id = $1 AND config_type = 'labels'`, a.env)
 	// Config state as the agents report it: fine holds the effective labels and reports their hash (in
 	// sync); failing reports a version ahead of them (drifted, not stale); behind reports none (drifted
@@ -837,7 +833,7 @@ func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
 	// checks offline hosts too), as is alpha-web-1, which was never seen.
 	// fine also has a labels override of its own, newer than the environment's: its effective labels
 	// version is the override's, which it reports.
-	h.must(200, "PUT", "/api/v1/hosts/"+fine.String()+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
+	h.must(200, "PUT", hostConfigPath(fine, "labels"), h.admin, `{"config_data": {"static": {"rack": "r1"}}}`)
 	fineLabels := h.count(`SELECT version FROM host_configs WHERE host_id = $1 AND config_type = 'labels'`, fine)
 	if fineLabels <= labels {
 		t.Fatalf("the override's version %d is not after the environment's %d", fineLabels, labels)

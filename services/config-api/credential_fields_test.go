@@ -18,7 +18,7 @@ func TestCredentialSecretFieldsMustBeInjectable(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	base := "/api/v1/clients/" + a.client.String() + "/credentials"
+	base := credentialsPath(a.client)
 	const planted = "api-key-planted-value"
 
 	refused := func(r response, field string) {
@@ -65,14 +65,14 @@ func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("acme")
 	var meta protocol.CredentialMeta
-	h.must(201, "POST", "/api/v1/clients/"+a.client.String()+"/credentials", a.token, map[string]any{
+	h.must(201, "POST", credentialsPath(a.client), a.token, map[string]any{
 		"name": "web", "secret": map[string]string{"username": "monitor", "password": "basic-pw"}}).data(t, &meta)
 
 	collectors := []map[string]any{
 		{"type": "http", "name": "api", "url": "https://api.internal/health", "credential_id": meta.ID},
 		{"type": "redis", "name": "cache", "host": "r", "credential_id": meta.ID},
 	}
-	h.must(200, "PUT", envCollectors(a.env), a.token, map[string]any{"config_data": collectors})
+	h.must(200, "PUT", envConfigPath(a.env, "collectors"), a.token, map[string]any{"config_data": collectors})
 
 	// Inject as delivery would, then validate as the agent does.
 	stored, err := json.Marshal(collectors)
@@ -101,7 +101,7 @@ func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 	before := h.count(`SELECT count(*) FROM host_configs WHERE config_type = 'collectors'`)
 	withTCP := map[string]any{"config_data": append(collectors,
 		map[string]any{"type": "tcp", "name": "ssh", "address": "localhost:22", "credential_id": meta.ID})}
-	for _, path := range []string{envCollectors(a.env), hostCollectors(a.host)} {
+	for _, path := range configPaths(a, "collectors") {
 		r := h.must(400, "PUT", path, a.token, withTCP)
 		if code := r.errCode(t); code != "invalid_config" {
 			t.Fatalf("PUT %s: code %q", path, code)
@@ -116,7 +116,7 @@ func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 	var env struct {
 		ConfigData json.RawMessage `json:"config_data"`
 	}
-	h.must(200, "GET", envCollectors(a.env), a.token, nil).data(t, &env)
+	h.must(200, "GET", envConfigPath(a.env, "collectors"), a.token, nil).data(t, &env)
 	if strings.Contains(string(env.ConfigData), `"tcp"`) {
 		t.Fatalf("a refused environment PUT changed the config: %s", env.ConfigData)
 	}

@@ -1,7 +1,6 @@
 package configapi_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -63,38 +62,30 @@ func newRotationFixture(t *testing.T) *rotationFixture {
 	h.must(201, "POST", "/api/v1/environments/"+f.a.env.String()+"/hosts", f.a.token, map[string]any{"hostname": "acme-old-1"}).data(t, &revoked)
 	f.revoked = revoked.ID
 
-	h.must(200, "PUT", envCollectors(f.a.env), f.a.token, mysqlCollectors("main", f.cred))
-	h.must(200, "PUT", hostCollectors(f.a.host), f.a.token, mysqlCollectors("main", f.cred))
-	h.must(200, "PUT", hostCollectors(f.host2), f.a.token, mysqlCollectors("replica", f.other))
-	h.must(200, "PUT", hostCollectors(f.revoked), f.a.token, mysqlCollectors("main", f.cred))
+	h.must(200, "PUT", envConfigPath(f.a.env, "collectors"), f.a.token, mysqlCollectors("main", f.cred))
+	h.must(200, "PUT", hostConfigPath(f.a.host, "collectors"), f.a.token, mysqlCollectors("main", f.cred))
+	h.must(200, "PUT", hostConfigPath(f.host2, "collectors"), f.a.token, mysqlCollectors("replica", f.other))
+	h.must(200, "PUT", hostConfigPath(f.revoked, "collectors"), f.a.token, mysqlCollectors("main", f.cred))
 	h.must(200, "DELETE", "/api/v1/hosts/"+f.revoked.String(), f.a.token, nil)
-	h.must(200, "PUT", envCollectors(f.staging), f.a.token, map[string]any{"config_data": []map[string]any{{
+	h.must(200, "PUT", envConfigPath(f.staging, "collectors"), f.a.token, map[string]any{"config_data": []map[string]any{{
 		"type": "http", "name": "health", "url": "http://localhost:8080/healthz",
 	}}})
-	h.must(200, "PUT", envCollectors(f.b.env), f.b.token, mysqlCollectors("main", f.cred))
-	h.must(200, "PUT", hostCollectors(f.b.host), f.b.token, mysqlCollectors("main", f.cred))
+	h.must(200, "PUT", envConfigPath(f.b.env, "collectors"), f.b.token, mysqlCollectors("main", f.cred))
+	h.must(200, "PUT", hostConfigPath(f.b.host, "collectors"), f.b.token, mysqlCollectors("main", f.cred))
 	return f
-}
-
-func envCollectors(envID uuid.UUID) string {
-	return "/api/v1/environments/" + envID.String() + "/agent-configs/collectors"
-}
-
-func hostCollectors(hostID uuid.UUID) string {
-	return "/api/v1/hosts/" + hostID.String() + "/agent-configs/collectors"
 }
 
 func (f *rotationFixture) createCredential(tn tenant, name, password string) uuid.UUID {
 	f.h.t.Helper()
 	var c idObj
-	f.h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", tn.token, map[string]any{
+	f.h.must(201, "POST", credentialsPath(tn.client), tn.token, map[string]any{
 		"name": name, "secret": map[string]string{"username": "monitor", "password": password},
 	}).data(f.h.t, &c)
 	return c.ID
 }
 
 func (f *rotationFixture) credPath(id uuid.UUID) string {
-	return "/api/v1/clients/" + f.a.client.String() + "/credentials/" + id.String()
+	return credentialsPath(f.a.client) + "/" + id.String()
 }
 
 // collectors returns every collectors row (tombstones included) of both tenants.
@@ -284,7 +275,7 @@ func TestCredentialRotationReannouncesReferencingConfigs(t *testing.T) {
 	f := newRotationFixture(t)
 	h := f.h
 	var eff effective
-	h.must(200, "GET", hostCollectors(f.a.host), f.a.token, nil).data(t, &eff)
+	h.must(200, "GET", hostConfigPath(f.a.host, "collectors"), f.a.token, nil).data(t, &eff)
 	effBefore := eff.Version
 
 	before, maxBefore, outboxBefore, revBefore := f.collectors(), f.maxVersion(), f.lastOutboxID(), f.lastRevisionID()
@@ -302,7 +293,7 @@ func TestCredentialRotationReannouncesReferencingConfigs(t *testing.T) {
 
 	// The effective config (max of both levels) now has the newest version.
 	envKey, hostKey := configKey{protocol.ScopeEnvironment, f.a.env}, configKey{protocol.ScopeHost, f.a.host}
-	r := h.must(200, "GET", hostCollectors(f.a.host), f.a.token, nil)
+	r := h.must(200, "GET", hostConfigPath(f.a.host, "collectors"), f.a.token, nil)
 	r.data(t, &eff)
 	if want := max(after[envKey].version, after[hostKey].version); eff.Version != want || eff.Version <= effBefore {
 		t.Fatalf("effective version %d (was %d), want %d", eff.Version, effBefore, want)
@@ -330,18 +321,7 @@ func TestCredentialReencryptionReannouncesNothing(t *testing.T) {
 	before, outboxBefore, revBefore := f.collectors(), f.lastOutboxID(), f.lastRevisionID()
 	f.h.must(200, "POST", f.credPath(f.cred)+"/rotate", f.a.token, nil)
 	f.h.must(200, "POST", f.credPath(f.cred)+"/rotate", f.a.token, `{"secret": {}}`)
-	after := f.collectors()
-	for k, b := range before {
-		if after[k] != b {
-			t.Fatalf("%s %s changed from %+v to %+v", k.scope, k.id, b, after[k])
-		}
-	}
-	if ev := f.eventsSince(outboxBefore); len(ev) != 0 {
-		t.Fatalf("re-encryption queued %d events", len(ev))
-	}
-	if revs := f.revisionsSince(revBefore); len(revs) != 0 {
-		t.Fatalf("re-encryption wrote %d revisions", len(revs))
-	}
+	f.checkUntouched(before, outboxBefore, revBefore)
 	if pw := f.h.inject(f.a, f.cred.String()); pw != "s3cret-1" {
 		t.Fatal("re-encryption changed the secret")
 	}
@@ -407,15 +387,7 @@ func TestCredentialRotationRetryAfterFailedReannounce(t *testing.T) {
 	if pw := h.inject(f.a, f.cred.String()); pw != "s3cret-2" {
 		t.Fatal("the secret was not rotated")
 	}
-	after := f.collectors()
-	for k, b := range before {
-		if after[k] != b {
-			t.Fatalf("failed re-announce left %s %s changed: %+v -> %+v", k.scope, k.id, b, after[k])
-		}
-	}
-	if ev := f.eventsSince(outboxBefore); len(ev) != 0 {
-		t.Fatalf("failed re-announce queued %d events", len(ev))
-	}
+	f.checkUntouched(before, outboxBefore, revBefore)
 
 	h.exec(`DROP TRIGGER fail_reannounce ON host_configs`)
 	maxBefore := f.maxVersion()
@@ -434,20 +406,24 @@ func TestCredentialRotationConcurrentWrites(t *testing.T) {
 	t.Parallel()
 	f := newRotationFixture(t)
 	const rounds = 5
-	requests := []struct{ method, path, body string }{
+	requests := []struct {
+		method, path string
+		body         any
+	}{
 		{"POST", f.credPath(f.cred) + "/rotate", `{"secret": {"password": "concurrent"}}`},
-		{"PUT", envCollectors(f.a.env), string(must(json.Marshal(mysqlCollectors("main", f.cred))))},
-		{"PUT", hostCollectors(f.a.host), string(must(json.Marshal(mysqlCollectors("main", f.cred))))},
-		{"PUT", hostCollectors(f.host2), string(must(json.Marshal(mysqlCollectors("main", f.cred))))},
+		{"PUT", envConfigPath(f.a.env, "collectors"), mysqlCollectors("main", f.cred)},
+		{"PUT", hostConfigPath(f.a.host, "collectors"), mysqlCollectors("main", f.cred)},
+		{"PUT", hostConfigPath(f.host2, "collectors"), mysqlCollectors("main", f.cred)},
 	}
 	failures := make(chan string, rounds*len(requests))
 	var wg sync.WaitGroup
 	for _, rq := range requests {
 		wg.Go(func() {
 			for range rounds {
-				status, body, err := f.send(rq.method, rq.path, rq.body)
-				if err != nil || status != http.StatusOK {
-					failures <- fmt.Sprintf("%s %s: %d %v %s", rq.method, rq.path, status, err, body)
+				// send, not do: this is not the test's goroutine.
+				r, err := f.h.send(rq.method, rq.path, f.a.token, rq.body)
+				if err != nil || r.status != http.StatusOK {
+					failures <- fmt.Sprintf("%s %s: %d %v %s", rq.method, rq.path, r.status, err, r.body)
 				}
 			}
 		})
@@ -462,36 +438,19 @@ func TestCredentialRotationConcurrentWrites(t *testing.T) {
 	}
 }
 
-// send is a request that reports failures instead of failing the test (it runs off the test goroutine).
-func (f *rotationFixture) send(method, path, body string) (int, []byte, error) {
-	req, err := http.NewRequest(method, f.h.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.a.token)
-	resp, err := f.h.srv.Client().Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	_, err = buf.ReadFrom(resp.Body)
-	return resp.StatusCode, buf.Bytes(), err
-}
-
 // TestCredentialIDMustBeCanonical: a collectors config may reference a credential only by its lowercase
 // UUID, the spelling the API returns and the one a re-announce matches exactly; another spelling would be
 // injected but never re-announced on rotation, so it is refused with the field named.
 func TestCredentialIDMustBeCanonical(t *testing.T) {
 	t.Parallel()
 	f := newRotationFixture(t)
-	before := f.collectors()
+	before, outboxBefore, revBefore := f.collectors(), f.lastOutboxID(), f.lastRevisionID()
 	for _, spelling := range []string{strings.ToUpper(f.cred.String()), "{" + f.cred.String() + "}", strings.ReplaceAll(f.cred.String(), "-", "")} {
 		body := map[string]any{"config_data": []map[string]any{
 			{"type": "tcp", "name": "ssh", "address": "localhost:22"},
 			{"type": "mysql", "name": "main", "host": "db.internal", "port": 3306, "credential_id": spelling},
 		}}
-		for _, path := range []string{envCollectors(f.a.env), hostCollectors(f.a.host)} {
+		for _, path := range configPaths(f.a, "collectors") {
 			r := f.h.must(400, "PUT", path, f.a.token, body)
 			if code := r.errCode(t); code != "invalid_config" {
 				t.Fatalf("PUT %s: code %q", path, code)
@@ -502,10 +461,5 @@ func TestCredentialIDMustBeCanonical(t *testing.T) {
 			}
 		}
 	}
-	after := f.collectors()
-	for k, b := range before {
-		if after[k] != b {
-			t.Fatalf("%s %s changed by a refused write", k.scope, k.id)
-		}
-	}
+	f.checkUntouched(before, outboxBefore, revBefore)
 }

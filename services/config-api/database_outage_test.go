@@ -31,7 +31,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		{"GET", hostPath, a.token, nil},
 		{"GET", hostsPath, h.admin, nil},
 		{"POST", hostsPath, a.token, `{"hostname": "db-1"}`},
-		{"PUT", "/api/v1/environments/" + a.env.String() + "/agent-configs/labels", a.token, `{"config_data": {"static": {"team": "ops"}}}`},
+		{"PUT", envConfigPath(a.env, "labels"), a.token, `{"config_data": {"static": {"team": "ops"}}}`},
 	}
 	for _, rq := range requests {
 		r := h.do(rq.method, rq.path, rq.token, rq.body)
@@ -90,5 +90,5 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	h.must(http.StatusOK, "GET", hostPath, a.token, nil)
 	h.must(http.StatusOK, "GET", hostsPath, h.admin, nil)
 	h.must(http.StatusCreated, "POST", hostsPath, a.token, `{"hostname": "db-1"}`)
-	h.must(http.StatusOK, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/labels", a.token, `{"config_data": {"static": {"team": "ops"}}}`)
+	h.must(http.StatusOK, "PUT", envConfigPath(a.env, "labels"), a.token, `{"config_data": {"static": {"team": "ops"}}}`)
 }

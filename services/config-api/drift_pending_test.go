@@ -18,7 +18,7 @@ func TestDriftPendingAndFailed(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("acme")
 	var v1, v2 configRow
-	path := "/api/v1/environments/" + a.env.String() + "/agent-configs/watch_files"
+	path := envConfigPath(a.env, "watch_files")
 	h.must(200, "PUT", path, a.token, `{"config_data": {"paths": ["/etc"]}}`).data(t, &v1)
 	h.must(200, "PUT", path, a.token, `{"config_data": {"paths": ["/etc", "/opt"]}}`).data(t, &v2)
 	oldHash := agentconfig.ConfigHash([]agentconfig.CacheEntry{{ConfigType: "watch_files", ConfigData: v1.ConfigData, Version: v1.Version}})

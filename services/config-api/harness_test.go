@@ -255,6 +255,16 @@ func (r response) message(t testing.TB) string {
 // do sends a request; body is JSON-encoded unless it is a string or []byte. headers are name, value pairs.
 func (h *harness) do(method, path, token string, body any, headers ...string) response {
 	h.t.Helper()
+	r, err := h.send(method, path, token, body, headers...)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// send is do that returns its error instead of failing the test, for requests sent off the test's
+// goroutine.
+func (h *harness) send(method, path, token string, body any, headers ...string) (response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -265,30 +275,32 @@ func (h *harness) do(method, path, token string, body any, headers ...string) re
 	default:
 		enc, err := json.Marshal(b)
 		if err != nil {
-			h.t.Fatal(err)
+			return response{}, err
 		}
 		rd = bytes.NewReader(enc)
 	}
-	req, err := http.NewRequest(method, h.srv.URL+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		headers = append([]string{"Authorization", "Bearer " + token}, headers...)
+	}
+	return roundTrip(h.srv.Client(), method, h.srv.URL+path, rd, headers...)
+}
+
+// roundTrip sends one request with client and reads the whole answer. headers are name, value pairs.
+func roundTrip(client *http.Client, method, url string, body io.Reader, headers ...string) (response, error) {
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return response{}, err
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := h.srv.Client().Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}, err
 }
 
 // must sends a request and fails the test unless it answers want.
@@ -324,6 +336,28 @@ func (h *harness) newTenant(name string) tenant {
 	h.must(201, "POST", "/api/v1/environments/"+e.ID.String()+"/hosts", h.admin, map[string]any{"hostname": name + "-web-1"}).data(h.t, &hst)
 	h.must(201, "POST", "/api/v1/tokens", h.admin, map[string]any{"name": name + "-ops", "client_id": c.ID}).data(h.t, &tok)
 	return tenant{client: c.ID, env: e.ID, host: hst.ID, agentID: hst.AgentID, token: tok.Token}
+}
+
+// envConfigPath is the API path of an environment's config of configType.
+func envConfigPath(env uuid.UUID, configType string) string {
+	return "/api/v1/environments/" + env.String() + "/agent-configs/" + configType
+}
+
+// hostConfigPath is the API path of a host's config of configType: its override, and its effective
+// config on GET.
+func hostConfigPath(host uuid.UUID, configType string) string {
+	return "/api/v1/hosts/" + host.String() + "/agent-configs/" + configType
+}
+
+// configPaths are the API paths of tn's config of configType at both levels: its environment's and its
+// host's.
+func configPaths(tn tenant, configType string) []string {
+	return []string{envConfigPath(tn.env, configType), hostConfigPath(tn.host, configType)}
+}
+
+// credentialsPath is the API path of a client's credentials.
+func credentialsPath(client uuid.UUID) string {
+	return "/api/v1/clients/" + client.String() + "/credentials"
 }
 
 func (h *harness) count(query string, args ...any) int {
@@ -382,6 +416,77 @@ func (h *harness) inject(tn tenant, id string) string {
 	}
 	pw, _ := cols[0]["password"].(string)
 	return pw
+}
+
+// newAuthority is a fresh NATS operator, account and signing keys, for withNATSIdentity.
+func newAuthority(t testing.TB) *natsauth.Authority {
+	t.Helper()
+	a, err := natsauth.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// isCredsFile reports whether s is a NATS creds file: a user JWT and its NKEY seed.
+func isCredsFile(s string) bool {
+	return strings.Contains(s, "BEGIN NATS USER JWT") && strings.Contains(s, "BEGIN USER NKEY SEED")
+}
+
+// connectAgent connects to url as agent agentID with its creds file (its own inbox prefix, no
+// reconnect) and reports when the connection closes. The connection is closed when the test ends.
+func connectAgent(t testing.TB, url, agentID, credsFile string) (*nats.Conn, chan struct{}) {
+	t.Helper()
+	closed := make(chan struct{})
+	nc, err := nats.Connect(url, nats.UserCredentials(credsFile), nats.NoReconnect(),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(agentID)), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatalf("agent %s cannot connect with its credentials: %v", agentID, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, closed
+}
+
+// receivesOwnCommand fails the test unless agent, connected as agentID, receives a command config-api
+// publishes to it.
+func (h *harness) receivesOwnCommand(agent *nats.Conn, agentID string) {
+	h.t.Helper()
+	sub, err := agent.SubscribeSync(protocol.CommandSubject(agentID))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := agent.Flush(); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.nc.Publish(protocol.CommandSubject(agentID), []byte(`{}`)); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(3 * time.Second); err != nil {
+		h.t.Fatalf("agent %s did not receive its own command: %v", agentID, err)
+	}
+}
+
+// connectRefused reports whether the NATS server refuses a connection with credsFile.
+func (h *harness) connectRefused(credsFile string) bool {
+	nc, err := nats.Connect(h.natsURL, nats.UserCredentials(credsFile), nats.NoReconnect())
+	if err == nil {
+		nc.Close()
+	}
+	return err != nil
+}
+
+// revokedAgentShutOut fails the test unless a revoked agent's connection (closed is connectAgent's) is
+// closed by the server and its credentials are refused afterwards.
+func (h *harness) revokedAgentShutOut(closed chan struct{}, credsFile string) {
+	h.t.Helper()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("the revoked agent is still connected")
+	}
+	if !h.connectRefused(credsFile) {
+		h.t.Fatal("the revoked agent could connect again")
+	}
 }
 
 func must[T any](v T, err error) T {

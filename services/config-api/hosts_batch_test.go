@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/natsauth"
-	"github.com/configsync/configsync/libs/protocol"
 )
 
 // batchEntry is one entry of a batch registration body.
@@ -23,13 +20,11 @@ type batchEntry struct {
 
 func batchBody(entries []batchEntry) map[string]any { return map[string]any{"hosts": entries} }
 
+// registeredJSON is a registered host as the registration answers it: with its NATS creds file, shown
+// only this once.
 type registeredJSON struct {
-	ID              uuid.UUID `json:"id"`
-	AgentID         string    `json:"agent_id"`
-	Hostname        string    `json:"hostname"`
-	EnvironmentID   uuid.UUID `json:"environment_id"`
-	ClientID        uuid.UUID `json:"client_id"`
-	NATSCredentials string    `json:"nats_credentials"`
+	hostJSON
+	NATSCredentials string `json:"nats_credentials"`
 }
 
 // TestHostBatchRegistration: a batch registers every host in request order, in one go; any invalid
@@ -212,11 +207,7 @@ func TestHostBatchRegistration(t *testing.T) {
 // user (stored key, creds file returned once), and those credentials connect as that agent.
 func TestHostBatchNATSCredentials(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, withNATSIdentity(authority))
+	h := newHarness(t, withNATSIdentity(newAuthority(t)))
 	a := h.newTenant("acme")
 	entries := make([]batchEntry, 40)
 	for i := range entries {
@@ -229,8 +220,7 @@ func TestHostBatchNATSCredentials(t *testing.T) {
 	}
 	files := map[string]bool{}
 	for i, r := range got {
-		if r.AgentID != entries[i].AgentID || !strings.Contains(r.NATSCredentials, "BEGIN NATS USER JWT") ||
-			!strings.Contains(r.NATSCredentials, "BEGIN USER NKEY SEED") || files[r.NATSCredentials] {
+		if r.AgentID != entries[i].AgentID || !isCredsFile(r.NATSCredentials) || files[r.NATSCredentials] {
 			t.Fatalf("entry %d: agent %s, creds missing or repeated", i, r.AgentID)
 		}
 		files[r.NATSCredentials] = true
@@ -254,24 +244,8 @@ func TestHostBatchNATSCredentials(t *testing.T) {
 	dir := t.TempDir()
 	for _, r := range []registeredJSON{got[0], got[len(got)-1]} {
 		file := writeCreds(t, dir, r.AgentID, natsauth.Creds{File: []byte(r.NATSCredentials)})
-		nc, err := nats.Connect(h.natsURL, nats.UserCredentials(file), nats.NoReconnect(),
-			nats.CustomInboxPrefix(protocol.InboxPrefix(r.AgentID)))
-		if err != nil {
-			t.Fatalf("%s cannot connect with its credentials: %v", r.AgentID, err)
-		}
-		sub, err := nc.SubscribeSync(protocol.CommandSubject(r.AgentID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.nc.Publish(protocol.CommandSubject(r.AgentID), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sub.NextMsg(3 * time.Second); err != nil {
-			t.Fatalf("%s did not receive its own command: %v", r.AgentID, err)
-		}
-		nc.Close()
+		agent, _ := connectAgent(t, h.natsURL, r.AgentID, file)
+		h.receivesOwnCommand(agent, r.AgentID)
+		agent.Close()
 	}
 }

@@ -11,12 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-type labeledHostJSON struct {
-	ID       uuid.UUID         `json:"id"`
-	Hostname string            `json:"hostname"`
-	Labels   map[string]string `json:"labels"`
-}
-
 // TestHostInventoryLabels: operators set inventory labels at registration (single and batch), by PATCH
 // and in bulk; bad keys, values and selectors are 400 naming them; an over-limit or partly foreign bulk
 // change writes nothing; listing and drift select hosts by ?selector=.
@@ -28,7 +22,7 @@ func TestHostInventoryLabels(t *testing.T) {
 	envPath := "/api/v1/environments/" + a.env.String()
 
 	// Registration: one host, then a batch; the answer and the listing carry the labels.
-	var canary labeledHostJSON
+	var canary hostJSON
 	h.must(201, "POST", envPath+"/hosts", a.token,
 		map[string]any{"hostname": "canary-1", "labels": map[string]string{"role": "web", "ring": "canary", "example.com/team": "edge"}}).data(t, &canary)
 	if canary.Labels["ring"] != "canary" || len(canary.Labels) != 3 {
@@ -42,7 +36,7 @@ func TestHostInventoryLabels(t *testing.T) {
 			entries[i]["labels"] = map[string]string{"role": "db", "region": region}
 		}
 	}
-	var batch []labeledHostJSON
+	var batch []hostJSON
 	h.must(201, "POST", envPath+"/hosts/batch", a.token, map[string]any{"hosts": entries}).data(t, &batch)
 	if batch[0].Labels["role"] != "db" || batch[1].Labels["region"] != "us" {
 		t.Fatalf("batch labels = %v, %v", batch[0].Labels, batch[1].Labels)
@@ -51,8 +45,8 @@ func TestHostInventoryLabels(t *testing.T) {
 	list := func(query string) (names []string, next string) {
 		t.Helper()
 		var page struct {
-			Data      []labeledHostJSON `json:"data"`
-			NextAfter *uuid.UUID        `json:"next_after"`
+			Data      []hostJSON `json:"data"`
+			NextAfter *uuid.UUID `json:"next_after"`
 		}
 		if err := json.Unmarshal(h.must(200, "GET", envPath+"/hosts?"+query, a.token, nil).body, &page); err != nil {
 			t.Fatal(err)
@@ -110,13 +104,13 @@ func TestHostInventoryLabels(t *testing.T) {
 	}
 
 	// PATCH: a merge patch (null removes); the result is the host.
-	var patched labeledHostJSON
+	var patched hostJSON
 	h.must(200, "PATCH", "/api/v1/hosts/"+canary.ID.String(), a.token,
 		`{"labels": {"ring": null, "tier": "gold"}}`).data(t, &patched)
 	if want := map[string]string{"role": "web", "example.com/team": "edge", "tier": "gold"}; !maps.Equal(patched.Labels, want) {
 		t.Fatalf("patched labels = %v, want %v", patched.Labels, want)
 	}
-	var got labeledHostJSON
+	var got hostJSON
 	h.must(200, "GET", "/api/v1/hosts/"+canary.ID.String(), a.token, nil).data(t, &got)
 	if !maps.Equal(got.Labels, patched.Labels) {
 		t.Fatalf("read back %v, patched %v", got.Labels, patched.Labels)

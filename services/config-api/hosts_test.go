@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/natsauth"
@@ -18,17 +17,18 @@ import (
 )
 
 type hostJSON struct {
-	ID              uuid.UUID        `json:"id"`
-	AgentID         string           `json:"agent_id"`
-	Hostname        string           `json:"hostname"`
-	EnvironmentID   uuid.UUID        `json:"environment_id"`
-	ClientID        uuid.UUID        `json:"client_id"`
-	RevokedAt       *time.Time       `json:"revoked_at"`
-	LastHeartbeatAt *time.Time       `json:"last_heartbeat_at"`
-	Online          bool             `json:"online"`
-	ConfigHash      *string          `json:"config_hash"`
-	ConfigVersion   *int64           `json:"config_version"`
-	ConfigVersions  map[string]int64 `json:"config_versions"`
+	ID              uuid.UUID         `json:"id"`
+	AgentID         string            `json:"agent_id"`
+	Hostname        string            `json:"hostname"`
+	EnvironmentID   uuid.UUID         `json:"environment_id"`
+	ClientID        uuid.UUID         `json:"client_id"`
+	RevokedAt       *time.Time        `json:"revoked_at"`
+	LastHeartbeatAt *time.Time        `json:"last_heartbeat_at"`
+	Online          bool              `json:"online"`
+	ConfigHash      *string           `json:"config_hash"`
+	ConfigVersion   *int64            `json:"config_version"`
+	ConfigVersions  map[string]int64  `json:"config_versions"`
+	Labels          map[string]string `json:"labels"`
 	ApplyStatus     map[string]struct {
 		Version   int64     `json:"version"`
 		Status    string    `json:"status"`
@@ -142,7 +142,7 @@ func TestHostRegistrationListAndRevoke(t *testing.T) {
 	if !again.RevokedAt.Equal(*rev.RevokedAt) {
 		t.Fatal("second revoke moved revoked_at")
 	}
-	h.must(409, "PUT", "/api/v1/hosts/"+reg.ID.String()+"/agent-configs/intervals", a.token, `{"config_data": {"metrics": "1m"}}`)
+	h.must(409, "PUT", hostConfigPath(reg.ID, "intervals"), a.token, `{"config_data": {"metrics": "1m"}}`)
 	if n := h.count(`SELECT count(*) FROM audit_events WHERE action = 'host_revoked'`); n != 2 {
 		t.Fatalf("%d host_revoked audit rows", n)
 	}
@@ -157,12 +157,12 @@ func TestDrift(t *testing.T) {
 	var cred struct {
 		ID string `json:"id"`
 	}
-	h.must(201, "POST", "/api/v1/clients/"+a.client.String()+"/credentials", a.token,
+	h.must(201, "POST", credentialsPath(a.client), a.token,
 		`{"name": "mysql-main", "secret": {"username": "monitor", "password": "drift-secret-1"}}`).data(t, &cred)
 	collectors := `[{"type": "mysql", "name": "primary", "host": "db1", "port": 3306, "credential_id": "` + cred.ID + `"}]`
 	var wf, col configRow
-	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/watch_files", a.token, `{"config_data": {"paths": ["/etc"]}}`).data(t, &wf)
-	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/collectors", a.token, `{"config_data": `+collectors+`}`).data(t, &col)
+	h.must(200, "PUT", envConfigPath(a.env, "watch_files"), a.token, `{"config_data": {"paths": ["/etc"]}}`).data(t, &wf)
+	h.must(200, "PUT", envConfigPath(a.env, "collectors"), a.token, `{"config_data": `+collectors+`}`).data(t, &col)
 
 	redacted, pointers, err := agentconfig.RedactForCache(col.ConfigData, map[string][]string{cred.ID: {"password", "username"}})
 	if err != nil {
@@ -247,7 +247,7 @@ func TestCredentials(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	base := "/api/v1/clients/" + a.client.String() + "/credentials"
+	base := credentialsPath(a.client)
 	const secret = "s3cr3t-planted-value"
 
 	var meta protocol.CredentialMeta
@@ -319,8 +319,8 @@ func TestResolverDown(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withoutResolver())
 	a := h.newTenant("acme")
-	h.must(200, "PUT", "/api/v1/hosts/"+a.host.String()+"/agent-configs/intervals", a.token, `{"config_data": {"metrics": "1m"}}`)
-	r := h.must(503, "GET", "/api/v1/hosts/"+a.host.String()+"/agent-configs/intervals", a.token, nil)
+	h.must(200, "PUT", hostConfigPath(a.host, "intervals"), a.token, `{"config_data": {"metrics": "1m"}}`)
+	r := h.must(503, "GET", hostConfigPath(a.host, "intervals"), a.token, nil)
 	if r.errCode(t) != "unavailable" || strings.Contains(string(r.body), "nats") {
 		t.Fatalf("resolver down: %s", r.body)
 	}
@@ -331,19 +331,11 @@ func TestResolverDown(t *testing.T) {
 // host revokes that user on the server.
 func TestHostNATSCredentialsIssuedAndRevoked(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, withNATSIdentity(authority))
+	h := newHarness(t, withNATSIdentity(newAuthority(t)))
 	a := h.newTenant("acme")
-	var reg struct {
-		ID              uuid.UUID `json:"id"`
-		AgentID         string    `json:"agent_id"`
-		NATSCredentials string    `json:"nats_credentials"`
-	}
+	var reg registeredJSON
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", h.admin, `{"hostname": "db-1", "agent_id": "agent-db-1"}`).data(t, &reg)
-	if !strings.Contains(reg.NATSCredentials, "BEGIN NATS USER JWT") || !strings.Contains(reg.NATSCredentials, "BEGIN USER NKEY SEED") {
+	if !isCredsFile(reg.NATSCredentials) {
 		t.Fatalf("registration returned no creds file: %q", reg.NATSCredentials)
 	}
 	// Shown once: reading the host back never returns them.
@@ -351,35 +343,9 @@ func TestHostNATSCredentialsIssuedAndRevoked(t *testing.T) {
 		t.Fatalf("GET host returned the credentials: %s", r.body)
 	}
 	credsFile := writeCreds(t, t.TempDir(), "agent", natsauth.Creds{File: []byte(reg.NATSCredentials)})
-	closed := make(chan struct{})
-	agent, err := nats.Connect(h.natsURL, nats.UserCredentials(credsFile), nats.NoReconnect(),
-		nats.CustomInboxPrefix(protocol.InboxPrefix(reg.AgentID)), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
-	if err != nil {
-		t.Fatalf("agent cannot connect with its credentials: %v", err)
-	}
-	defer agent.Close()
-	sub, err := agent.SubscribeSync(protocol.CommandSubject(reg.AgentID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.nc.Publish(protocol.CommandSubject(reg.AgentID), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sub.NextMsg(3 * time.Second); err != nil {
-		t.Fatalf("agent did not receive its own command: %v", err)
-	}
+	agent, closed := connectAgent(t, h.natsURL, reg.AgentID, credsFile)
+	h.receivesOwnCommand(agent, reg.AgentID)
 
 	h.must(200, "DELETE", "/api/v1/hosts/"+reg.ID.String(), a.token, "")
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("revoked agent is still connected")
-	}
-	if nc, err := nats.Connect(h.natsURL, nats.UserCredentials(credsFile), nats.NoReconnect()); err == nil {
-		nc.Close()
-		t.Fatal("revoked agent could connect again")
-	}
+	h.revokedAgentShutOut(closed, credsFile)
 }

@@ -21,7 +21,7 @@ func TestWriteReachesJetStream(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("acme")
 	var row configRow
-	h.must(200, "PUT", "/api/v1/hosts/"+a.host.String()+"/agent-configs/healthcheck", a.token,
+	h.must(200, "PUT", hostConfigPath(a.host, "healthcheck"), a.token,
 		`{"config_data": {"interval_seconds": 30}}`).data(t, &row)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -117,7 +117,7 @@ func TestCredentialAllowedTargetsThroughAPI(t *testing.T) {
 	h := newHarness(t)
 	h.startDelivery()
 	tn := h.newTenant("acme")
-	creds := "/api/v1/clients/" + tn.client.String() + "/credentials"
+	creds := credentialsPath(tn.client)
 	const secret = "pl4nted-target-S3CRET"
 
 	r := h.do("POST", creds, tn.token, map[string]any{"name": "bad", "secret": map[string]string{"password": secret}, "allowed_targets": []string{"db.internal"}})
@@ -138,7 +138,7 @@ func TestCredentialAllowedTargetsThroughAPI(t *testing.T) {
 	}
 
 	put := func(host string) {
-		h.must(200, "PUT", "/api/v1/environments/"+tn.env.String()+"/agent-configs/collectors", tn.token, map[string]any{"config_data": []map[string]any{
+		h.must(200, "PUT", envConfigPath(tn.env, "collectors"), tn.token, map[string]any{"config_data": []map[string]any{
 			{"type": "tcp", "name": "ssh", "address": "localhost:22"},
 			{"type": "postgres", "name": "main", "host": host, "credential_id": meta.ID},
 		}})
@@ -212,14 +212,14 @@ func TestMigrateInlineSecrets(t *testing.T) {
 	h.exec(`INSERT INTO config_revisions (scope, client_id, environment_id, host_id, config_type, version, action, new_data)
 		VALUES ('host', $1, $2, $3, 'collectors', 3, 'put', $4)`, tn.client, tn.env, tn.host, hostData)
 	// Another tenant's clean config and another type's history are left alone.
-	h.must(200, "PUT", "/api/v1/environments/"+other.env.String()+"/agent-configs/collectors", other.token,
+	h.must(200, "PUT", envConfigPath(other.env, "collectors"), other.token,
 		map[string]any{"config_data": []map[string]any{{"type": "tcp", "name": "ssh", "address": "localhost:22"}}})
 	h.exec(`INSERT INTO config_revisions (scope, client_id, environment_id, config_type, version, action, new_data)
 		VALUES ('environment', $1, $2, 'labels', 4, 'put', '{"static":{"password":"not-a-collector"}}')`, tn.client, tn.env)
 
 	// A run that stopped after creating the host's credential, before rewriting the host's config: the
 	// next run finds the credential by name and rotates it to the secret the config holds.
-	h.must(201, "POST", "/api/v1/clients/"+tn.client.String()+"/credentials", h.admin, map[string]any{
+	h.must(201, "POST", credentialsPath(tn.client), h.admin, map[string]any{
 		"name": "inline host " + tn.host.String() + " mysql/replica", "environment_id": tn.env, "secret": map[string]string{"password": "stale"}})
 
 	reply := h.fetch(tn.agentID)
@@ -255,7 +255,7 @@ func TestMigrateInlineSecrets(t *testing.T) {
 
 	// The credentials exist, scoped to the environment, holding the fields the collectors held.
 	var metas []protocol.CredentialMeta
-	h.must(200, "GET", "/api/v1/clients/"+tn.client.String()+"/credentials", tn.token, nil).data(t, &metas)
+	h.must(200, "GET", credentialsPath(tn.client), tn.token, nil).data(t, &metas)
 	byName := map[string]protocol.CredentialMeta{}
 	for _, m := range metas {
 		byName[m.Name] = m

@@ -18,6 +18,7 @@ import (
 
 	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 	configapi "github.com/configsync/configsync/services/config-api"
 )
 
@@ -28,10 +29,7 @@ const maxPayload = 1 << 20
 // serverAccount returns the account JWT the NATS server holds and its revocation list.
 func (h *harness) serverAccount(authority *natsauth.Authority) (string, jwt.RevocationList) {
 	h.t.Helper()
-	sys, err := nats.Connect(h.natsURL, nats.UserCredentials(filepath.Join(h.natsDir, "system.creds")), nats.NoReconnect())
-	if err != nil {
-		h.t.Fatalf("system connection: %v", err)
-	}
+	sys := h.systemConn()
 	defer sys.Close()
 	token, err := natsauth.LookupAccount(sys, authority.AccountPublicKey(), 10*time.Second)
 	if err != nil {
@@ -42,6 +40,16 @@ func (h *harness) serverAccount(authority *natsauth.Authority) (string, jwt.Revo
 		h.t.Fatalf("server account JWT: %v", err)
 	}
 	return token, ac.Revocations
+}
+
+// systemConn connects as the NATS system user (operator mode: withNATSIdentity); the caller closes it.
+func (h *harness) systemConn() *nats.Conn {
+	h.t.Helper()
+	sys, err := nats.Connect(h.natsURL, nats.UserCredentials(filepath.Join(h.natsDir, "system.creds")), nats.NoReconnect())
+	if err != nil {
+		h.t.Fatalf("system connection: %v", err)
+	}
+	return sys
 }
 
 // insertLiveHosts registers n hosts of tn's environment directly in the database, each with a fresh
@@ -101,41 +109,13 @@ func (h *harness) revokeBatches(tn tenant, ids []uuid.UUID) {
 	}
 }
 
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// connectAgent connects with an agent's creds file and reports when the connection closes.
-func connectAgent(t *testing.T, url, agentID, credsFile string) (*nats.Conn, chan struct{}) {
-	t.Helper()
-	closed := make(chan struct{})
-	nc, err := nats.Connect(url, nats.UserCredentials(credsFile), nats.NoReconnect(),
-		nats.CustomInboxPrefix(protocol.InboxPrefix(agentID)), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
-	if err != nil {
-		t.Fatalf("agent %s cannot connect: %v", agentID, err)
-	}
-	t.Cleanup(nc.Close)
-	return nc, closed
-}
-
 // TestRevocationsPruneAtScale: with a JWT lifetime of seconds, 22,500 revocations in batches of 1000
 // over several lifetimes keep the account JWT the servers hold under max_payload, because a revocation
 // leaves the list once every JWT it refuses has expired; and after all of them, one more revocation
 // still disconnects its agent and keeps it out.
 func TestRevocationsPruneAtScale(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	authority := newAuthority(t)
 	// Long enough that a round (4,500 hosts, five batch revocations) ends before its JWTs expire on a
 	// loaded machine, short enough that several lifetimes pass in the test.
 	const lifetime = 30 * time.Second
@@ -158,7 +138,7 @@ func TestRevocationsPruneAtScale(t *testing.T) {
 	for r := range rounds {
 		// Wait (polling) until this round fits under the cap: earlier revocations are pruned once the
 		// JWTs they refuse have expired.
-		eventually(t, "earlier revocations to become prunable", func() bool { return pending()+perRound <= 10000 })
+		testinfra.Eventually(t, time.Minute, func() bool { return pending()+perRound <= 10000 }, "earlier revocations to become prunable")
 		expires := time.Now().Add(lifetime).Truncate(time.Second)
 		ids, keys := h.insertLiveHosts(a, fmt.Sprintf("r%d", r), perRound, expires)
 		h.revokeBatches(a, ids)
@@ -199,15 +179,7 @@ func TestRevocationsPruneAtScale(t *testing.T) {
 	credsFile := writeCreds(t, t.TempDir(), "last", natsauth.Creds{File: []byte(reg.NATSCredentials)})
 	agent, closed := connectAgent(t, h.natsURL, reg.AgentID, credsFile)
 	h.revokeBatches(a, []uuid.UUID{reg.ID})
-	select {
-	case <-closed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the revoked agent is still connected")
-	}
-	if nc, err := nats.Connect(h.natsURL, nats.UserCredentials(credsFile), nats.NoReconnect()); err == nil {
-		nc.Close()
-		t.Fatal("the revoked agent could connect again")
-	}
+	h.revokedAgentShutOut(closed, credsFile)
 	// Refused by the revocation, not by expiry: its JWT is still valid.
 	uc, err := jwt.DecodeUserClaims(must(jwt.ParseDecoratedJWT([]byte(reg.NATSCredentials))))
 	if err != nil {
@@ -225,10 +197,7 @@ func TestRevocationsPruneAtScale(t *testing.T) {
 // batch is refused whole (409 revocation_limit, nothing revoked), while another client still revokes.
 func TestRevocationCapPerClient(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	authority := newAuthority(t)
 	h := newHarness(t, withNATSIdentity(authority), withAPIConfig(func(c *configapi.Config) {
 		c.MaxPendingRevocationsPerClient = 5
 		c.MaxPendingRevocations = 100
@@ -291,10 +260,7 @@ func TestRevocationCapPerClient(t *testing.T) {
 // config-api's back is repaired by the reconciler without anyone revoking again.
 func TestRevocationPushesSerializeAndReconcile(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	authority := newAuthority(t)
 	h := newHarness(t, withNATSIdentity(authority), withAPIConfig(func(c *configapi.Config) {
 		c.RevocationReconcile = 200 * time.Millisecond
 	}))
@@ -312,8 +278,8 @@ func TestRevocationPushesSerializeAndReconcile(t *testing.T) {
 			if i%2 == 1 {
 				on = &second
 			}
-			if r := on.do("DELETE", "/api/v1/hosts/"+id.String(), a.token, nil); r.status != 200 {
-				t.Errorf("revoke %d: %d %s", i, r.status, r.body)
+			if r, err := on.send("DELETE", "/api/v1/hosts/"+id.String(), a.token, nil); err != nil || r.status != 200 {
+				t.Errorf("revoke %d: %d %v %s", i, r.status, err, r.body)
 			}
 		}()
 	}
@@ -326,18 +292,15 @@ func TestRevocationPushesSerializeAndReconcile(t *testing.T) {
 	}
 
 	// Someone pushes an account without revocations (a stale signer): the reconciler restores them.
-	sys, err := nats.Connect(h.natsURL, nats.UserCredentials(filepath.Join(h.natsDir, "system.creds")), nats.NoReconnect())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sys := h.systemConn()
 	defer sys.Close()
 	if err := authority.AccountAdmin().Revoke(sys, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the reconciler to restore the revocations", func() bool {
+	testinfra.Eventually(t, time.Minute, func() bool {
 		_, list := h.serverAccount(authority)
 		return len(list) == len(keys)
-	})
+	}, "the reconciler to restore the revocations")
 }
 
 // TestAgentCredentialsRenewal: an agent renews its own expiring JWT over NATS (same key, the seed never
@@ -346,10 +309,7 @@ func TestRevocationPushesSerializeAndReconcile(t *testing.T) {
 // and re-issuing a host's credentials (re-enrolment) revokes the old key.
 func TestAgentCredentialsRenewal(t *testing.T) {
 	t.Parallel()
-	authority, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	authority := newAuthority(t)
 	const lifetime = time.Hour
 	h := newHarness(t, withNATSIdentity(authority), withAPIConfig(func(c *configapi.Config) { c.AgentCredsLifetime = lifetime }))
 	a := h.newTenant("acme")
@@ -456,13 +416,8 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 	if newClaims == nil || newClaims.Subject == uc.Subject || newClaims.Expires == 0 {
 		t.Fatal("re-issue did not give a new expiring key")
 	}
-	eventually(t, "the old key to be refused", func() bool {
-		nc, err := nats.Connect(h.natsURL, nats.UserCredentials(filepath.Join(dir, "renewed.creds")), nats.NoReconnect())
-		if err == nil {
-			nc.Close()
-		}
-		return err != nil
-	})
+	testinfra.Eventually(t, time.Minute, func() bool { return h.connectRefused(filepath.Join(dir, "renewed.creds")) },
+		"the old key to be refused")
 	connectAgent(t, h.natsURL, reg.AgentID, writeCreds(t, dir, "reissued", natsauth.Creds{File: []byte(reissued.NATSCredentials)}))
 
 	// Revoked: the renewal is refused.
@@ -471,8 +426,7 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 		t.Fatal("an expiring key's revocation has no prune time")
 	}
 	otherFile := writeCreds(t, dir, "other", natsauth.Creds{File: []byte(other.NATSCredentials)})
-	if nc, err := nats.Connect(h.natsURL, nats.UserCredentials(otherFile), nats.NoReconnect()); err == nil {
-		nc.Close()
+	if !h.connectRefused(otherFile) {
 		t.Fatal("a revoked agent connected")
 	}
 

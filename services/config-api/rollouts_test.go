@@ -71,10 +71,6 @@ func (h *harness) newRolloutTenant(name string, n int) rolloutTenant {
 	return tn
 }
 
-func (tn rolloutTenant) configPath(configType string) string {
-	return "/api/v1/environments/" + tn.env.String() + "/agent-configs/" + configType
-}
-
 // effective is a host's effective config of a type as the resolver computes it now.
 func (h *harness) effective(tn rolloutTenant, host uuid.UUID, configType string) (version int64, data string) {
 	h.t.Helper()
@@ -90,6 +86,31 @@ func labelsOf(team string) map[string]any {
 	return map[string]any{"static": map[string]any{"team": team}}
 }
 
+// writeLabels writes labelsOf(team) as tn's environment labels config (the type the rollout tests roll
+// out) and returns its version.
+func (h *harness) writeLabels(tn rolloutTenant, team string) int64 {
+	h.t.Helper()
+	var cfg configRow
+	h.must(200, "PUT", envConfigPath(tn.env, "labels"), tn.token, map[string]any{"config_data": labelsOf(team)}).data(h.t, &cfg)
+	return cfg.Version
+}
+
+// startRollout starts a rollout of labelsOf(team) to tn's environment with plan.
+func (h *harness) startRollout(tn rolloutTenant, team string, plan map[string]any) rolloutObj {
+	h.t.Helper()
+	var ro rolloutObj
+	h.must(201, "POST", envConfigPath(tn.env, "labels")+"/rollouts", tn.token, map[string]any{"config_data": labelsOf(team), "plan": plan}).data(h.t, &ro)
+	return ro
+}
+
+// getRollout reads rollout id of tn's labels config.
+func (h *harness) getRollout(tn rolloutTenant, id string) rolloutObj {
+	h.t.Helper()
+	var ro rolloutObj
+	h.must(200, "GET", envConfigPath(tn.env, "labels")+"/rollouts/"+id, tn.token, nil).data(h.t, &ro)
+	return ro
+}
+
 // TestRolloutAPIRules: a rollout's config is validated exactly as a PUT (same code and message), a
 // bad plan names its field, one rollout per (environment, type) (409 rollout_active, also for PUT,
 // DELETE and rollback of the type, naming the rollout), If-Match as on a PUT, another client's
@@ -101,12 +122,9 @@ func TestRolloutAPIRules(t *testing.T) {
 	h := newHarness(t)
 	a := h.newRolloutTenant("acme", 4)
 	b := h.newRolloutTenant("globex", 1)
-	path := a.configPath("labels")
+	path := envConfigPath(a.env, "labels")
 
-	var v1 struct {
-		Version int64 `json:"version"`
-	}
-	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v1")}).data(t, &v1)
+	v1 := h.writeLabels(a, "v1")
 
 	// The same validation as a PUT: same status, code and message.
 	bad := map[string]any{"static": map[string]any{"team": 7}}
@@ -125,8 +143,8 @@ func TestRolloutAPIRules(t *testing.T) {
 	plan := map[string]any{"stages": []map[string]any{{"hosts": 1}, {"percent": 100}}, "bake_seconds": 3600}
 	var ro rolloutObj
 	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"), "plan": plan},
-		"If-Match", fmt.Sprintf(`"%d"`, v1.Version)).data(t, &ro)
-	if ro.State != rollouts.StateRunning || ro.PreviousVersion != v1.Version || ro.Version <= v1.Version ||
+		"If-Match", fmt.Sprintf(`"%d"`, v1)).data(t, &ro)
+	if ro.State != rollouts.StateRunning || ro.PreviousVersion != v1 || ro.Version <= v1 ||
 		len(ro.Stages) != 2 || ro.Stages[0].State != rollouts.StageBaking || ro.Stages[0].Targeted != 1 ||
 		ro.Stages[1].State != rollouts.StagePending || ro.Plan.Gate.MinAppliedRatio != rollouts.DefaultMinAppliedRatio {
 		t.Fatalf("started rollout: %+v", ro)
@@ -141,7 +159,7 @@ func TestRolloutAPIRules(t *testing.T) {
 		{"POST", path + "/rollouts", map[string]any{"config_data": labelsOf("v3")}},
 		{"PUT", path, map[string]any{"config_data": labelsOf("v3")}},
 		{"DELETE", path, nil},
-		{"POST", path + "/rollback", map[string]any{"revision": v1.Version}},
+		{"POST", path + "/rollback", map[string]any{"revision": v1}},
 	} {
 		r := h.must(409, c.method, c.path, a.token, c.body)
 		if r.errCode(t) != "rollout_active" || !strings.Contains(r.message(t), ro.ID) {
@@ -149,7 +167,7 @@ func TestRolloutAPIRules(t *testing.T) {
 		}
 	}
 	// Another type of the same environment is not held.
-	h.must(200, "PUT", a.configPath("tracing"), a.token, map[string]any{"config_data": map[string]any{"enabled": true, "sample_ratio": 0.5}})
+	h.must(200, "PUT", envConfigPath(a.env, "tracing"), a.token, map[string]any{"config_data": map[string]any{"enabled": true, "sample_ratio": 0.5}})
 
 	// Resolution by stage: exactly one host (the canary) resolves the new revision.
 	var canary uuid.UUID
@@ -161,7 +179,7 @@ func TestRolloutAPIRules(t *testing.T) {
 				t.Fatalf("host %s resolves v2 at version %d (canary %s, stage version %d)", host, v, canary, ro.Stages[0].Version)
 			}
 			canary = host
-		case strings.Contains(data, `"v1"`) && v == v1.Version:
+		case strings.Contains(data, `"v1"`) && v == v1:
 		default:
 			t.Fatalf("host %s resolves %s at version %d", host, data, v)
 		}
@@ -173,7 +191,7 @@ func TestRolloutAPIRules(t *testing.T) {
 	// Tenant isolation: another client's rollout does not exist for it.
 	h.must(404, "GET", one, b.token, nil)
 	h.must(404, "POST", one+"/abort", b.token, nil)
-	h.must(404, "GET", b.configPath("labels")+"/rollouts/"+ro.ID, b.token, nil)
+	h.must(404, "GET", envConfigPath(b.env, "labels")+"/rollouts/"+ro.ID, b.token, nil)
 	h.must(404, "GET", path+"/rollouts/"+uuid.NewString(), a.token, nil)
 
 	// Actions in and out of turn.
@@ -207,7 +225,7 @@ func TestRolloutAPIRules(t *testing.T) {
 		}
 	}
 	h.must(409, "POST", one+"/abort", a.token, nil)
-	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v4")})
+	h.writeLabels(a, "v4")
 
 	for _, action := range []string{rollouts.ActionStarted, rollouts.ActionStageStarted, rollouts.ActionPaused,
 		rollouts.ActionResumed, rollouts.ActionPromoted, rollouts.ActionReverted} {
@@ -227,12 +245,10 @@ func TestRolloutControllerLeadsAndResumes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newRolloutTenant("initech", 6)
-	path := a.configPath("labels")
-	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v1")})
+	h.writeLabels(a, "v1")
 
 	plan := map[string]any{"stages": []map[string]any{{"hosts": 1}, {"percent": 50}, {"percent": 100}}, "bake_seconds": 0}
-	var ro rolloutObj
-	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"), "plan": plan}).data(t, &ro)
+	ro := h.startRollout(a, "v2", plan)
 	id := uuid.MustParse(ro.ID)
 
 	mA, mB := metrics.New(), metrics.New()
@@ -286,7 +302,7 @@ func TestRolloutControllerLeadsAndResumes(t *testing.T) {
 		t.Fatalf("after B's tick the rollout is at stage %d, want 2", cur)
 	}
 	ctlB.Tick(ctx)
-	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	ro = h.getRollout(a, ro.ID)
 	if ro.State != rollouts.StateCompleted {
 		t.Fatalf("rollout after the last stage: %+v", ro)
 	}
@@ -313,10 +329,10 @@ func TestRolloutControllerLeadsAndResumes(t *testing.T) {
 		transitions(mB, rollouts.ResultCompleted); startedA != 1 || startedB != 1 || completedB != 1 {
 		t.Errorf("transitions counted: A started %v stages, B %v, B completed %v; want 1, 1, 1", startedA, startedB, completedB)
 	}
-	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v3")})
+	h.writeLabels(a, "v3")
 
 	// Side by side, ticking concurrently: every stage starts exactly once.
-	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v4"), "plan": plan}).data(t, &ro)
+	ro = h.startRollout(a, "v4", plan)
 	var wg sync.WaitGroup
 	for _, c := range []*rollouts.Controller{ctlA, ctlB} {
 		wg.Add(1)
@@ -328,7 +344,7 @@ func TestRolloutControllerLeadsAndResumes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	ro = h.getRollout(a, ro.ID)
 	if ro.State != rollouts.StateCompleted {
 		t.Fatalf("rollout ticked by two controllers: %+v", ro)
 	}
@@ -352,8 +368,8 @@ func TestRolloutGate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newRolloutTenant("umbrella", 4)
-	path := a.configPath("labels")
-	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v1")})
+	path := envConfigPath(a.env, "labels")
+	h.writeLabels(a, "v1")
 	ctl := configapi.NewRolloutController(h.apiCfg, h.pool, nil, h.log)
 	ctx := context.Background()
 	// Every host heartbeats (online): the gate waits for their answers.
@@ -361,10 +377,9 @@ func TestRolloutGate(t *testing.T) {
 
 	for _, autoRevert := range []bool{false, true} {
 		plan := map[string]any{"stages": []map[string]any{{"hosts": 1}, {"percent": 100}}, "bake_seconds": 0, "auto_revert": autoRevert}
-		var ro rolloutObj
-		h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("bad"), "plan": plan}).data(t, &ro)
+		ro := h.startRollout(a, "bad", plan)
 		ctl.Tick(ctx)
-		h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+		ro = h.getRollout(a, ro.ID)
 		if ro.State != rollouts.StateRunning || ro.CurrentStage != 0 || ro.Stages[0].Pending != 1 {
 			t.Fatalf("rollout waiting on its canary's ack: %+v", ro)
 		}
@@ -377,7 +392,7 @@ func TestRolloutGate(t *testing.T) {
 		        ON CONFLICT (host_id, config_type) DO UPDATE SET version = excluded.version, status = 'failed', error = excluded.error`,
 			canary, ro.Stages[0].Version)
 		ctl.Tick(ctx)
-		h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+		ro = h.getRollout(a, ro.ID)
 		want := rollouts.StatePaused
 		if autoRevert {
 			want = rollouts.StateReverted
@@ -395,7 +410,7 @@ func TestRolloutGate(t *testing.T) {
 			}
 			h.must(200, "POST", path+"/rollouts/"+ro.ID+"/resume", a.token, nil)
 			ctl.Tick(ctx)
-			h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+			ro = h.getRollout(a, ro.ID)
 			if ro.State != rollouts.StatePaused || ro.Stages[1].StartedAt != nil {
 				t.Fatalf("resumed with the canary still failed: %+v", ro)
 			}
@@ -418,11 +433,9 @@ func TestRolloutPlacesLateHosts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newRolloutTenant("hooli", 2)
-	path := a.configPath("labels")
-	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v1")})
+	h.writeLabels(a, "v1")
 	plan := map[string]any{"stages": []map[string]any{{"selector": "role=canary", "percent": 100}, {"percent": 100}}, "bake_seconds": 3600}
-	var ro rolloutObj
-	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"), "plan": plan}).data(t, &ro)
+	ro := h.startRollout(a, "v2", plan)
 	if ro.Stages[0].Targeted != 0 {
 		t.Fatalf("no host is labelled role=canary yet: %+v", ro.Stages[0])
 	}
@@ -434,7 +447,7 @@ func TestRolloutPlacesLateHosts(t *testing.T) {
 	var over struct {
 		Version int64 `json:"version"`
 	}
-	h.must(200, "PUT", "/api/v1/hosts/"+canary.ID.String()+"/agent-configs/labels", a.token,
+	h.must(200, "PUT", hostConfigPath(canary.ID, "labels"), a.token,
 		map[string]any{"config_data": map[string]any{"static": map[string]any{"site": "x"}}}).data(t, &over)
 	before, data := h.effective(a, canary.ID, "labels")
 	if before != over.Version || !strings.Contains(data, `"v1"`) {
@@ -449,7 +462,7 @@ func TestRolloutPlacesLateHosts(t *testing.T) {
 	if v, data := h.effective(a, other.ID, "labels"); !strings.Contains(data, `"v1"`) || v >= ro.Version {
 		t.Errorf("late host outside the started stage resolves %s at version %d", data, v)
 	}
-	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	ro = h.getRollout(a, ro.ID)
 	if ro.Stages[0].Targeted != 1 || ro.CurrentStage != 0 {
 		t.Errorf("after placement: %+v", ro)
 	}
@@ -479,11 +492,9 @@ func TestRolloutControllerCrashMidStep(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newRolloutTenant("wayne", 4)
-	path := a.configPath("labels")
-	h.must(200, "PUT", path, a.token, map[string]any{"config_data": labelsOf("v1")})
+	h.writeLabels(a, "v1")
 	plan := map[string]any{"stages": []map[string]any{{"hosts": 1}, {"percent": 100}}, "bake_seconds": 0}
-	var ro rolloutObj
-	h.must(201, "POST", path+"/rollouts", a.token, map[string]any{"config_data": labelsOf("v2"), "plan": plan}).data(t, &ro)
+	ro := h.startRollout(a, "v2", plan)
 	ctx := context.Background()
 	members := func() int {
 		return h.count(`SELECT count(*) FROM rollout_hosts WHERE rollout_id = $1`, ro.ID)
@@ -497,14 +508,14 @@ func TestRolloutControllerCrashMidStep(t *testing.T) {
 	if len(results) != 1 || results[0] != rollouts.ResultError {
 		t.Fatalf("the crashing controller's step: %v, want one error", results)
 	}
-	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	ro = h.getRollout(a, ro.ID)
 	if ro.CurrentStage != 0 || ro.Stages[1].StartedAt != nil || ro.Stages[0].State != rollouts.StageBaking || members() != 1 ||
 		h.count(`SELECT count(*) FROM outbox`) != before {
 		t.Fatalf("a crashed step left a trace: %+v, %d members, outbox %d -> %d", ro, members(), before, h.count(`SELECT count(*) FROM outbox`))
 	}
 
 	configapi.NewRolloutController(h.apiCfg, h.pool, nil, h.log).Tick(ctx)
-	h.must(200, "GET", path+"/rollouts/"+ro.ID, a.token, nil).data(t, &ro)
+	ro = h.getRollout(a, ro.ID)
 	if ro.CurrentStage != 1 || ro.Stages[1].StartedAt == nil || members() != 4 || h.count(`SELECT count(*) FROM outbox`) != before+1 {
 		t.Fatalf("after the next controller's step: %+v, %d members", ro, members())
 	}

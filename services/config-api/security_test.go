@@ -18,10 +18,10 @@ func TestTenantIsolation(t *testing.T) {
 	h := newHarness(t)
 	a := h.newTenant("alpha")
 	b := h.newTenant("bravo")
-	h.must(200, "PUT", "/api/v1/environments/"+b.env.String()+"/agent-configs/watch_files", b.token, `{"config_data": {"paths": ["/b"]}}`)
-	h.must(200, "PUT", "/api/v1/hosts/"+b.host.String()+"/agent-configs/watch_files", b.token, `{"config_data": {"paths": ["/bb"]}}`)
+	h.must(200, "PUT", envConfigPath(b.env, "watch_files"), b.token, `{"config_data": {"paths": ["/b"]}}`)
+	h.must(200, "PUT", hostConfigPath(b.host, "watch_files"), b.token, `{"config_data": {"paths": ["/bb"]}}`)
 	var cred idObj
-	h.must(201, "POST", "/api/v1/clients/"+b.client.String()+"/credentials", b.token,
+	h.must(201, "POST", credentialsPath(b.client), b.token,
 		`{"name": "db", "secret": {"password": "bravo-secret-1"}}`).data(t, &cred)
 	before := h.count(`SELECT count(*) FROM outbox`)
 
@@ -55,10 +55,10 @@ func TestTenantIsolation(t *testing.T) {
 		{"DELETE", "/api/v1/clients/" + client + "/credentials/" + cred.ID.String(), ""},
 		{"POST", "/api/v1/clients/" + client + "/credentials/" + cred.ID.String() + "/rotate", ""},
 		// B's credential under A's own client path.
-		{"GET", "/api/v1/clients/" + a.client.String() + "/credentials/" + cred.ID.String(), ""},
-		{"DELETE", "/api/v1/clients/" + a.client.String() + "/credentials/" + cred.ID.String(), ""},
+		{"GET", credentialsPath(a.client) + "/" + cred.ID.String(), ""},
+		{"DELETE", credentialsPath(a.client) + "/" + cred.ID.String(), ""},
 		// A's credential pointing at B's environment.
-		{"POST", "/api/v1/clients/" + a.client.String() + "/credentials", `{"name": "y", "environment_id": "` + env + `", "secret": {"password": "v"}}`},
+		{"POST", credentialsPath(a.client), `{"name": "y", "environment_id": "` + env + `", "secret": {"password": "v"}}`},
 	}
 	for _, at := range attempts {
 		audits := h.count(`SELECT count(*) FROM audit_events WHERE action = 'cross_tenant_access'`)
@@ -177,7 +177,7 @@ func TestRequestHygiene(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	path := "/api/v1/environments/" + a.env.String() + "/agent-configs/watch_files"
+	path := envConfigPath(a.env, "watch_files")
 
 	huge := `{"config_data": {"paths": ["` + strings.Repeat("a", 1<<20) + `"]}}`
 	if code := h.must(413, "PUT", path, a.token, huge).errCode(t); code != "payload_too_large" {
@@ -212,10 +212,7 @@ func TestRequestHygiene(t *testing.T) {
 	}
 	// Unknown config types are 400 on every verb and level.
 	for _, m := range []string{"GET", "PUT", "DELETE"} {
-		for _, p := range []string{
-			"/api/v1/environments/" + a.env.String() + "/agent-configs/firewall",
-			"/api/v1/hosts/" + a.host.String() + "/agent-configs/firewall",
-		} {
+		for _, p := range configPaths(a, "firewall") {
 			var body any
 			if m == "PUT" {
 				body = `{"config_data": {}}`
@@ -242,7 +239,7 @@ func TestAccessLog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.newTenant("acme")
-	h.must(200, "PUT", "/api/v1/environments/"+a.env.String()+"/agent-configs/labels", a.token,
+	h.must(200, "PUT", envConfigPath(a.env, "labels"), a.token,
 		`{"config_data": {"static": {"marker": "body-marker-42"}}}`)
 	found := false
 	for _, e := range h.logs.FilterMessage("http request").All() {

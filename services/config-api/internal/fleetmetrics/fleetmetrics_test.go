@@ -240,13 +240,15 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 	a.setLeader(false)
 	// PostgreSQL releases the lock once that backend has exited, shortly after the close: b retries
 	// at each of its periods (polled here, with a deadline only for a hung test).
-	deadline := time.Now().Add(30 * time.Second)
-	for got(mb, "configsync_fleet_lease_held") != 1 && time.Now().Before(deadline) {
+	testinfra.Eventually(t, 30*time.Second, func() bool {
+		if got(mb, "configsync_fleet_lease_held") == 1 {
+			return true
+		}
 		if connB, err = b.refresh(ctx, connB); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	}, "b to take the lease")
 	if got(mb, "configsync_fleet_lease_held") != 1 || got(mb, "configsync_fleet_hosts") != 4 {
 		t.Fatalf("after a stopped, b: lease %v hosts %v", got(mb, "configsync_fleet_lease_held"), got(mb, "configsync_fleet_hosts"))
 	}
@@ -261,13 +263,8 @@ func TestRunReleasesTheLeaseOnStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for testutil.CollectAndCount(f, "configsync_fleet_hosts") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("Run never computed the totals")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testinfra.Eventually(t, 30*time.Second, func() bool { return testutil.CollectAndCount(f, "configsync_fleet_hosts") == 1 },
+		"Run to compute the totals")
 	cancel()
 	<-done
 	conn, err := pool.Acquire(context.Background())
