@@ -33,10 +33,9 @@ func (m *Metrics) Outbox(b Backlogger) OutboxObserver {
 	}
 	return once(m, &m.outbox, func(reg prometheus.Registerer) *Outbox {
 		o := &Outbox{
-			published: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: Namespace, Subsystem: "outbox", Name: "published_total",
-				Help: "Outbox rows relayed to JetStream, by result (ok, duplicate when the stream already held it, error).",
-			}, []string{"result"}),
+			published: counterVec("outbox", "published_total",
+				"Outbox rows relayed to JetStream, by result (ok, duplicate when the stream already held it, error).",
+				"result"),
 			backlog: &backlogCollector{src: b,
 				pending: prometheus.NewDesc(Namespace+"_outbox_pending", "Outbox rows not yet published.", nil, nil),
 				oldest: prometheus.NewDesc(Namespace+"_outbox_oldest_age_seconds",
