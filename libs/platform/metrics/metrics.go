@@ -86,12 +86,15 @@ func (m *Metrics) BuildInfo(service string) {
 	m.buildInfo.WithLabelValues(service, Version()).Set(1)
 }
 
-// once registers the family built by mk on first use and returns it afterwards.
-func once[T any](m *Metrics, slot **T, mk func(reg prometheus.Registerer) *T) *T {
+// once builds a shared family with mk on first use, registering the collectors mk returns with it,
+// and returns it afterwards.
+func once[T any](m *Metrics, slot **T, mk func() (*T, []prometheus.Collector)) *T {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if *slot == nil {
-		*slot = mk(m.Registry)
+		f, cs := mk()
+		m.Registry.MustRegister(cs...)
+		*slot = f
 	}
 	return *slot
 }
