@@ -62,9 +62,22 @@ func (a *Authority) AccountSignerSeeds() AccountSignerSeeds {
 		OperatorSigner: seedOf(a.operatorSigner)}
 }
 
-// parseDocument decodes a narrow key document strictly, refusing the full Seeds document and any of
-// the fields in forbidden (with the matching error).
-func parseDocument(data []byte, dst any, forbidden map[string]error) error {
+// parseDocument decodes a narrow key document (named what in errors) strictly. It refuses the full
+// Seeds document (ErrFullSeeds) and the field forbidden (forbiddenErr), returned as they are; any other
+// problem, such as an unknown field, is wrapped.
+func parseDocument[T any](data []byte, what, forbidden string, forbiddenErr error) (T, error) {
+	var doc, zero T
+	switch err := decodeDocument(data, &doc, forbidden, forbiddenErr); {
+	case err == nil:
+		return doc, nil
+	case errors.Is(err, ErrFullSeeds) || errors.Is(err, forbiddenErr):
+		return zero, err
+	default:
+		return zero, fmt.Errorf("natsauth: %s: %w", what, err)
+	}
+}
+
+func decodeDocument(data []byte, dst any, forbidden string, forbiddenErr error) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
 		return err
@@ -74,10 +87,8 @@ func parseDocument(data []byte, dst any, forbidden map[string]error) error {
 			return ErrFullSeeds
 		}
 	}
-	for field, err := range forbidden {
-		if _, ok := fields[field]; ok {
-			return err
-		}
+	if _, ok := fields[forbidden]; ok {
+		return forbiddenErr
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -88,27 +99,13 @@ func parseDocument(data []byte, dst any, forbidden map[string]error) error {
 // (ErrFullSeeds), one with the operator signing key (ErrOperatorSignerInIssuer) and any other unknown
 // field.
 func ParseIssuerSeeds(data []byte) (IssuerSeeds, error) {
-	var s IssuerSeeds
-	if err := parseDocument(data, &s, map[string]error{"operator_signer": ErrOperatorSignerInIssuer}); err != nil {
-		if errors.Is(err, ErrFullSeeds) || errors.Is(err, ErrOperatorSignerInIssuer) {
-			return IssuerSeeds{}, err
-		}
-		return IssuerSeeds{}, fmt.Errorf("natsauth: issuer document: %w", err)
-	}
-	return s, nil
+	return parseDocument[IssuerSeeds](data, "issuer document", "operator_signer", ErrOperatorSignerInIssuer)
 }
 
 // ParseAccountSignerSeeds decodes the credential service's account signer document, refusing the full
 // Seeds document, the agent signing key's seed and any other unknown field.
 func ParseAccountSignerSeeds(data []byte) (AccountSignerSeeds, error) {
-	var s AccountSignerSeeds
-	if err := parseDocument(data, &s, map[string]error{"agent_signer": ErrAgentSignerInAccountSigner}); err != nil {
-		if errors.Is(err, ErrFullSeeds) || errors.Is(err, ErrAgentSignerInAccountSigner) {
-			return AccountSignerSeeds{}, err
-		}
-		return AccountSignerSeeds{}, fmt.Errorf("natsauth: account signer document: %w", err)
-	}
-	return s, nil
+	return parseDocument[AccountSignerSeeds](data, "account signer document", "agent_signer", ErrAgentSignerInAccountSigner)
 }
 
 // NewIssuerFromSeeds builds config-api's agent user issuer from its document.

@@ -19,13 +19,18 @@ func (i *Issuer) IssueAgentUntil(agentID string, expires time.Time) (Creds, erro
 	if !protocol.ValidAgentID(agentID) {
 		return Creds{}, fmt.Errorf("natsauth: invalid agent id %q", agentID)
 	}
-	return issueUser(agentID, i.accountPub, i.signer, func(uc *jwt.UserClaims) {
-		uc.IssuerAccount = i.accountPub
-		uc.UserPermissionLimits = jwt.UserPermissionLimits{}
-		if !expires.IsZero() {
-			uc.Expires = expires.Unix()
-		}
-	})
+	return issueUser(agentID, i.accountPub, i.signer, func(uc *jwt.UserClaims) { i.scopeAgent(uc, expires) })
+}
+
+// scopeAgent makes uc a user of i's account signed by the scoped agent key, expiring at expires (the
+// zero time: never). Scoped users carry no permissions or limits of their own: the signing key's
+// template applies.
+func (i *Issuer) scopeAgent(uc *jwt.UserClaims, expires time.Time) {
+	uc.IssuerAccount = i.accountPub
+	uc.UserPermissionLimits = jwt.UserPermissionLimits{}
+	if !expires.IsZero() {
+		uc.Expires = expires.Unix()
+	}
 }
 
 // RenewAgent signs a fresh JWT, expiring at expires, for the existing agent user userPublicKey: the
@@ -42,9 +47,7 @@ func (i *Issuer) RenewAgent(agentID, userPublicKey string, expires time.Time) (s
 	}
 	uc := jwt.NewUserClaims(userPublicKey)
 	uc.Name = agentID
-	uc.IssuerAccount = i.accountPub
-	uc.UserPermissionLimits = jwt.UserPermissionLimits{}
-	uc.Expires = expires.Unix()
+	i.scopeAgent(uc, expires)
 	token, err := uc.Encode(i.signer)
 	if err != nil {
 		return "", fmt.Errorf("natsauth: sign renewed user %s: %w", agentID, err)

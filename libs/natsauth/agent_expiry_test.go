@@ -1,13 +1,10 @@
 package natsauth_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/configsync/configsync/libs/natsauth"
@@ -17,57 +14,31 @@ import (
 // RenewAgent signs a later JWT for the same key that connects with the agent's own seed; InSync tells
 // the servers' account apart from one with another revocation list or another signer.
 func TestExpiringAgentUsers(t *testing.T) {
-	a, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := must(natsauth.NewAuthority())
 	ns := startServer(t, a)
 	issuer := a.Issuer()
 	exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
-	creds, err := issuer.IssueAgentUntil("agent-a", exp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	creds := must(issuer.IssueAgentUntil("agent-a", exp))
 	token, _ := jwt.ParseDecoratedJWT(creds.File)
 	uc, err := jwt.DecodeUserClaims(token)
 	if err != nil || uc.Expires != exp.Unix() || uc.Subject != creds.UserPublicKey {
 		t.Fatalf("issued claims %+v, %v", uc, err)
 	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "a.creds")
-	if err := os.WriteFile(file, creds.File, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	for time.Now().Before(exp.Add(1100 * time.Millisecond)) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if nc, err := nats.Connect(ns.ClientURL(), nats.UserCredentials(file), nats.NoReconnect()); err == nil {
-		nc.Close()
+	if dial(t, ns, creds.File) == nil {
 		t.Fatal("an expired agent JWT was accepted")
 	}
 
 	later := time.Now().Add(time.Hour)
-	renewed, err := issuer.RenewAgent("agent-a", creds.UserPublicKey, later)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := nkeys.ParseDecoratedNKey(creds.File)
-	if err != nil {
-		t.Fatal(err)
-	}
+	renewed := must(issuer.RenewAgent("agent-a", creds.UserPublicKey, later))
+	seed := must(nkeys.ParseDecoratedNKey(creds.File))
 	raw, _ := seed.Seed()
-	renewedFile, err := jwt.FormatUserConfig(renewed, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, renewedFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(ns.ClientURL(), nats.UserCredentials(file), nats.NoReconnect())
-	if err != nil {
+	renewedFile := must(jwt.FormatUserConfig(renewed, raw))
+	if err := dial(t, ns, renewedFile); err != nil {
 		t.Fatalf("renewed JWT refused: %v", err)
 	}
-	nc.Close()
 	if _, err := issuer.RenewAgent("agent-a", creds.UserPublicKey, time.Time{}); err == nil {
 		t.Fatal("a renewal without expiry accepted")
 	}
@@ -77,10 +48,7 @@ func TestExpiringAgentUsers(t *testing.T) {
 
 	admin := a.AccountAdmin()
 	revoked := map[string]time.Time{creds.UserPublicKey: later}
-	held, err := admin.AccountJWT(revoked)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := must(admin.AccountJWT(revoked))
 	if ok, err := admin.InSync(held, revoked); err != nil || !ok {
 		t.Fatalf("identical account not in sync: %v", err)
 	}

@@ -244,16 +244,10 @@ func NewIssuer(accountPublicKey, agentSignerSeed string) (*Issuer, error) {
 	return &Issuer{accountPub: accountPublicKey, signer: kp}, nil
 }
 
-// IssueAgent creates a new user for agentID. Its permissions come from the signing key's template.
+// IssueAgent creates a new user for agentID whose JWT never expires. Its permissions come from the
+// signing key's template.
 func (i *Issuer) IssueAgent(agentID string) (Creds, error) {
-	if !protocol.ValidAgentID(agentID) {
-		return Creds{}, fmt.Errorf("natsauth: invalid agent id %q", agentID)
-	}
-	return issueUser(agentID, i.accountPub, i.signer, func(uc *jwt.UserClaims) {
-		uc.IssuerAccount = i.accountPub
-		// Scoped users carry no permissions or limits of their own: the signing key's template applies.
-		uc.UserPermissionLimits = jwt.UserPermissionLimits{}
-	})
+	return i.IssueAgentUntil(agentID, time.Time{})
 }
 
 func issueUser(name, accountPub string, signer nkeys.KeyPair, edit func(*jwt.UserClaims)) (Creds, error) {

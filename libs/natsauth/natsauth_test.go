@@ -20,33 +20,16 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/configsync/configsync/libs/natsauth"
-	"github.com/configsync/configsync/libs/natsauth/natsserver"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// startServer starts a nats-server trusting a's operator; NATS_DEBUG=1 prints its debug log.
 func startServer(t *testing.T, a *natsauth.Authority) *server.Server {
 	t.Helper()
-	dir := t.TempDir()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"), NoSigs: true, NoLog: os.Getenv("NATS_DEBUG") == "", Debug: true}
-	if err := natsserver.Configure(opts, a, filepath.Join(dir, "accounts")); err != nil {
-		t.Fatal(err)
-	}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("NATS_DEBUG") != "" {
-		ns.ConfigureLogger()
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
+	return startServerWith(t, a, func(o *server.Options) { o.NoLog, o.Debug = os.Getenv("NATS_DEBUG") == "", true })
 }
 
 // asyncErrors collects the server's asynchronous errors (permission violations) for one connection.
@@ -77,11 +60,7 @@ func (a *asyncErrors) waitFor(t *testing.T, substr string) {
 
 func connect(t *testing.T, ns *server.Server, creds natsauth.Creds, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "user.creds")
-	if err := os.WriteFile(file, creds.File, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(ns.ClientURL(), append([]nats.Option{nats.UserCredentials(file)}, opts...)...)
+	nc, err := nats.Connect(ns.ClientURL(), append([]nats.Option{nats.UserCredentials(credsFile(t, creds.File))}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -89,30 +68,39 @@ func connect(t *testing.T, ns *server.Server, creds natsauth.Creds, opts ...nats
 	return nc
 }
 
-func TestAgentIsolation(t *testing.T) {
-	a, err := natsauth.NewAuthority()
-	if err != nil {
+// dial connects once (no reconnecting) with the creds file holding file, closes the connection and
+// returns the error of connecting.
+func dial(t *testing.T, ns *server.Server, file []byte) error {
+	t.Helper()
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserCredentials(credsFile(t, file)), nats.NoReconnect())
+	if err == nil {
+		nc.Close()
+	}
+	return err
+}
+
+// credsFile writes a creds file into the test's temporary directory and returns its path.
+func credsFile(t *testing.T, file []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "user.creds")
+	if err := os.WriteFile(path, file, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func TestAgentIsolation(t *testing.T) {
+	a := must(natsauth.NewAuthority())
 	ns := startServer(t, a)
 	issuer := a.Issuer()
-	credsA, err := issuer.IssueAgent("agent-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svcCreds, err := a.ServiceCreds("delivery")
-	if err != nil {
-		t.Fatal(err)
-	}
+	credsA := must(issuer.IssueAgent("agent-a"))
+	svcCreds := must(a.ServiceCreds("delivery"))
 	svc := connect(t, ns, svcCreds)
 	var errsA asyncErrors
 	agentA := connect(t, ns, credsA, nats.ErrorHandler(errsA.handler), nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")))
 
 	// Allowed: its own command subject, its own request/reply, its own publishes.
-	own, err := agentA.SubscribeSync(protocol.CommandSubject("agent-a"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := must(agentA.SubscribeSync(protocol.CommandSubject("agent-a")))
 	if _, err := svc.Subscribe(protocol.FetchSubject("agent-a"), func(m *nats.Msg) { m.Respond([]byte(`{"configs":{}}`)) }); err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +117,7 @@ func TestAgentIsolation(t *testing.T) {
 
 	// Denied subscriptions: another agent's commands, everything, every inbox, the JetStream API.
 	for _, subj := range []string{protocol.CommandSubject("agent-b"), ">", "_INBOX.>", "$JS.API.>", "configsync.cmd.*", "configsync.agent.agent-b.>"} {
-		sub, err := agentA.SubscribeSync(subj)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sub := must(agentA.SubscribeSync(subj))
 		errsA.waitFor(t, "Subscription to \""+subj+"\"")
 		if err := svc.Publish(protocol.CommandSubject("agent-b"), []byte("secret for b")); err != nil {
 			t.Fatal(err)
@@ -155,74 +140,33 @@ func TestAgentIsolation(t *testing.T) {
 	}
 }
 
-// adminFromDocument builds the AccountAdmin the credential service would: from its account signer
-// document's JSON.
-func adminFromDocument(t *testing.T, s natsauth.AccountSignerSeeds) *natsauth.AccountAdmin {
-	t.Helper()
-	doc, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parsed, err := natsauth.ParseAccountSignerSeeds(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := natsauth.NewAccountAdmin(parsed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return admin
+// fromDocument builds what a service builds from its key document: s as JSON, parsed back with
+// parse and handed to build (the credential service's AccountAdmin, config-api's Issuer).
+func fromDocument[S, T any](s S, parse func([]byte) (S, error), build func(S) (T, error)) T {
+	return must(build(must(parse(must(json.Marshal(s))))))
 }
 
-// issuerFromDocument builds the agent issuer config-api would: from its issuer document's JSON.
-func issuerFromDocument(t *testing.T, s natsauth.IssuerSeeds) *natsauth.Issuer {
-	t.Helper()
-	doc, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parsed, err := natsauth.ParseIssuerSeeds(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuer, err := natsauth.NewIssuerFromSeeds(parsed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return issuer
+func adminFromDocument(s natsauth.AccountSignerSeeds) *natsauth.AccountAdmin {
+	return fromDocument(s, natsauth.ParseAccountSignerSeeds, natsauth.NewAccountAdmin)
+}
+
+func issuerFromDocument(s natsauth.IssuerSeeds) *natsauth.Issuer {
+	return fromDocument(s, natsauth.ParseIssuerSeeds, natsauth.NewIssuerFromSeeds)
 }
 
 // TestAccountsSignedByOperatorSigningKey: the operator JWT lists a signing key, every account JWT is
 // signed by it (not by the operator's identity key), and a server trusting that operator accepts them.
 func TestAccountsSignedByOperatorSigningKey(t *testing.T) {
-	a, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opJWT, err := a.OperatorJWT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	oc, err := jwt.DecodeOperatorClaims(opJWT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := must(natsauth.NewAuthority())
+	opJWT := must(a.OperatorJWT())
+	oc := must(jwt.DecodeOperatorClaims(opJWT))
 	if len(oc.SigningKeys) != 1 || oc.SigningKeys.Contains(a.OperatorPublicKey()) {
 		t.Fatalf("operator signing keys %v: want exactly one, not the identity key", oc.SigningKeys)
 	}
-	admin := adminFromDocument(t, a.AccountSignerSeeds())
-	fromAdmin, err := admin.AccountJWT(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromAuthority, err := a.AccountJWT(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sysJWT, err := a.SystemAccountJWT()
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminFromDocument(a.AccountSignerSeeds())
+	fromAdmin := must(admin.AccountJWT(nil))
+	fromAuthority := must(a.AccountJWT(nil))
+	sysJWT := must(a.SystemAccountJWT())
 	for name, token := range map[string]string{"account (authority)": fromAuthority, "account (admin)": fromAdmin, "system account": sysJWT} {
 		ac, err := jwt.DecodeAccountClaims(token)
 		if err != nil {
@@ -243,21 +187,12 @@ func TestAccountsSignedByOperatorSigningKey(t *testing.T) {
 	}
 
 	ns := startServer(t, a)
-	svcCreds, err := a.ServiceCreds("ack-ingest")
-	if err != nil {
-		t.Fatal(err)
-	}
+	svcCreds := must(a.ServiceCreds("ack-ingest"))
 	connect(t, ns, svcCreds)
 	svc := connect(t, ns, must(a.UnrestrictedCreds("observer")))
-	agentCreds, err := issuerFromDocument(t, a.IssuerSeeds()).IssueAgent("agent-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentCreds := must(issuerFromDocument(a.IssuerSeeds()).IssueAgent("agent-a"))
 	agent := connect(t, ns, agentCreds, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-a")))
-	beats, err := svc.SubscribeSync(protocol.HeartbeatSubject("agent-a"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	beats := must(svc.SubscribeSync(protocol.HeartbeatSubject("agent-a")))
 	svc.Flush()
 	if err := agent.Publish(protocol.HeartbeatSubject("agent-a"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
@@ -269,10 +204,7 @@ func TestAccountsSignedByOperatorSigningKey(t *testing.T) {
 
 func mustPub(t *testing.T, seed string) string {
 	t.Helper()
-	kp, err := nkeys.FromSeed([]byte(seed))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kp := must(nkeys.FromSeed([]byte(seed)))
 	pub, _ := kp.PublicKey()
 	return pub
 }
@@ -280,21 +212,12 @@ func mustPub(t *testing.T, seed string) string {
 // TestRevokeDisconnectsAgent pushes the revocation with the narrow AccountAdmin the credential service
 // holds, for an agent issued with config-api's narrow issuer.
 func TestRevokeDisconnectsAgent(t *testing.T) {
-	a, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := must(natsauth.NewAuthority())
 	ns := startServer(t, a)
-	admin := adminFromDocument(t, a.AccountSignerSeeds())
-	issuer := issuerFromDocument(t, a.IssuerSeeds())
-	credsA, err := issuer.IssueAgent("agent-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sysCreds, err := a.SystemCreds("config-api")
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminFromDocument(a.AccountSignerSeeds())
+	issuer := issuerFromDocument(a.IssuerSeeds())
+	credsA := must(issuer.IssueAgent("agent-a"))
+	sysCreds := must(a.SystemCreds("config-api"))
 	sys := connect(t, ns, sysCreds)
 	closed := make(chan struct{})
 	agentA := connect(t, ns, credsA, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
@@ -308,7 +231,7 @@ func TestRevokeDisconnectsAgent(t *testing.T) {
 	other, _ := natsauth.NewAuthority()
 	forged := a.AccountSignerSeeds()
 	forged.OperatorSigner = other.AccountSignerSeeds().OperatorSigner
-	_ = adminFromDocument(t, forged).Revoke(sys, revoked)
+	_ = adminFromDocument(forged).Revoke(sys, revoked)
 	select {
 	case <-closed:
 		t.Fatal("a revocation signed by an unknown operator signing key disconnected the agent")
@@ -326,10 +249,7 @@ func TestRevokeDisconnectsAgent(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("revoked agent still connected")
 	}
-	file := filepath.Join(t.TempDir(), "a.creds")
-	os.WriteFile(file, credsA.File, 0o600)
-	if nc, err := nats.Connect(ns.ClientURL(), nats.UserCredentials(file), nats.NoReconnect()); err == nil {
-		nc.Close()
+	if dial(t, ns, credsA.File) == nil {
 		t.Fatal("revoked agent could connect again")
 	}
 	// Another agent issued afterwards is unaffected, and so are the services.
@@ -342,10 +262,7 @@ func TestRevokeDisconnectsAgent(t *testing.T) {
 // docFields returns a document's field names (sorted) and fails on an empty value.
 func docFields(t *testing.T, v any) (string, string) {
 	t.Helper()
-	doc, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := must(json.Marshal(v))
 	var fields map[string]string
 	if err := json.Unmarshal(doc, &fields); err != nil {
 		t.Fatal(err)
@@ -366,10 +283,7 @@ func docFields(t *testing.T, v any) (string, string) {
 // signing key and public keys: neither holds a root seed, config-api's holds no key that re-signs the
 // account, and the custodian's holds no key that signs users.
 func TestIssuerSeedsHoldNoRootKey(t *testing.T) {
-	a, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := must(natsauth.NewAuthority())
 	full := a.Seeds()
 	issuerFields, issuerDoc := docFields(t, a.IssuerSeeds())
 	if issuerFields != "account_public_key,agent_signer" {
@@ -423,17 +337,11 @@ func TestIssuerSeedsHoldNoRootKey(t *testing.T) {
 
 func TestSeedsRoundTrip(t *testing.T) {
 	a, _ := natsauth.NewAuthority()
-	b, err := natsauth.LoadAuthority(a.Seeds())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := must(natsauth.LoadAuthority(a.Seeds()))
 	if a.AccountPublicKey() != b.AccountPublicKey() || a.OperatorPublicKey() != b.OperatorPublicKey() || a.Seeds() != b.Seeds() {
 		t.Fatal("authority changed across seeds")
 	}
-	iss, err := natsauth.NewIssuer(a.AccountPublicKey(), a.AgentSignerSeed())
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss := must(natsauth.NewIssuer(a.AccountPublicKey(), a.AgentSignerSeed()))
 	if _, err := iss.IssueAgent("bad id with spaces"); err == nil {
 		t.Fatal("invalid agent id accepted")
 	}
@@ -451,14 +359,8 @@ func TestOlderSeedsUpgrade(t *testing.T) {
 	if _, err := natsauth.LoadAuthority(old); !errors.Is(err, natsauth.ErrNoOperatorSigner) {
 		t.Fatalf("older seeds: %v, want ErrNoOperatorSigner", err)
 	}
-	up, err := natsauth.UpgradeSeeds(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := natsauth.LoadAuthority(up)
-	if err != nil {
-		t.Fatal(err)
-	}
+	up := must(natsauth.UpgradeSeeds(old))
+	b := must(natsauth.LoadAuthority(up))
 	if up.Operator != old.Operator || up.System != old.System || up.Account != old.Account || up.AgentSigner != old.AgentSigner || up.OperatorSigner == "" {
 		t.Fatal("UpgradeSeeds changed a key other than the operator signer")
 	}
@@ -473,28 +375,13 @@ func TestOlderSeedsUpgrade(t *testing.T) {
 // The creds file issueUser writes is byte for byte what the NATS library's formatter writes, and the
 // library parses both parts back.
 func TestUserCredsFileMatchesTheLibraryFormat(t *testing.T) {
-	a, err := natsauth.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := must(natsauth.NewAuthority())
 	for _, name := range []string{"agent-1", "an_agent-with-a-longer-name-0123456789"} {
-		creds, err := a.Issuer().IssueAgent(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		token, err := jwt.ParseDecoratedJWT(creds.File)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kp, err := jwt.ParseDecoratedUserNKey(creds.File)
-		if err != nil {
-			t.Fatal(err)
-		}
+		creds := must(a.Issuer().IssueAgent(name))
+		token := must(jwt.ParseDecoratedJWT(creds.File))
+		kp := must(jwt.ParseDecoratedUserNKey(creds.File))
 		seed, _ := kp.Seed()
-		want, err := jwt.FormatUserConfig(token, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := must(jwt.FormatUserConfig(token, seed))
 		if !bytes.Equal(creds.File, want) {
 			t.Fatalf("creds file differs from jwt.FormatUserConfig:\n%s\nwant:\n%s", creds.File, want)
 		}

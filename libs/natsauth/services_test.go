@@ -26,7 +26,8 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// startServerWith is startServer with edited options.
+// startServerWith starts a nats-server trusting a's operator, its options edited by edit (its log is
+// printed when edit turns NoLog off).
 func startServerWith(t *testing.T, a *natsauth.Authority, edit func(*server.Options)) *server.Server {
 	t.Helper()
 	dir := t.TempDir()
@@ -38,6 +39,9 @@ func startServerWith(t *testing.T, a *natsauth.Authority, edit func(*server.Opti
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !opts.NoLog {
+		ns.ConfigureLogger()
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {

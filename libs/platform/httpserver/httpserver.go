@@ -44,7 +44,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	listener net.Listener
-	served   chan struct{} // closed when Serve returns
+	served   <-chan struct{} // closed when Serve returns
 	draining atomic.Bool
 }
 
@@ -105,23 +105,33 @@ func (s *Server) Handler() http.Handler { return s.router }
 // Start listens on cfg.Addr and serves in the background. It returns once the listener is bound, so a
 // port conflict fails start-up.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	ln, served, err := ServeInBackground(s.srv, s.cfg.Addr, s.log, "http server listening", "http server stopped")
 	if err != nil {
 		return fmt.Errorf("httpserver: listen %s: %w", s.cfg.Addr, err)
 	}
 	s.mu.Lock()
-	s.listener = ln
-	s.served = make(chan struct{})
-	served := s.served
+	s.listener, s.served = ln, served
 	s.mu.Unlock()
-	s.log.Info("http server listening", zap.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// ServeInBackground listens on addr and serves srv there in a goroutine, logging listening with the
+// bound address; it returns once the listener is bound, so a port conflict fails the caller's start-up.
+// served is closed when srv stops serving (Shutdown or Close); any other end is logged as stopped.
+func ServeInBackground(srv *http.Server, addr string, log *zap.Logger, listening, stopped string) (ln net.Listener, served <-chan struct{}, err error) {
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	done := make(chan struct{})
+	log.Info(listening, zap.String("addr", ln.Addr().String()))
 	go func() {
-		defer close(served)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server stopped", zap.Error(err))
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(stopped, zap.Error(err))
 		}
 	}()
-	return nil
+	return ln, done, nil
 }
 
 // Addr is the bound address once Start returned (useful with ":0"), else the configured one.

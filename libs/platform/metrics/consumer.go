@@ -30,31 +30,22 @@ func (m *Metrics) Consumers() ConsumerObserver {
 	if m == nil {
 		return nil
 	}
-	return once(m, &m.consumers, func(reg prometheus.Registerer) *Consumers {
-		c := &Consumers{
-			messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: Namespace, Subsystem: "consumer", Name: "messages_total",
-				Help: "JetStream messages settled, by durable consumer, outcome (ack, retry, terminate) and result (ok, or error when settling failed).",
-			}, []string{"consumer", "outcome", "result"}),
-			batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: Namespace, Subsystem: "consumer", Name: "batch_size",
-				Help:    "Messages handed to one handler call.",
-				Buckets: SizeBuckets,
-			}, []string{"consumer"}),
-			duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: Namespace, Subsystem: "consumer", Name: "handle_duration_seconds",
-				Help:    "Time one handler call took (for ack-ingest: decoding and committing a batch).",
-				Buckets: DurationBuckets,
-			}, []string{"consumer"}),
-			lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: Namespace, Subsystem: "consumer", Name: "lag_seconds",
-				Help:    "Time from a message's JetStream timestamp to its handler call.",
-				Buckets: LagBuckets,
-			}, []string{"consumer"}),
-		}
-		reg.MustRegister(c.messages, c.batch, c.duration, c.lag)
-		return c
-	})
+	return once(m, &m.consumers, newConsumers)
+}
+
+// newConsumers builds the consumer families, with the collectors to register.
+func newConsumers() (*Consumers, []prometheus.Collector) {
+	c := &Consumers{
+		messages: counterVec("consumer", "messages_total",
+			"JetStream messages settled, by durable consumer, outcome (ack, retry, terminate) and result (ok, or error when settling failed).",
+			"consumer", "outcome", "result"),
+		batch: histogramVec("consumer", "batch_size", "Messages handed to one handler call.", SizeBuckets, "consumer"),
+		duration: histogramVec("consumer", "handle_duration_seconds",
+			"Time one handler call took (for ack-ingest: decoding and committing a batch).", DurationBuckets, "consumer"),
+		lag: histogramVec("consumer", "lag_seconds",
+			"Time from a message's JetStream timestamp to its handler call.", LagBuckets, "consumer"),
+	}
+	return c, []prometheus.Collector{c.messages, c.batch, c.duration, c.lag}
 }
 
 // Handled implements jsconsumer.Observer.

@@ -20,21 +20,20 @@ func (m *Metrics) HTTP() *HTTP {
 	if m == nil {
 		return nil
 	}
-	return once(m, &m.http, func(reg prometheus.Registerer) *HTTP {
-		h := &HTTP{
-			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: Namespace, Subsystem: "http", Name: "requests_total",
-				Help: "HTTP requests served, by service, route template, method and status code.",
-			}, []string{"service", "route", "method", "code"}),
-			duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: Namespace, Subsystem: "http", Name: "request_duration_seconds",
-				Help:    "Time to serve an HTTP request, by service, route template and method.",
-				Buckets: DurationBuckets,
-			}, []string{"service", "route", "method"}),
-		}
-		reg.MustRegister(h.requests, h.duration)
-		return h
-	})
+	return once(m, &m.http, newHTTP)
+}
+
+// newHTTP builds the HTTP families, with the collectors to register.
+func newHTTP() (*HTTP, []prometheus.Collector) {
+	h := &HTTP{
+		requests: counterVec("http", "requests_total",
+			"HTTP requests served, by service, route template, method and status code.",
+			"service", "route", "method", "code"),
+		duration: histogramVec("http", "request_duration_seconds",
+			"Time to serve an HTTP request, by service, route template and method.", DurationBuckets,
+			"service", "route", "method"),
+	}
+	return h, []prometheus.Collector{h.requests, h.duration}
 }
 
 // Middleware is a gorilla/mux middleware (router.Use) recording each matched request under its route

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/platform/httpserver"
 )
 
 // Config is the metrics listener's configuration.
@@ -27,7 +28,7 @@ type Listener struct {
 
 	mu   sync.Mutex
 	ln   net.Listener
-	done chan struct{}
+	done <-chan struct{}
 }
 
 // NewListener returns a listener for m on addr; it listens only on Start.
@@ -46,21 +47,13 @@ func NewListener(addr string, m *Metrics, log *zap.Logger) *Listener {
 
 // Start listens on the address and serves in the background.
 func (l *Listener) Start() error {
-	ln, err := net.Listen("tcp", l.addr)
+	ln, done, err := httpserver.ServeInBackground(l.srv, l.addr, l.log, "metrics listening", "metrics listener stopped")
 	if err != nil {
 		return fmt.Errorf("metrics: listen %s: %w", l.addr, err)
 	}
-	done := make(chan struct{})
 	l.mu.Lock()
 	l.ln, l.done = ln, done
 	l.mu.Unlock()
-	l.log.Info("metrics listening", zap.String("addr", ln.Addr().String()))
-	go func() {
-		defer close(done)
-		if err := l.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			l.log.Error("metrics listener stopped", zap.Error(err))
-		}
-	}()
 	return nil
 }
 

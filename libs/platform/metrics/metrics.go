@@ -86,12 +86,15 @@ func (m *Metrics) BuildInfo(service string) {
 	m.buildInfo.WithLabelValues(service, Version()).Set(1)
 }
 
-// once registers the family built by mk on first use and returns it afterwards.
-func once[T any](m *Metrics, slot **T, mk func(reg prometheus.Registerer) *T) *T {
+// once builds a shared family with mk on first use, registering the collectors mk returns with it,
+// and returns it afterwards.
+func once[T any](m *Metrics, slot **T, mk func() (*T, []prometheus.Collector)) *T {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if *slot == nil {
-		*slot = mk(m.Registry)
+		f, cs := mk()
+		m.Registry.MustRegister(cs...)
+		*slot = f
 	}
 	return *slot
 }
@@ -101,6 +104,20 @@ var DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 
 // SizeBuckets are the histogram buckets of batch sizes.
 var SizeBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}
+
+// counterVec is the counter family configsync_<subsystem>_<name> over labels.
+func counterVec(subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
+	}, labels)
+}
+
+// histogramVec is the histogram family configsync_<subsystem>_<name> over labels.
+func histogramVec(subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets,
+	}, labels)
+}
 
 // Register registers c on m's registry and returns it, or returns the equal collector registered
 // before (two modules of one process asking for the same family); nil m returns c unregistered. A

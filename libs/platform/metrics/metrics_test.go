@@ -204,17 +204,28 @@ func TestRPCObserverCountsDroppedRequests(t *testing.T) {
 	})
 }
 
-func TestConsumerObserverCountsOutcomesBatchesAndLag(t *testing.T) {
+// jetStream starts a nats-server for the test and returns it with a JetStream client on it, once
+// ensure created the streams the test uses.
+func jetStream(t *testing.T, ctx context.Context, ensure func(context.Context, jetstream.JetStream) error) (*testinfra.NATSServer, jetstream.JetStream) {
+	t.Helper()
 	srv := testinfra.NATS(t)
 	js, err := jetstream.New(srv.Connect(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}}); err != nil {
+	if err := ensure(ctx, js); err != nil {
 		t.Fatal(err)
 	}
+	return srv, js
+}
+
+func TestConsumerObserverCountsOutcomesBatchesAndLag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, js := jetStream(t, ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}})
+		return err
+	})
 	m := metrics.New()
 	url := listen(t, m)
 	log, _ := testinfra.Logger(t)
@@ -264,16 +275,9 @@ func TestConsumerObserverCountsOutcomesBatchesAndLag(t *testing.T) {
 }
 
 func TestOutboxObserverAndBacklog(t *testing.T) {
-	srv := testinfra.NATS(t)
-	js, err := jetstream.New(srv.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := natsconn.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	srv, js := jetStream(t, ctx, natsconn.EnsureStreams)
 	pool := testinfra.Postgres(t)
 	log, _ := testinfra.Logger(t)
 	m := metrics.New()
@@ -288,7 +292,7 @@ func TestOutboxObserverAndBacklog(t *testing.T) {
 	if got := before.Value("configsync_outbox_pending", nil); got != 0 {
 		t.Fatalf("pending %v on an empty outbox", got)
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for i := range 3 {
 			if _, err := outbox.Insert(ctx, tx, protocol.ConfigChangedSubject, map[string]int{"i": i}); err != nil {
 				return err

@@ -31,26 +31,27 @@ func (m *Metrics) Outbox(b Backlogger) OutboxObserver {
 	if m == nil {
 		return nil
 	}
-	return once(m, &m.outbox, func(reg prometheus.Registerer) *Outbox {
-		o := &Outbox{
-			published: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: Namespace, Subsystem: "outbox", Name: "published_total",
-				Help: "Outbox rows relayed to JetStream, by result (ok, duplicate when the stream already held it, error).",
-			}, []string{"result"}),
-			backlog: &backlogCollector{src: b,
-				pending: prometheus.NewDesc(Namespace+"_outbox_pending", "Outbox rows not yet published.", nil, nil),
-				oldest: prometheus.NewDesc(Namespace+"_outbox_oldest_age_seconds",
-					"Age of the oldest unpublished outbox row (0 when none).", nil, nil),
-				up: prometheus.NewDesc(Namespace+"_outbox_backlog_up",
-					"1 when the last scrape could read the outbox backlog, else 0.", nil, nil),
-			},
-		}
-		for _, r := range []string{"ok", "duplicate", "error"} {
-			o.published.WithLabelValues(r)
-		}
-		reg.MustRegister(o.published, o.backlog)
-		return o
-	})
+	return once(m, &m.outbox, func() (*Outbox, []prometheus.Collector) { return newOutbox(b) })
+}
+
+// newOutbox builds the outbox families over b, with the collectors to register.
+func newOutbox(b Backlogger) (*Outbox, []prometheus.Collector) {
+	o := &Outbox{
+		published: counterVec("outbox", "published_total",
+			"Outbox rows relayed to JetStream, by result (ok, duplicate when the stream already held it, error).",
+			"result"),
+		backlog: &backlogCollector{src: b,
+			pending: prometheus.NewDesc(Namespace+"_outbox_pending", "Outbox rows not yet published.", nil, nil),
+			oldest: prometheus.NewDesc(Namespace+"_outbox_oldest_age_seconds",
+				"Age of the oldest unpublished outbox row (0 when none).", nil, nil),
+			up: prometheus.NewDesc(Namespace+"_outbox_backlog_up",
+				"1 when the last scrape could read the outbox backlog, else 0.", nil, nil),
+		},
+	}
+	for _, r := range []string{"ok", "duplicate", "error"} {
+		o.published.WithLabelValues(r)
+	}
+	return o, []prometheus.Collector{o.published, o.backlog}
 }
 
 // Published implements outbox.Observer.

@@ -26,26 +26,21 @@ func (m *Metrics) RPC() RPCObserver {
 	if m == nil {
 		return nil
 	}
-	return once(m, &m.rpc, func(reg prometheus.Registerer) *RPC {
-		r := &RPC{
-			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: Namespace, Subsystem: "rpc", Name: "requests_total",
-				Help: "NATS requests answered, by service, endpoint and code (ok, a protocol error code, dropped or expired).",
-			}, []string{"service", "endpoint", "code"}),
-			duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: Namespace, Subsystem: "rpc", Name: "request_duration_seconds",
-				Help:    "Time from a NATS request's arrival (queueing included) to its answer.",
-				Buckets: DurationBuckets,
-			}, []string{"service", "endpoint"}),
-			batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: Namespace, Subsystem: "rpc", Name: "batch_size",
-				Help:    "Requests handed to one call of a batched endpoint's handler.",
-				Buckets: SizeBuckets,
-			}, []string{"service", "endpoint"}),
-		}
-		reg.MustRegister(r.requests, r.duration, r.batch)
-		return r
-	})
+	return once(m, &m.rpc, newRPC)
+}
+
+// newRPC builds the RPC families, with the collectors to register.
+func newRPC() (*RPC, []prometheus.Collector) {
+	r := &RPC{
+		requests: counterVec("rpc", "requests_total",
+			"NATS requests answered, by service, endpoint and code (ok, a protocol error code, dropped or expired).",
+			"service", "endpoint", "code"),
+		duration: histogramVec("rpc", "request_duration_seconds",
+			"Time from a NATS request's arrival (queueing included) to its answer.", DurationBuckets, "service", "endpoint"),
+		batch: histogramVec("rpc", "batch_size",
+			"Requests handed to one call of a batched endpoint's handler.", SizeBuckets, "service", "endpoint"),
+	}
+	return r, []prometheus.Collector{r.requests, r.duration, r.batch}
 }
 
 // Answered implements natsrpc.Observer.

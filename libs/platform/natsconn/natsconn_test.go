@@ -32,6 +32,36 @@ func jsFor(t *testing.T, srv *testinfra.NATSServer) jetstream.JetStream {
 	return js
 }
 
+// ensuredJS is jsFor a new server with ConfigSync's streams ensured.
+func ensuredJS(t *testing.T, ctx context.Context) jetstream.JetStream {
+	t.Helper()
+	js := jsFor(t, testinfra.NATS(t))
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// stream is js's stream name, failing the test when it is missing.
+func stream(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) jetstream.Stream {
+	t.Helper()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// storedMsgs is how many messages st holds now.
+func storedMsgs(t *testing.T, ctx context.Context, st jetstream.Stream) uint64 {
+	t.Helper()
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
 func TestEnsureStreamsIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	js := jsFor(t, testinfra.NATS(t))
@@ -40,26 +70,17 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	events, err := js.Stream(ctx, protocol.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := stream(t, ctx, js, protocol.EventsStream)
 	ec := events.CachedInfo().Config
 	if ec.Retention != jetstream.LimitsPolicy || ec.Storage != jetstream.FileStorage ||
 		ec.Duplicates != 2*time.Minute || ec.Subjects[0] != protocol.EventsSubjects {
 		t.Fatalf("events stream config %+v", ec)
 	}
-	acks, err := js.Stream(ctx, protocol.AcksStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	acks := stream(t, ctx, js, protocol.AcksStream)
 	if ac := acks.CachedInfo().Config; ac.Retention != jetstream.WorkQueuePolicy || ac.Subjects[0] != protocol.AckSubjectAll {
 		t.Fatalf("acks stream config %+v", ac)
 	}
-	hb, err := js.Stream(ctx, protocol.HeartbeatsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hb := stream(t, ctx, js, protocol.HeartbeatsStream)
 	if hc := hb.CachedInfo().Config; hc.MaxMsgsPerSubject != 1 || hc.Subjects[0] != protocol.HeartbeatSubjectAll {
 		t.Fatalf("heartbeats stream config %+v", hc)
 	}
@@ -78,10 +99,7 @@ func TestEnsureStreamsUpdatesDrift(t *testing.T) {
 	if err := EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, protocol.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stream(t, ctx, js, protocol.EventsStream)
 	if d := st.CachedInfo().Config.Duplicates; d != EventsDuplicateWindow {
 		t.Fatalf("duplicate window %v, want %v", d, EventsDuplicateWindow)
 	}
@@ -89,25 +107,15 @@ func TestEnsureStreamsUpdatesDrift(t *testing.T) {
 
 func TestHeartbeatsKeepTheLastPerAgent(t *testing.T) {
 	ctx := context.Background()
-	js := jsFor(t, testinfra.NATS(t))
-	if err := EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	js := ensuredJS(t, ctx)
 	for i, agent := range []string{"a1", "a1", "a1", "a2"} {
 		if _, err := js.Publish(ctx, protocol.HeartbeatSubject(agent), []byte{byte('0' + i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	st, err := js.Stream(ctx, protocol.HeartbeatsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 2 {
-		t.Fatalf("heartbeats stream holds %d messages, want 2 (one per agent)", info.State.Msgs)
+	st := stream(t, ctx, js, protocol.HeartbeatsStream)
+	if n := storedMsgs(t, ctx, st); n != 2 {
+		t.Fatalf("heartbeats stream holds %d messages, want 2 (one per agent)", n)
 	}
 	last, err := st.GetLastMsgForSubject(ctx, protocol.HeartbeatSubject("a1"))
 	if err != nil {
@@ -120,10 +128,7 @@ func TestHeartbeatsKeepTheLastPerAgent(t *testing.T) {
 
 func TestAcksAreAWorkQueue(t *testing.T) {
 	ctx := context.Background()
-	js := jsFor(t, testinfra.NATS(t))
-	if err := EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	js := ensuredJS(t, ctx)
 	if _, err := js.Publish(ctx, protocol.AckSubject("a1"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -140,16 +145,9 @@ func TestAcksAreAWorkQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := js.Stream(ctx, protocol.AcksStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 0 {
-		t.Fatalf("acked message still stored (%d): not a work queue", info.State.Msgs)
+	st := stream(t, ctx, js, protocol.AcksStream)
+	if n := storedMsgs(t, ctx, st); n != 0 {
+		t.Fatalf("acked message still stored (%d): not a work queue", n)
 	}
 }
 
@@ -313,10 +311,7 @@ func TestStreamsAreBounded(t *testing.T) {
 	if err := EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, protocol.AcksStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stream(t, ctx, js, protocol.AcksStream)
 	if c := st.CachedInfo().Config; c.MaxBytes != StreamMaxBytes || c.MaxMsgSize != StreamMaxMsgSize {
 		t.Fatalf("acks stream not updated to the limits: %+v", c)
 	}

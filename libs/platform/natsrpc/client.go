@@ -43,17 +43,9 @@ func NewClient(nc *nats.Conn, timeout time.Duration) *Client {
 //     got no reply;
 //   - ErrBadReply for a reply that does not decode.
 func (c *Client) Call(ctx context.Context, subject string, req, reply any) error {
-	var data []byte
-	switch b := req.(type) {
-	case json.RawMessage:
-		data = b
-	case []byte:
-		data = b
-	default:
-		var err error
-		if data, err = json.Marshal(req); err != nil {
-			return fmt.Errorf("natsrpc: encode %s request: %w", subject, err)
-		}
+	data, err := protocol.EncodeJSON(req)
+	if err != nil {
+		return fmt.Errorf("natsrpc: encode %s request: %w", subject, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

@@ -329,19 +329,11 @@ func (r *Request) tooLarge(n int, cause error) error {
 
 // RespondJSON sends v encoded as JSON; a json.RawMessage or []byte is sent as it is.
 func (r *Request) RespondJSON(v any) error {
-	var body []byte
-	switch b := v.(type) {
-	case json.RawMessage:
-		body = b
-	case []byte:
-		body = b
-	default:
-		var err error
-		if body, err = json.Marshal(v); err != nil {
-			r.srv.log.Error("reply encoding failed", zap.String("endpoint", r.Endpoint), zap.Error(err))
-			r.Error(protocol.Errorf(protocol.CodeInternal, "internal error"))
-			return fmt.Errorf("natsrpc: encode reply: %w", err)
-		}
+	body, err := protocol.EncodeJSON(v)
+	if err != nil {
+		r.srv.log.Error("reply encoding failed", zap.String("endpoint", r.Endpoint), zap.Error(err))
+		r.Error(protocol.Errorf(protocol.CodeInternal, "internal error"))
+		return fmt.Errorf("natsrpc: encode reply: %w", err)
 	}
 	return r.Respond(body)
 }

@@ -51,18 +51,9 @@ func Insert(ctx context.Context, tx pgx.Tx, subject string, payload any) (int64,
 	if err := validSubject(subject); err != nil {
 		return 0, err
 	}
-	var data []byte
-	switch p := payload.(type) {
-	case json.RawMessage:
-		data = p
-	case []byte:
-		data = p
-	default:
-		b, err := json.Marshal(payload)
-		if err != nil {
-			return 0, fmt.Errorf("outbox: marshal payload: %w", err)
-		}
-		data = b
+	data, err := protocol.EncodeJSON(payload)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: marshal payload: %w", err)
 	}
 	if !json.Valid(data) {
 		return 0, errors.New("outbox: payload is not valid JSON")

@@ -105,7 +105,8 @@ func insert(t testing.TB, pool *pgxpool.Pool, n int) []int64 {
 	return ids
 }
 
-func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
+// wantStreamMsgs fails unless the events stream holds want messages.
+func wantStreamMsgs(t *testing.T, js jetstream.JetStream, want int) {
 	t.Helper()
 	st, err := js.Stream(context.Background(), protocol.EventsStream)
 	if err != nil {
@@ -115,7 +116,17 @@ func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	if info.State.Msgs != uint64(want) {
+		t.Fatalf("stream holds %d messages, want %d", info.State.Msgs, want)
+	}
+}
+
+// relayOnce runs one relay pass and fails unless it published want rows.
+func relayOnce(t *testing.T, r *Relay, want int) {
+	t.Helper()
+	if n, err := r.RelayOnce(context.Background()); err != nil || n != want {
+		t.Fatalf("RelayOnce = %d, %v; want %d", n, err, want)
+	}
 }
 
 func unpublished(t *testing.T, pool *pgxpool.Pool) int {
@@ -201,13 +212,8 @@ func TestCommittedRowIsPublishedWithItsMsgID(t *testing.T) {
 	r := NewRelay(e.pool, e.js, log, RelayOptions{})
 	ids := insert(t, e.pool, 3)
 
-	n, err := r.RelayOnce(context.Background())
-	if err != nil || n != 3 {
-		t.Fatalf("RelayOnce = %d, %v; want 3", n, err)
-	}
-	if n, err := r.RelayOnce(context.Background()); err != nil || n != 0 {
-		t.Fatalf("second RelayOnce = %d, %v; want nothing left", n, err)
-	}
+	relayOnce(t, r, 3)
+	relayOnce(t, r, 0) // nothing left
 	st, err := e.js.Stream(context.Background(), protocol.EventsStream)
 	if err != nil {
 		t.Fatal(err)
@@ -249,17 +255,11 @@ func TestRolledBackTransactionPublishesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewRelay(e.pool, e.js, log, RelayOptions{})
-	if n, err := r.RelayOnce(ctx); err != nil || n != 0 {
-		t.Fatalf("RelayOnce = %d, %v", n, err)
-	}
+	relayOnce(t, r, 0)
 	// A committed row afterwards is published alone: the rolled-back one never existed.
 	insert(t, e.pool, 1)
-	if n, err := r.RelayOnce(ctx); err != nil || n != 1 {
-		t.Fatalf("RelayOnce = %d, %v", n, err)
-	}
-	if got := streamMsgs(t, e.js); got != 1 {
-		t.Fatalf("stream holds %d messages, want 1", got)
-	}
+	relayOnce(t, r, 1)
+	wantStreamMsgs(t, e.js, 1)
 }
 
 // TestSkipLockedLeavesClaimedRowsAlone: rows another relay's transaction holds are skipped, not waited
@@ -281,9 +281,7 @@ func TestSkipLockedLeavesClaimedRowsAlone(t *testing.T) {
 	}
 	js := newCountingJS(e.js)
 	r := NewRelay(e.pool, js, log, RelayOptions{})
-	if n, err := r.RelayOnce(ctx); err != nil || n != 5 {
-		t.Fatalf("RelayOnce = %d, %v; want the 5 unlocked rows", n, err)
-	}
+	relayOnce(t, r, 5) // the unlocked rows
 	js.mu.Lock()
 	for _, id := range ids[:5] {
 		if js.ids[MsgID(id)] != 0 {
@@ -294,12 +292,8 @@ func TestSkipLockedLeavesClaimedRowsAlone(t *testing.T) {
 	if err := other.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := r.RelayOnce(ctx); err != nil || n != 5 {
-		t.Fatalf("RelayOnce after release = %d, %v", n, err)
-	}
-	if got := streamMsgs(t, e.js); got != 10 {
-		t.Fatalf("stream holds %d, want 10", got)
-	}
+	relayOnce(t, r, 5)
+	wantStreamMsgs(t, e.js, 10)
 }
 
 // TestTwoRelaysPublishEveryRowExactlyOnce runs two relays against the same table while writers commit
@@ -334,9 +328,7 @@ func TestTwoRelaysPublishEveryRowExactlyOnce(t *testing.T) {
 	wg.Wait()
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "every row published")
 
-	if got := streamMsgs(t, e.js); got != uint64(total) {
-		t.Fatalf("stream holds %d messages, want %d", got, total)
-	}
+	wantStreamMsgs(t, e.js, total)
 	c1, c2 := js1.calls.Load(), js2.calls.Load()
 	t.Logf("relay 1 published %d, relay 2 published %d", c1, c2)
 	if c1+c2 != int64(total) {
@@ -366,15 +358,13 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	log, _ := testinfra.Logger(t)
-	first := insert(t, e.pool, 1) // committed before LISTEN: found by Run's first pass
+	insert(t, e.pool, 1) // committed before LISTEN: found by Run's first pass
 	startRelay(t, NewRelay(e.pool, e.js, log, RelayOptions{PollInterval: time.Hour}))
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "the first row")
 
-	second := insert(t, e.pool, 1)
+	insert(t, e.pool, 1)
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "the notified row")
-	if got := streamMsgs(t, e.js); got != 2 {
-		t.Fatalf("stream holds %d, want 2 (rows %d and %d)", got, first[0], second[0])
-	}
+	wantStreamMsgs(t, e.js, 2)
 }
 
 // TestJetStreamOutage: while JetStream is unreachable rows stay unpublished with the failures
@@ -420,9 +410,7 @@ func TestJetStreamOutage(t *testing.T) {
 
 	e.nats.Restart(t)
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "publish after recovery")
-	if got := streamMsgs(t, e.js); got != 3 {
-		t.Fatalf("stream holds %d messages after recovery, want 3", got)
-	}
+	wantStreamMsgs(t, e.js, 3)
 	if logs.FilterMessage("outbox relay pass failed, backing off").Len() == 0 {
 		t.Fatal("failures not logged")
 	}
@@ -437,18 +425,12 @@ func TestRepublishIsDeduplicated(t *testing.T) {
 	ctx := context.Background()
 	ids := insert(t, e.pool, 1)
 	r := NewRelay(e.pool, e.js, log, RelayOptions{})
-	if n, err := r.RelayOnce(ctx); err != nil || n != 1 {
-		t.Fatalf("RelayOnce = %d, %v", n, err)
-	}
+	relayOnce(t, r, 1)
 	if _, err := e.pool.Exec(ctx, "UPDATE outbox SET published_at = NULL WHERE id = $1", ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := r.RelayOnce(ctx); err != nil || n != 1 {
-		t.Fatalf("RelayOnce (republish) = %d, %v", n, err)
-	}
-	if got := streamMsgs(t, e.js); got != 1 {
-		t.Fatalf("stream holds %d messages, want 1", got)
-	}
+	relayOnce(t, r, 1)
+	wantStreamMsgs(t, e.js, 1)
 	if logs.FilterMessage("outbox row was already in the stream").Len() != 1 {
 		t.Fatal("duplicate not reported")
 	}
@@ -483,7 +465,5 @@ func TestModule(t *testing.T) {
 	insert(t, e.pool, 2)
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "publish")
 	app.RequireStop()
-	if got := streamMsgs(t, e.js); got != 2 {
-		t.Fatalf("stream holds %d, want 2", got)
-	}
+	wantStreamMsgs(t, e.js, 2)
 }

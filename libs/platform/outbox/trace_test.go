@@ -43,9 +43,7 @@ func TestTraceContextTravelsFromTheRowToTheMessage(t *testing.T) {
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE traceparent = $1`, tracing.Traceparent(ctx)).Scan(&stored); err != nil || stored != 1 {
 		t.Fatalf("%d rows hold the write's traceparent (%v), want 1", stored, err)
 	}
-	if n, err := r.RelayOnce(context.Background()); err != nil || n != 2 {
-		t.Fatalf("RelayOnce = %d, %v", n, err)
-	}
+	relayOnce(t, r, 2)
 	st, err := e.js.Stream(context.Background(), protocol.EventsStream)
 	if err != nil {
 		t.Fatal(err)

@@ -81,25 +81,7 @@ func TestOutageLeavesOtherErrorsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	var pid uint32
-	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	killer := connect(t, url)
-	var ok bool
-	if err := killer.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
-		t.Fatalf("pg_terminate_backend: %v %v", ok, err)
-	}
-	for {
-		var alive bool
-		if err := killer.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive); err != nil {
-			t.Fatal(err)
-		}
-		if !alive {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	terminate(t, ctx, tx, connect(t, url))
 	if _, err := tx.Exec(ctx, "SELECT 1"); !errors.Is(err, errDomainUnavailable) {
 		t.Fatalf("query on a terminated connection: %v", err)
 	}

@@ -18,14 +18,11 @@ import (
 // connect opens one connection to url, closed at cleanup.
 func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	return conn
+	return connectConfig(t, cfg)
 }
 
 // adminConn connects to the "postgres" database of the server holding the database of url.
@@ -36,6 +33,11 @@ func adminConn(t *testing.T, url string) *pgx.Conn {
 		t.Fatal(err)
 	}
 	cfg.Database = "postgres"
+	return connectConfig(t, cfg)
+}
+
+func connectConfig(t *testing.T, cfg *pgx.ConnConfig) *pgx.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -44,6 +46,32 @@ func adminConn(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
+}
+
+// terminate has killer terminate the backend serving victim (a connection, or a transaction on one)
+// and waits until it is gone, so victim's next use finds it dead: the backend exits asynchronously.
+func terminate(t *testing.T, ctx context.Context, victim interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, killer *pgx.Conn) {
+	t.Helper()
+	var pid uint32
+	if err := victim.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	var ok bool
+	if err := killer.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend: %v %v", ok, err)
+	}
+	for {
+		var alive bool
+		if err := killer.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestIsUnavailableWhenNothingListens(t *testing.T) {
@@ -107,25 +135,7 @@ func TestIsUnavailableForATerminatedConnection(t *testing.T) {
 	victim, killer := connect(t, url), connect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var pid uint32
-	if err := victim.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	var ok bool
-	if err := killer.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
-		t.Fatalf("pg_terminate_backend: %v %v", ok, err)
-	}
-	// The backend exits asynchronously; wait until it is gone so the victim's next use finds it dead.
-	for {
-		var alive bool
-		if err := killer.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive); err != nil {
-			t.Fatal(err)
-		}
-		if !alive {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	terminate(t, ctx, victim, killer)
 	_, err := victim.Exec(ctx, "SELECT 1")
 	if err == nil {
 		t.Fatal("a terminated connection still ran a query")
