@@ -137,17 +137,8 @@ func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 // TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection: each batch
 // writes and reports only its own hosts, also after a batch the database refused.
 func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
+	pool := testinfra.PostgresWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	hosts := seed.Hosts(t, pool, 6)
 	s := NewStore(pool)
 	beat := func(agent string, at time.Time) ingest.HostHeartbeat {
@@ -204,17 +195,8 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 // PostgreSQL's CPU in a herd. The scans of hosts are counted by PostgreSQL's own statistics, on the
 // single connection the batches use (flushed at each commit).
 func TestSmallHeartbeatBatchReadsHostsByKey(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
+	pool := testinfra.PostgresWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	hosts := seed.Hosts(t, pool, 2000)
 	if _, err := pool.Exec(ctx, `ANALYZE hosts`); err != nil {
 		t.Fatal(err)
