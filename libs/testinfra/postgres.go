@@ -54,7 +54,19 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 // single connection, a query tracer.
 func PostgresWith(t testing.TB, tune func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(PostgresURL(t))
+	return openPool(t, PostgresURL(t), tune)
+}
+
+// OpenPool opens a pool on the database at url (from PostgresURL, for a test whose code under test
+// opened its own); it is closed at cleanup.
+func OpenPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	return openPool(t, url, nil)
+}
+
+func openPool(t testing.TB, url string, tune func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("testinfra: parse test database URL: %v", err)
 	}
