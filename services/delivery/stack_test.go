@@ -67,13 +67,20 @@ func newStack(t testing.TB, n int) *stack {
 	return s
 }
 
-// newRunningStack is newStack with a resolver, a credential service and delivery (testDeliveryConfig)
-// running on it.
-func newRunningStack(t testing.TB, n int) *stack {
+// newServedStack is newStack with the services delivery calls running on it: a resolver and a
+// credential service.
+func newServedStack(t testing.TB, n int) *stack {
 	t.Helper()
 	s := newStack(t, n)
 	s.startResolver(t)
 	s.startCredential(t)
+	return s
+}
+
+// newRunningStack is newServedStack with delivery running too, in testDeliveryConfig.
+func newRunningStack(t testing.TB, n int) *stack {
+	t.Helper()
+	s := newServedStack(t, n)
 	s.startDelivery(t, testDeliveryConfig(t))
 	return s
 }
