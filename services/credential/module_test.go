@@ -87,14 +87,7 @@ func (e *env) app(t *testing.T) (*fxtest.App, []health.Check) {
 
 func (e *env) call(t *testing.T, subject string, req, out any) *protocol.Error {
 	t.Helper()
-	data, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := e.nc.Request(subject, data, requestTimeout)
-	if err != nil {
-		t.Fatalf("%s: %v", subject, err)
-	}
+	msg := testinfra.RequestJSON(t, e.nc, subject, req, requestTimeout)
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
 	}

@@ -85,17 +85,7 @@ func newStack(t *testing.T, natsOpts ...testinfra.NATSOption) *stack {
 // error of an error reply (code from the micro header, checked against the body).
 func (st *stack) call(t *testing.T, subject string, body any, out any) *protocol.Error {
 	t.Helper()
-	data, ok := body.([]byte)
-	if !ok {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	msg, err := st.nc.Request(subject, data, requestTimeout)
-	if err != nil {
-		t.Fatalf("request %s: %v", subject, err)
-	}
+	msg := testinfra.RequestJSON(t, st.nc, subject, body, requestTimeout)
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		var e struct {
 			Error protocol.Error `json:"error"`
