@@ -47,10 +47,35 @@ const (
 // is closed and the database dropped at cleanup.
 func Postgres(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	dbURL := PostgresURL(t)
+	return PostgresWith(t, nil)
+}
+
+// PostgresWith is Postgres with the pool's configuration changed by tune first (when not nil): a
+// single connection, a query tracer.
+func PostgresWith(t testing.TB, tune func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	return openPool(t, PostgresURL(t), tune)
+}
+
+// OpenPool opens a pool on the database at url (from PostgresURL, for a test whose code under test
+// opened its own); it is closed at cleanup.
+func OpenPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	return openPool(t, url, nil)
+}
+
+func openPool(t testing.TB, url string, tune func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("testinfra: parse test database URL: %v", err)
+	}
+	if tune != nil {
+		tune(cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("testinfra: open pool on test database: %v", err)
 	}

@@ -54,15 +54,7 @@ func newStackTB(t testing.TB, hosts int) *stack {
 	s := &stack{pool: testinfra.Postgres(t)}
 	srv := testinfra.NATS(t)
 	s.nc = srv.Connect(t)
-	var err error
-	if s.js, err = jetstream.New(s.nc); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := natsconn.EnsureStreams(ctx, s.js); err != nil {
-		t.Fatal(err)
-	}
+	s.js = testinfra.JetStream(t, s.nc, natsconn.EnsureStreams)
 	s.hosts = seed.Hosts(t, s.pool, hosts)
 	return s
 }

@@ -35,34 +35,35 @@ func benchStack(b *testing.B) *stack {
 // BenchmarkIngestAcks measures sustained acks/s from agents' publishes to committed rows: agents
 // publish b.N acks (10,000 agents, ten config types, rising versions) while ack-ingest writes them.
 func BenchmarkIngestAcks(b *testing.B) {
-	s := benchStack(b)
-	b.ResetTimer()
-	start := time.Now()
-	for i := range b.N {
-		agent := fmt.Sprintf("agent-%d", i%benchAgents)
-		s.publish(b, protocol.AckSubject(agent), ack(agent, agentconfig.TypeNames()[(i/benchAgents)%10], int64(i/benchAgents+1), protocol.AckApplied, ""))
-	}
-	delivered := waitIngested(b, s, protocol.AcksStream, natsapi.AcksDurable)
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(delivered)/elapsed.Seconds(), "acks/s")
+	benchIngest(b, protocol.AcksStream, natsapi.AcksDurable, "acks/s", func(i int, agent string) (string, any) {
+		return protocol.AckSubject(agent), ack(agent, agentconfig.TypeNames()[(i/benchAgents)%10], int64(i/benchAgents+1), protocol.AckApplied, "")
+	})
 }
 
 // BenchmarkIngestHeartbeats measures sustained heartbeats/s: agents publish b.N heartbeats (10,000
 // agents) while ack-ingest writes them. The stream keeps only each agent's latest heartbeat, so the
 // rate counts the heartbeats actually written.
 func BenchmarkIngestHeartbeats(b *testing.B) {
+	benchIngest(b, protocol.HeartbeatsStream, natsapi.HeartbeatsDurable, "heartbeats/s", func(i int, agent string) (string, any) {
+		return protocol.HeartbeatSubject(agent), heartbeat(agent, fmt.Sprintf("hash-%d", i), int64(i))
+	})
+}
+
+// benchIngest publishes b.N messages, message i from agent-(i mod benchAgents) on the subject and with
+// the body message gives, to a benchStack, waits until the stream's durable consumer has settled
+// them all and reports the rate of the messages it was handed, in unit.
+func benchIngest(b *testing.B, stream, durable, unit string, message func(i int, agent string) (subject string, body any)) {
 	s := benchStack(b)
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
-		agent := fmt.Sprintf("agent-%d", i%benchAgents)
-		s.publish(b, protocol.HeartbeatSubject(agent), heartbeat(agent, fmt.Sprintf("hash-%d", i), int64(i)))
+		subject, body := message(i, fmt.Sprintf("agent-%d", i%benchAgents))
+		s.publish(b, subject, body)
 	}
-	delivered := waitIngested(b, s, protocol.HeartbeatsStream, natsapi.HeartbeatsDurable)
+	delivered := waitIngested(b, s, stream, durable)
 	elapsed := time.Since(start)
 	b.StopTimer()
-	b.ReportMetric(float64(delivered)/elapsed.Seconds(), "heartbeats/s")
+	b.ReportMetric(float64(delivered)/elapsed.Seconds(), unit)
 }
 
 // waitIngested waits until the consumer has settled every message of the stream and returns how many

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
@@ -36,11 +35,7 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	testinfra.WaitReady(t, server.Addr(), 30*time.Second)
 
 	// pgdb migrated the database at start; register a host there and send its ack.
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testinfra.OpenPool(t, dbURL)
 	hosts := seed.Hosts(t, pool, 1)
 	nc := srv.Connect(t)
 	data, _ := json.Marshal(ack("agent-0", "labels", 4, protocol.AckApplied, ""))

@@ -24,6 +24,7 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/credential"
+	"github.com/configsync/configsync/services/credential/internal/seed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,13 +64,9 @@ func newEnv(t *testing.T) *env {
 	e := &env{pool: testinfra.Postgres(t), nc: testinfra.NATS(t).Connect(t)}
 	e.log, e.logs = testinfra.Logger(t)
 	t.Cleanup(func() { testinfra.AssertNotLogged(t, e.logs, planted) })
-	ctx := context.Background()
-	if err := e.pool.QueryRow(ctx, `INSERT INTO clients (name) VALUES ('acme') RETURNING id::text`).Scan(&e.client); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.pool.QueryRow(ctx, `INSERT INTO environments (client_id, name) VALUES ($1, 'prod') RETURNING id::text`, e.client).Scan(&e.envID); err != nil {
-		t.Fatal(err)
-	}
+	var envs []string
+	e.client, envs = seed.Client(t, e.pool, "acme", 1)
+	e.envID = envs[0]
 	return e
 }
 
@@ -90,14 +87,7 @@ func (e *env) app(t *testing.T) (*fxtest.App, []health.Check) {
 
 func (e *env) call(t *testing.T, subject string, req, out any) *protocol.Error {
 	t.Helper()
-	data, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := e.nc.Request(subject, data, requestTimeout)
-	if err != nil {
-		t.Fatalf("%s: %v", subject, err)
-	}
+	msg := testinfra.RequestJSON(t, e.nc, subject, req, requestTimeout)
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return &protocol.Error{Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
 	}

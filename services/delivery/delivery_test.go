@@ -15,10 +15,7 @@ import (
 )
 
 func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
-	s := newStack(t, 30)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 30)
 
 	// One host overrides the type: it gets its merged config, everyone else the environment's.
 	s.putEnv(t, "labels", `{"static":{"env":"prod","team":"core"}}`)
@@ -58,10 +55,7 @@ func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
 // an event a later write has overtaken changes nobody (the later event covers them), the later one
 // reaches every online host, overrides merged on top.
 func TestEnvironmentChangePushedOnlyAtItsVersion(t *testing.T) {
-	s := newStack(t, 12)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 12)
 
 	override := s.hosts[4]
 	s.putHost(t, override, "labels", `{"static":{"team":"edge"}}`)
@@ -109,10 +103,7 @@ func (s *stack) pushedToOnline(t *testing.T, typ string, version int64, want fun
 }
 
 func TestHostChangeReachesOnlyThatHost(t *testing.T) {
-	s := newStack(t, 12)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 12)
 
 	s.putEnv(t, "intervals", `{"metrics":"30s","heartbeat":"30s"}`)
 	target, offline := s.hosts[4], s.hosts[5]
@@ -137,10 +128,7 @@ func TestHostChangeReachesOnlyThatHost(t *testing.T) {
 }
 
 func TestFetchIsWhatResolverAndCredentialsGive(t *testing.T) {
-	s := newStack(t, 3)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 3)
 	const secret = "s3cret-planted-password"
 	credID := s.createCredential(t, s.clientID, "mysql-primary", map[string]string{"password": secret, "username": "monitor"})
 
@@ -194,10 +182,7 @@ func TestFetchIsWhatResolverAndCredentialsGive(t *testing.T) {
 }
 
 func TestFetchRefusals(t *testing.T) {
-	s := newStack(t, 2)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 2)
 	if r := s.fetch(t, s.hosts[0].agent, s.hosts[1].agent); r.Error == nil || r.Error.Code != protocol.CodeForbidden {
 		t.Errorf("fetch for another agent: %+v", r)
 	}
@@ -218,10 +203,7 @@ func TestFetchRefusals(t *testing.T) {
 // an agent cannot make delivery write a config reply into a stream, another agent's inbox or any other
 // subject of its choosing.
 func TestFetchAnsweredOnlyOnTheAgentsInbox(t *testing.T) {
-	s := newStack(t, 2)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 2)
 	agent := s.hosts[0].agent
 	targets := []string{
 		protocol.ConfigChangedSubject,
@@ -262,10 +244,7 @@ func TestFetchAnsweredOnlyOnTheAgentsInbox(t *testing.T) {
 }
 
 func TestCredentialFailureSkipsOnlyThatHost(t *testing.T) {
-	s := newStack(t, 9)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 9)
 	good := s.createCredential(t, s.clientID, "redis", map[string]string{"password": "redis-pw-planted"})
 	foreign := s.createCredential(t, s.otherClient(t), "theirs", map[string]string{"password": "foreign-pw-planted"})
 
@@ -329,10 +308,7 @@ func TestEventRedoneUntilFanOutRuns(t *testing.T) {
 
 func TestFetchBurst(t *testing.T) {
 	const agents = 300
-	s := newStack(t, agents)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, agents)
 	s.putEnv(t, "watch_files", `{"paths":["/etc"],"exclude_patterns":["*.swp"]}`)
 	var wg sync.WaitGroup
 	errs := make(chan string, agents)

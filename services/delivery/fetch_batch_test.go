@@ -18,9 +18,7 @@ import (
 // distinct collector list); each agent must still get exactly its own answer: the environment's
 // configs, its override, its credential failure, or its refusal.
 func TestConcurrentFetchesGetTheirOwnAnswers(t *testing.T) {
-	s := newStack(t, 40)
-	s.startResolver(t)
-	s.startCredential(t)
+	s := newServedStack(t, 40)
 	cfg := testDeliveryConfig(t)
 	cfg.FetchBatch, cfg.FetchWorkers = 16, 16 // one batch at a time: the others queue up behind it
 	s.startDelivery(t, cfg)

@@ -19,10 +19,7 @@ func oversized(prefix string, n int) []byte {
 // Wrong-typed and oversized fetch requests are answered with invalid_request (never echoing the
 // payload), and delivery keeps answering fetches.
 func TestMalformedFetchRequestsAreRefused(t *testing.T) {
-	s := newStack(t, 1)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 1)
 	agent := s.hosts[0].agent
 	for name, body := range map[string][]byte{
 		"agent_id a number":      []byte(`{"agent_id":7}`),
@@ -64,10 +61,7 @@ func TestMalformedFetchRequestsAreRefused(t *testing.T) {
 // Wrong-typed and oversized config-change events are terminated (not redelivered forever), and the
 // next valid event is pushed.
 func TestMalformedEventsAreTerminated(t *testing.T) {
-	s := newStack(t, 3)
-	s.startResolver(t)
-	s.startCredential(t)
-	s.startDelivery(t, testDeliveryConfig(t))
+	s := newRunningStack(t, 3)
 	env := `"environment_id":"` + s.envID.String() + `"`
 	bad := map[string][]byte{
 		"event_id a number":       []byte(`{"event_id":1,"scope":"environment",` + env + `,"config_type":"labels","version":1}`),

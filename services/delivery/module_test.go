@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
@@ -37,11 +36,7 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 
 	testinfra.WaitReady(t, server.Addr(), 30*time.Second)
 
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testinfra.OpenPool(t, dbURL)
 	s := &stack{pool: pool, nc: srv.Connect(t)}
 	s.seed(t, 1)
 	v := s.putEnv(t, "healthcheck", `{"interval_seconds":60,"timeout_seconds":5}`)
@@ -53,7 +48,7 @@ func TestModuleRunsOnPlatform(t *testing.T) {
 	// And pushes: the event consumer runs in the app.
 	f := newFleet(t, srv.Connect(t))
 	s.fleet = f
-	s.js = mustJetStream(t, s)
+	s.js = testinfra.JetStream(t, s.nc, nil)
 	v = s.putEnv(t, "healthcheck", `{"interval_seconds":30,"timeout_seconds":5}`)
 	data, _ := json.Marshal(protocol.ConfigChanged{EventID: uuid.NewString(), Scope: protocol.ScopeEnvironment, ClientID: s.clientID.String(),
 		EnvironmentID: s.envID.String(), ConfigType: "healthcheck", Version: v, OccurredAt: time.Now()})

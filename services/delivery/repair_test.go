@@ -16,9 +16,7 @@ import (
 // type withheld for a credential the host may not use) and three agents that are not registered (failed);
 // every result moves by a different amount, so a count exported under the wrong label shows.
 func TestRepairRequestIsExported(t *testing.T) {
-	s := newStack(t, 2)
-	s.startResolver(t)
-	s.startCredential(t)
+	s := newServedStack(t, 2)
 	scrape := s.startMetered(t, testDeliveryConfig(t))
 	foreign := s.createCredential(t, s.otherClient(t), "theirs", map[string]string{"password": "foreign-pw-planted"})
 	hc := s.putEnv(t, "healthcheck", `{"interval_seconds":30,"timeout_seconds":3}`)

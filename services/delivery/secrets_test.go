@@ -88,11 +88,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 // credentialCall sends a management request to the credential service and fails on an error reply.
 func credentialCall(t *testing.T, s *stack, subject string, req any) {
 	t.Helper()
-	data, _ := json.Marshal(req)
-	msg, err := s.nc.Request(subject, data, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := testinfra.RequestJSON(t, s.nc, subject, req, 10*time.Second)
 	var reply struct {
 		Error *protocol.Error `json:"error"`
 	}

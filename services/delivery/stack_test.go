@@ -56,12 +56,7 @@ func newStack(t testing.TB, n int) *stack {
 	s := &stack{pool: testinfra.Postgres(t)}
 	srv := testinfra.NATS(t)
 	s.nc = srv.Connect(t)
-	s.js = mustJetStream(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := natsconn.EnsureStreams(ctx, s.js); err != nil {
-		t.Fatal(err)
-	}
+	s.js = testinfra.JetStream(t, s.nc, natsconn.EnsureStreams)
 	if tt, ok := t.(*testing.T); ok {
 		s.log, s.logs = testinfra.Logger(tt)
 	} else {
@@ -72,13 +67,22 @@ func newStack(t testing.TB, n int) *stack {
 	return s
 }
 
-func mustJetStream(t testing.TB, s *stack) jetstream.JetStream {
+// newServedStack is newStack with the services delivery calls running on it: a resolver and a
+// credential service.
+func newServedStack(t testing.TB, n int) *stack {
 	t.Helper()
-	js, err := jetstream.New(s.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	s := newStack(t, n)
+	s.startResolver(t)
+	s.startCredential(t)
+	return s
+}
+
+// newRunningStack is newServedStack with delivery running too, in testDeliveryConfig.
+func newRunningStack(t testing.TB, n int) *stack {
+	t.Helper()
+	s := newServedStack(t, n)
+	s.startDelivery(t, testDeliveryConfig(t))
+	return s
 }
 
 func (s *stack) seed(t testing.TB, n int) {
@@ -192,11 +196,24 @@ func stopWithin(t testing.TB, stop func(context.Context) error) {
 // putEnv writes an environment config as config-api does (a new version from the one sequence).
 func (s *stack) putEnv(t testing.TB, typ, data string) int64 {
 	t.Helper()
+	return s.put(t, "environment_configs", "environment_id", s.envID, typ, data)
+}
+
+// putHost writes a host override as config-api does.
+func (s *stack) putHost(t testing.TB, h testHost, typ, data string) int64 {
+	t.Helper()
+	return s.put(t, "host_configs", "host_id", h.id, typ, data)
+}
+
+// put upserts a config row of table (keyed by key = id and the type) at a new version from the one
+// sequence, undeleting it, and returns the version.
+func (s *stack) put(t testing.TB, table, key string, id uuid.UUID, typ, data string) int64 {
+	t.Helper()
 	var v int64
-	if err := s.pool.QueryRow(context.Background(), `INSERT INTO environment_configs (environment_id, config_type, config_data, version)
+	if err := s.pool.QueryRow(context.Background(), `INSERT INTO `+table+` (`+key+`, config_type, config_data, version)
 		VALUES ($1, $2, $3, nextval('config_version_seq'))
-		ON CONFLICT (environment_id, config_type) DO UPDATE SET config_data = excluded.config_data, version = excluded.version, deleted_at = NULL
-		RETURNING version`, s.envID, typ, data).Scan(&v); err != nil {
+		ON CONFLICT (`+key+`, config_type) DO UPDATE SET config_data = excluded.config_data, version = excluded.version, deleted_at = NULL
+		RETURNING version`, id, typ, data).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -208,18 +225,6 @@ func (s *stack) deleteEnv(t testing.TB, typ string) int64 {
 	var v int64
 	if err := s.pool.QueryRow(context.Background(), `UPDATE environment_configs SET config_data = NULL, deleted_at = now(),
 		version = nextval('config_version_seq') WHERE environment_id = $1 AND config_type = $2 RETURNING version`, s.envID, typ).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func (s *stack) putHost(t testing.TB, h testHost, typ, data string) int64 {
-	t.Helper()
-	var v int64
-	if err := s.pool.QueryRow(context.Background(), `INSERT INTO host_configs (host_id, config_type, config_data, version)
-		VALUES ($1, $2, $3, nextval('config_version_seq'))
-		ON CONFLICT (host_id, config_type) DO UPDATE SET config_data = excluded.config_data, version = excluded.version, deleted_at = NULL
-		RETURNING version`, h.id, typ, data).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	return v

@@ -58,14 +58,7 @@ func newStack(t testing.TB, instances int, cfg resolver.Config) stack {
 func call[R any](t testing.TB, nc *nats.Conn, subject string, req any) (R, string) {
 	t.Helper()
 	var reply R
-	data, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := nc.Request(subject, data, requestTimeout)
-	if err != nil {
-		t.Fatalf("request %s: %v", subject, err)
-	}
+	msg := testinfra.RequestJSON(t, nc, subject, req, requestTimeout)
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return reply, code
 	}

@@ -56,23 +56,8 @@ var heartbeatSeeds = []string{
 }
 
 func TestDecodeHeartbeatFastTakesAgentHeartbeats(t *testing.T) {
-	data := agentHeartbeat(t)
-	got, ok := decodeHeartbeatFast(data)
-	if !ok {
-		t.Fatalf("the agent's own heartbeat left the fast path: %s", data)
-	}
-	var want protocol.Heartbeat
-	if err := json.Unmarshal(data, &want); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("fast path %+v, encoding/json %+v", got, want)
-	}
-	for _, s := range []string{`{"config_hash":"\u0068"}`, `{"Config_Hash":"h"}`, `{"config_hash":"h","config_hash":"i"}`, `{"config_version":1.0}`, `null`, `{"sent_at":"yesterday"}`} {
-		if _, ok := decodeHeartbeatFast([]byte(s)); ok {
-			t.Errorf("%s took the fast path", s)
-		}
-	}
+	takesFastPath(t, decodeHeartbeatFast, agentHeartbeat(t))
+	leavesFastPath(t, decodeHeartbeatFast, `{"config_hash":"\u0068"}`, `{"Config_Hash":"h"}`, `{"config_hash":"h","config_hash":"i"}`, `{"config_version":1.0}`, `null`, `{"sent_at":"yesterday"}`)
 }
 
 // FuzzDecodeHeartbeatFast checks that whatever the fast path accepts, encoding/json decodes to the
@@ -121,23 +106,9 @@ func agentAck(tb testing.TB, status, errText string) []byte {
 
 func TestDecodeAckFastTakesAgentAcks(t *testing.T) {
 	for _, data := range [][]byte{agentAck(t, protocol.AckApplied, ""), agentAck(t, protocol.AckFailed, "dial tcp: connection refused")} {
-		got, ok := decodeAckFast(data)
-		if !ok {
-			t.Fatalf("the agent's own ack left the fast path: %s", data)
-		}
-		var want protocol.Ack
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("fast path %+v, encoding/json %+v", got, want)
-		}
+		takesFastPath(t, decodeAckFast, data)
 	}
-	for _, s := range []string{`{"error":"a\nb"}`, `{"Status":"applied"}`, `{"version":2,"version":3}`, `{"version":"1"}`, `{"applied_at":"yesterday"}`, `{"status":null}`} {
-		if _, ok := decodeAckFast([]byte(s)); ok {
-			t.Errorf("%s took the fast path", s)
-		}
-	}
+	leavesFastPath(t, decodeAckFast, `{"error":"a\nb"}`, `{"Status":"applied"}`, `{"version":2,"version":3}`, `{"version":"1"}`, `{"applied_at":"yesterday"}`, `{"status":null}`)
 }
 
 // FuzzDecodeAckFast checks that whatever the fast path accepts, encoding/json decodes to the same ack.
@@ -171,6 +142,33 @@ func BenchmarkDecodeAck(b *testing.B) {
 	for b.Loop() {
 		if _, err := decodeAck(subject, data, stored); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// takesFastPath checks that fast decodes data, an agent's own message, and to what encoding/json
+// decodes.
+func takesFastPath[T any](t *testing.T, fast func([]byte) (T, bool), data []byte) {
+	t.Helper()
+	got, ok := fast(data)
+	if !ok {
+		t.Fatalf("the agent's own message left the fast path: %s", data)
+	}
+	var want T
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fast path %+v, encoding/json %+v", got, want)
+	}
+}
+
+// leavesFastPath checks that fast turns every input down (the general decoder handles them).
+func leavesFastPath[T any](t *testing.T, fast func([]byte) (T, bool), inputs ...string) {
+	t.Helper()
+	for _, s := range inputs {
+		if _, ok := fast([]byte(s)); ok {
+			t.Errorf("%s took the fast path", s)
 		}
 	}
 }

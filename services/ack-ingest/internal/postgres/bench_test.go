@@ -1,16 +1,11 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/configsync/configsync/libs/testinfra"
@@ -39,27 +34,14 @@ func benchUpdateHeartbeats(b *testing.B, size int) {
 	}
 	sortHeartbeats(rows)
 	s := NewStore(pool)
-	ctx := context.Background()
-	cpu0 := backendCPU(b, pool)
-	b.ResetTimer()
-	start := time.Now()
-	written := 0
-	for i := 0; i < b.N; i++ {
-		lo := (i * size) % len(rows)
-		batch := rows[lo:min(lo+size, len(rows))]
+	benchWrites(b, pool, rows, size, func(ctx context.Context, _ int, batch []ingest.HostHeartbeat) error {
 		now := time.Now()
 		for j := range batch {
 			batch[j].ReceivedAt = now
 		}
-		if _, err := s.UpdateHeartbeats(ctx, batch); err != nil {
-			b.Fatal(err)
-		}
-		written += len(batch)
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(written)/elapsed.Seconds(), "rows/s")
-	b.ReportMetric(float64((backendCPU(b, pool)-cpu0).Microseconds())/float64(written), "pg-us/row")
+		_, err := s.UpdateHeartbeats(ctx, batch)
+		return err
+	})
 }
 
 // BenchmarkUpsertApplyStatuses measures the ack write alone: batches of 1,000 (host, type) rows.
@@ -72,19 +54,27 @@ func BenchmarkUpsertApplyStatuses(b *testing.B) {
 	}
 	sortApply(rows)
 	s := NewStore(pool)
-	ctx := context.Background()
-	cpu0 := backendCPU(b, pool)
-	b.ResetTimer()
-	start := time.Now()
-	written := 0
-	for i := 0; i < b.N; i++ {
-		lo := (i * 1000) % len(rows)
-		batch := rows[lo:min(lo+1000, len(rows))]
+	benchWrites(b, pool, rows, 1000, func(ctx context.Context, i int, batch []ingest.ApplyStatus) error {
 		for j := range batch {
 			batch[j].Version = int64(i + 1)
 			batch[j].AppliedAt = time.Now()
 		}
-		if err := s.UpsertApplyStatuses(ctx, batch); err != nil {
+		return s.UpsertApplyStatuses(ctx, batch)
+	})
+}
+
+// benchWrites times b.N writes of batches of size rows, taken round the slice in turn; write stamps
+// batch i and writes it. It reports rows/s and pg-us/row, the CPU the PostgreSQL backends used per row.
+func benchWrites[T any](b *testing.B, pool *pgxpool.Pool, rows []T, size int, write func(ctx context.Context, i int, batch []T) error) {
+	ctx := context.Background()
+	cpu0 := testinfra.BackendCPU(b, pool)
+	b.ResetTimer()
+	start := time.Now()
+	written := 0
+	for i := 0; i < b.N; i++ {
+		lo := (i * size) % len(rows)
+		batch := rows[lo:min(lo+size, len(rows))]
+		if err := write(ctx, i, batch); err != nil {
 			b.Fatal(fmt.Errorf("batch %d: %w", i, err))
 		}
 		written += len(batch)
@@ -92,34 +82,5 @@ func BenchmarkUpsertApplyStatuses(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(written)/elapsed.Seconds(), "rows/s")
-	b.ReportMetric(float64((backendCPU(b, pool)-cpu0).Microseconds())/float64(written), "pg-us/row")
-}
-
-// backendCPU is the CPU time (user + system) the PostgreSQL backends serving pool's database have used,
-// read from /proc (the server runs on this machine in tests).
-func backendCPU(b *testing.B, pool *pgxpool.Pool) time.Duration {
-	b.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		b.Fatal(err)
-	}
-	var ticks int64
-	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // a backend that has exited since
-		}
-		// Fields after the command (which is in parentheses and may hold spaces): utime and stime are
-		// the 12th and 13th.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		for _, i := range []int{11, 12} {
-			n, _ := strconv.ParseInt(f[i], 10, 64)
-			ticks += n
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	b.ReportMetric(float64((testinfra.BackendCPU(b, pool)-cpu0).Microseconds())/float64(written), "pg-us/row")
 }

@@ -7,9 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
-	"github.com/configsync/configsync/services/ack-ingest/internal/seed"
 )
 
 // TestStagedRolloutLayers: anti-entropy reads each host's environment layer through rollout_layers. A
@@ -18,9 +16,7 @@ import (
 // reverted (the environment row rewritten) both follow the row; a completed rollout whose data is the
 // row keeps its members on the versions they joined at, and any later write ends that.
 func TestStagedRolloutLayers(t *testing.T) {
-	pool := testinfra.Postgres(t)
-	hosts := seed.Hosts(t, pool, 2)
-	s := NewStore(pool)
+	pool, hosts, s := newStore(t, 2)
 	ctx := context.Background()
 	exec := func(q string, args ...any) {
 		t.Helper()

@@ -27,6 +27,14 @@ func sortApply(rows []ingest.ApplyStatus) {
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
+// newStore registers n hosts (agent-0 …) in a fresh database and returns its pool, the hosts' ids by
+// agent and the Store over it.
+func newStore(t *testing.T, n int) (*pgxpool.Pool, map[string]uuid.UUID, *Store) {
+	t.Helper()
+	pool := testinfra.Postgres(t)
+	return pool, seed.Hosts(t, pool, n), NewStore(pool)
+}
+
 func TestLookupHostIDs(t *testing.T) {
 	pool := testinfra.Postgres(t)
 	hosts := seed.Hosts(t, pool, 3)
@@ -40,9 +48,7 @@ func TestLookupHostIDs(t *testing.T) {
 }
 
 func TestUpsertApplyStatusesNeverRegresses(t *testing.T) {
-	pool := testinfra.Postgres(t)
-	hosts := seed.Hosts(t, pool, 2)
-	s := NewStore(pool)
+	pool, hosts, s := newStore(t, 2)
 	ctx := context.Background()
 	row := func(agent, typ string, version int64, status, errText string) ingest.ApplyStatus {
 		return ingest.ApplyStatus{HostID: hosts[agent], Ack: ingest.Ack{AgentID: agent, ConfigType: typ, Version: version,
@@ -88,9 +94,7 @@ func TestUpsertApplyStatusesNeverRegresses(t *testing.T) {
 }
 
 func TestUpdateHeartbeatsNeverMovesBackwards(t *testing.T) {
-	pool := testinfra.Postgres(t)
-	hosts := seed.Hosts(t, pool, 1)
-	s := NewStore(pool)
+	pool, hosts, s := newStore(t, 1)
 	ctx := context.Background()
 	beat := func(at time.Time, hash string, version int64) ingest.HostHeartbeat {
 		return ingest.HostHeartbeat{HostID: hosts["agent-0"], Heartbeat: ingest.Heartbeat{AgentID: "agent-0", ReceivedAt: at,
@@ -137,17 +141,8 @@ func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 // TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection: each batch
 // writes and reports only its own hosts, also after a batch the database refused.
 func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
+	pool := testinfra.PostgresWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	hosts := seed.Hosts(t, pool, 6)
 	s := NewStore(pool)
 	beat := func(agent string, at time.Time) ingest.HostHeartbeat {
@@ -204,17 +199,8 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 // PostgreSQL's CPU in a herd. The scans of hosts are counted by PostgreSQL's own statistics, on the
 // single connection the batches use (flushed at each commit).
 func TestSmallHeartbeatBatchReadsHostsByKey(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
+	pool := testinfra.PostgresWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	hosts := seed.Hosts(t, pool, 2000)
 	if _, err := pool.Exec(ctx, `ANALYZE hosts`); err != nil {
 		t.Fatal(err)

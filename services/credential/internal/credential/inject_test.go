@@ -14,7 +14,7 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/credential/internal/credential"
-	"github.com/configsync/configsync/services/credential/internal/keyring"
+	"github.com/configsync/configsync/services/credential/internal/seed"
 )
 
 const (
@@ -38,19 +38,11 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	key, err := keyring.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := keyring.New(map[uint32][]byte{1: key})
-	if err != nil {
-		t.Fatal(err)
-	}
 	log, logs := testinfra.Logger(t)
 	if _, ok := t.(*testing.B); ok {
 		log = zap.NewNop()
 	}
-	f := &fixture{store: newMemStore(), cipher: &countingCipher{Cipher: k}, logs: logs}
+	f := &fixture{store: newMemStore(), cipher: &countingCipher{Cipher: seed.Keyring(t)}, logs: logs}
 	f.store.addClient(clientA, envA1, envA2)
 	f.store.addClient(clientB, envB1)
 	f.service = credential.NewService(f.store, f.cipher)

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/credential/internal/credential"
-	"github.com/configsync/configsync/services/credential/internal/keyring"
 	"github.com/configsync/configsync/services/credential/internal/postgres"
+	"github.com/configsync/configsync/services/credential/internal/seed"
 )
 
 // BenchmarkInjectOverNATS is the whole inject path for one batch of 1,000 hosts sharing 3 credentials:
@@ -20,12 +19,7 @@ import (
 func BenchmarkInjectOverNATS(b *testing.B) {
 	pool := testinfra.Postgres(b)
 	nc := testinfra.NATS(b).Connect(b)
-	key, _ := keyring.GenerateKey()
-	ring, err := keyring.New(map[uint32][]byte{1: key})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cipher := &countingCipher{Cipher: ring}
+	cipher := &countingCipher{Cipher: seed.Keyring(b)}
 	store := postgres.NewStore(pool)
 	log, _ := testinfra.Logger(b)
 	s := New(credential.NewService(store, cipher), credential.NewInjector(store, cipher, log), Options{}, log)
@@ -34,17 +28,11 @@ func BenchmarkInjectOverNATS(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = s.Stop(b.Context()) })
 
-	var client, env uuid.UUID
-	if err := pool.QueryRow(b.Context(), `INSERT INTO clients (name) VALUES ('bench') RETURNING id`).Scan(&client); err != nil {
-		b.Fatal(err)
-	}
-	if err := pool.QueryRow(b.Context(), `INSERT INTO environments (client_id, name) VALUES ($1, 'prod') RETURNING id`, client).Scan(&env); err != nil {
-		b.Fatal(err)
-	}
+	client, envs := seed.Client(b, pool, "bench", 1)
 	creds := credential.NewService(store, cipher)
 	var ids []string
 	for i := range 3 {
-		meta, err := creds.Create(b.Context(), protocol.CredentialCreateRequest{ClientID: client.String(), Name: fmt.Sprintf("db%d", i),
+		meta, err := creds.Create(b.Context(), protocol.CredentialCreateRequest{ClientID: client, Name: fmt.Sprintf("db%d", i),
 			Secret: map[string]string{"password": fmt.Sprintf("secret-%d", i), "username": "svc"}})
 		if err != nil {
 			b.Fatal(err)
@@ -53,7 +41,7 @@ func BenchmarkInjectOverNATS(b *testing.B) {
 	}
 	items := make([]protocol.InjectItem, 1000)
 	for i := range items {
-		items[i] = protocol.InjectItem{Key: fmt.Sprintf("host-%d", i), ClientID: client.String(), EnvironmentID: env.String(),
+		items[i] = protocol.InjectItem{Key: fmt.Sprintf("host-%d", i), ClientID: client, EnvironmentID: envs[0],
 			Collectors: json.RawMessage(fmt.Sprintf(`[{"type":"mysql","name":"db","host":"h","port":3306,"credential_id":%q},`+
 				`{"type":"redis","name":"cache","host":"r","credential_id":%q},{"type":"http","name":"web","url":"http://localhost/health"}]`,
 				ids[i%3], ids[(i+1)%3]))}

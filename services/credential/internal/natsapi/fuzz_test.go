@@ -54,18 +54,9 @@ func FuzzInjectRequest(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	key := make([]byte, keyring.KeySize)
-	ring, err := keyring.New(map[uint32][]byte{1: key})
-	if err != nil {
-		f.Fatal(err)
-	}
-	plaintext, _ := json.Marshal(map[string]string{"password": fuzzSecret, "username": "u"})
-	cts, err := ring.Encrypt(context.Background(), []credential.EncryptItem{{Plaintext: plaintext, AAD: credential.AAD(fuzzClient, fuzzCred)}})
-	if err != nil {
-		f.Fatal(err)
-	}
+	ring, ct := sealedFuzzSecret(f)
 	store := sealedStore{rows: map[string]credential.Sealed{
-		fuzzCred: {ID: fuzzCred, ClientID: fuzzClient, EnvironmentID: fuzzEnv, Ciphertext: cts[0]},
+		fuzzCred: {ID: fuzzCred, ClientID: fuzzClient, EnvironmentID: fuzzEnv, Ciphertext: ct},
 	}}
 	s := New(credential.NewService(store, ring), credential.NewInjector(store, ring, zap.NewNop()), Options{MaxInjectItems: 64}, zap.NewNop())
 
@@ -115,4 +106,20 @@ func FuzzInjectRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sealedFuzzSecret returns a keyring of one all-zero key and the ciphertext it seals fuzzSecret's
+// fields (password and username) into for fuzzCred of fuzzClient.
+func sealedFuzzSecret(f *testing.F) (*keyring.Keyring, string) {
+	f.Helper()
+	ring, err := keyring.New(map[uint32][]byte{1: make([]byte, keyring.KeySize)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	plaintext, _ := json.Marshal(map[string]string{"password": fuzzSecret, "username": "u"})
+	cts, err := ring.Encrypt(context.Background(), []credential.EncryptItem{{Plaintext: plaintext, AAD: credential.AAD(fuzzClient, fuzzCred)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	return ring, cts[0]
 }

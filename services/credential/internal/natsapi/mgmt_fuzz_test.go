@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/credential/internal/credential"
-	"github.com/configsync/configsync/services/credential/internal/keyring"
 )
 
 // mgmtStore is a credential.Store holding fuzzCred of fuzzClient (environment fuzzEnv); writes are kept
@@ -129,58 +129,47 @@ func FuzzManagementRequests(f *testing.F) {
 	} {
 		f.Add(seed.endpoint, []byte(seed.body))
 	}
-	ring, err := keyring.New(map[uint32][]byte{1: make([]byte, keyring.KeySize)})
-	if err != nil {
-		f.Fatal(err)
-	}
-	plaintext, _ := json.Marshal(map[string]string{"password": fuzzSecret, "username": "u"})
-	cts, err := ring.Encrypt(context.Background(), []credential.EncryptItem{{Plaintext: plaintext, AAD: credential.AAD(fuzzClient, fuzzCred)}})
-	if err != nil {
-		f.Fatal(err)
-	}
+	ring, ct := sealedFuzzSecret(f)
 	created := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	store := &mgmtStore{seed: credential.Record{ID: fuzzCred, ClientID: fuzzClient, EnvironmentID: fuzzEnv, Name: "db",
-		Fields: []string{"password", "username"}, Ciphertext: cts[0], KeyVersion: credential.KeyVersion(cts[0]),
+		Fields: []string{"password", "username"}, Ciphertext: ct, KeyVersion: credential.KeyVersion(ct),
 		CreatedAt: created, UpdatedAt: created}}
 	s := New(credential.NewService(store, ring), credential.NewInjector(store, ring, zap.NewNop()), Options{}, zap.NewNop())
-	endpoints := []struct {
-		name string
-		work func(context.Context, []byte) (any, error)
-	}{{"create", s.create}, {"rotate", s.rotate}, {"delete", s.delete}, {"get", s.get}, {"list", s.list}}
+	endpoints := []string{"create", "rotate", "delete", "get", "list"}
 
 	f.Fuzz(func(t *testing.T, endpoint uint8, data []byte) {
 		store.reset()
-		e := endpoints[int(endpoint)%len(endpoints)]
+		name := endpoints[int(endpoint)%len(endpoints)]
 		secrets := requestSecrets(data)
 		// The handlers zero request bodies after use (they may hold secrets): hand them a copy.
-		reply, err := e.work(context.Background(), append([]byte(nil), data...))
+		reply, err := s.admin(context.Background(), &natsrpc.Request{Endpoint: name, Data: append([]byte(nil), data...)})
 		if err != nil {
-			perr := s.replyError(e.name, err)
+			perr := s.replyError(name, err)
 			switch perr.Code {
 			case protocol.CodeInvalidRequest, protocol.CodeNotFound, protocol.CodeConflict:
 			default:
-				t.Fatalf("%s: error %v answered %s", e.name, err, perr.Code)
+				t.Fatalf("%s: error %v answered %s", name, err, perr.Code)
 			}
 			if strings.Contains(perr.Message, fuzzSecret) {
-				t.Fatalf("%s: error holds the stored secret: %s", e.name, perr.Message)
+				t.Fatalf("%s: error holds the stored secret: %s", name, perr.Message)
 			}
 			for _, v := range secrets {
 				if strings.Contains(perr.Message, v) {
-					t.Fatalf("%s: error holds a secret value of the request: %s", e.name, perr.Message)
+					t.Fatalf("%s: error holds a secret value of the request: %s", name, perr.Message)
 				}
 			}
 			return
 		}
 		body, err := json.Marshal(reply)
 		if err != nil {
-			t.Fatalf("%s: reply does not encode: %v", e.name, err)
+			t.Fatalf("%s: reply does not encode: %v", name, err)
 		}
 		if strings.Contains(string(body), fuzzSecret) {
-			t.Fatalf("%s: reply holds the stored secret: %s", e.name, body)
+			t.Fatalf("%s: reply holds the stored secret: %s", name, body)
 		}
 		for _, v := range secrets {
 			if strings.Contains(string(body), v) {
-				t.Fatalf("%s: reply holds a secret value of the request: %s", e.name, body)
+				t.Fatalf("%s: reply holds a secret value of the request: %s", name, body)
 			}
 		}
 	})

@@ -102,65 +102,36 @@ func (s *Service) Start(nc *nats.Conn) error {
 // what is left.
 func (s *Service) Stop(ctx context.Context) error { return s.srv.Stop(ctx) }
 
-func (s *Service) create(ctx context.Context, data []byte) (any, error) {
-	req, err := decode[protocol.CredentialCreateRequest](data)
-	defer clear(req.Secret)
-	if err != nil {
-		return nil, err
-	}
-	return s.creds.Create(ctx, req)
-}
-
-func (s *Service) rotate(ctx context.Context, data []byte) (any, error) {
-	req, err := decode[protocol.CredentialRotateRequest](data)
-	defer clear(req.Secret)
-	if err != nil {
-		return nil, err
-	}
-	return s.creds.Rotate(ctx, req)
-}
-
-func (s *Service) delete(ctx context.Context, data []byte) (any, error) {
-	req, err := decode[protocol.CredentialRef](data)
-	if err != nil {
-		return nil, err
-	}
-	return s.creds.Delete(ctx, req)
-}
-
-func (s *Service) get(ctx context.Context, data []byte) (any, error) {
-	req, err := decode[protocol.CredentialRef](data)
-	if err != nil {
-		return nil, err
-	}
-	return s.creds.Get(ctx, req)
-}
-
-func (s *Service) list(ctx context.Context, data []byte) (any, error) {
-	req, err := decode[protocol.CredentialListRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	return s.creds.List(ctx, req)
-}
-
 // admin answers a management endpoint on the admin pool. Request bodies of create and rotate hold
-// secrets; they are zeroed after use.
+// secrets; the body and the decoded secret are zeroed after use.
 func (s *Service) admin(ctx context.Context, req *natsrpc.Request) (any, error) {
 	defer clear(req.Data)
 	switch req.Endpoint {
 	case "create":
-		return s.create(ctx, req.Data)
+		return answer(ctx, req.Data, s.creds.Create, func(r *protocol.CredentialCreateRequest) { clear(r.Secret) })
 	case "rotate":
-		return s.rotate(ctx, req.Data)
+		return answer(ctx, req.Data, s.creds.Rotate, func(r *protocol.CredentialRotateRequest) { clear(r.Secret) })
 	case "delete":
-		return s.delete(ctx, req.Data)
+		return answer(ctx, req.Data, s.creds.Delete, nil)
 	case "list":
-		return s.list(ctx, req.Data)
+		return answer(ctx, req.Data, s.creds.List, nil)
 	case "get":
-		return s.get(ctx, req.Data)
+		return answer(ctx, req.Data, s.creds.Get, nil)
 	}
 	return nil, fmt.Errorf("natsapi: no handler for endpoint %q", req.Endpoint)
+}
+
+// answer decodes a management request body into an R and answers it with fn. wipe, when not nil,
+// zeroes what the decoded request holds of a secret once answered, also when it was refused.
+func answer[R, P any](ctx context.Context, data []byte, fn func(context.Context, R) (P, error), wipe func(*R)) (any, error) {
+	req, err := decode[R](data)
+	if wipe != nil {
+		defer wipe(&req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fn(ctx, req)
 }
 
 // handleInject answers an inject batch itself, so that the reply's buffer is zeroed once sent.

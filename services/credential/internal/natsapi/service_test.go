@@ -22,8 +22,8 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/credential/internal/credential"
-	"github.com/configsync/configsync/services/credential/internal/keyring"
 	"github.com/configsync/configsync/services/credential/internal/postgres"
+	"github.com/configsync/configsync/services/credential/internal/seed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,16 +63,8 @@ func newStack(t *testing.T, natsOpts ...testinfra.NATSOption) *stack {
 	pool := testinfra.Postgres(t)
 	srv := testinfra.NATS(t, natsOpts...)
 	nc := srv.Connect(t)
-	key, err := keyring.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := keyring.New(map[uint32][]byte{1: key})
-	if err != nil {
-		t.Fatal(err)
-	}
 	log, logs := testinfra.Logger(t)
-	st := &stack{nc: nc, pool: pool, cipher: &countingCipher{Cipher: ring}, logs: logs}
+	st := &stack{nc: nc, pool: pool, cipher: &countingCipher{Cipher: seed.Keyring(t)}, logs: logs}
 	store := postgres.NewStore(pool)
 	s := New(credential.NewService(store, st.cipher), credential.NewInjector(store, st.cipher, log), Options{}, log)
 	if err := s.Start(nc); err != nil {
@@ -84,45 +76,16 @@ func newStack(t *testing.T, natsOpts ...testinfra.NATSOption) *stack {
 		}
 		testinfra.AssertNotLogged(t, logs, planted)
 	})
-	st.client, st.envs = seed(t, pool, "acme", 2)
-	st.other, _ = seed(t, pool, "globex", 1)
+	st.client, st.envs = seed.Client(t, pool, "acme", 2)
+	st.other, _ = seed.Client(t, pool, "globex", 1)
 	return st
-}
-
-func seed(t *testing.T, pool *pgxpool.Pool, name string, envs int) (string, []string) {
-	t.Helper()
-	ctx := context.Background()
-	var client uuid.UUID
-	if err := pool.QueryRow(ctx, `INSERT INTO clients (name) VALUES ($1) RETURNING id`, name).Scan(&client); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for i := range envs {
-		var env uuid.UUID
-		if err := pool.QueryRow(ctx, `INSERT INTO environments (client_id, name) VALUES ($1, $2) RETURNING id`,
-			client, fmt.Sprintf("%s-%d", name, i)).Scan(&env); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, env.String())
-	}
-	return client.String(), ids
 }
 
 // call sends body (a value or raw []byte) and decodes a successful reply into out; it returns the
 // error of an error reply (code from the micro header, checked against the body).
 func (st *stack) call(t *testing.T, subject string, body any, out any) *protocol.Error {
 	t.Helper()
-	data, ok := body.([]byte)
-	if !ok {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	msg, err := st.nc.Request(subject, data, requestTimeout)
-	if err != nil {
-		t.Fatalf("request %s: %v", subject, err)
-	}
+	msg := testinfra.RequestJSON(t, st.nc, subject, body, requestTimeout)
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		var e struct {
 			Error protocol.Error `json:"error"`

@@ -8,36 +8,17 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 	"github.com/configsync/configsync/services/credential/internal/postgres"
+	"github.com/configsync/configsync/services/credential/internal/seed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var ctx = context.Background()
-
-// seed creates a client with environments and returns their ids.
-func seed(t *testing.T, pool *pgxpool.Pool, name string, envs int) (string, []string) {
-	t.Helper()
-	var client uuid.UUID
-	if err := pool.QueryRow(ctx, `INSERT INTO clients (name) VALUES ($1) RETURNING id`, name).Scan(&client); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for i := range envs {
-		var env uuid.UUID
-		if err := pool.QueryRow(ctx, `INSERT INTO environments (client_id, name) VALUES ($1, $2) RETURNING id`,
-			client, name+"-env-"+string(rune('a'+i))).Scan(&env); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, env.String())
-	}
-	return client.String(), ids
-}
 
 func rec(clientID, envID, name string) credential.Record {
 	return credential.Record{ID: uuid.NewString(), ClientID: clientID, EnvironmentID: envID, Name: name,
@@ -47,8 +28,8 @@ func rec(clientID, envID, name string) credential.Record {
 func TestStore(t *testing.T) {
 	pool := testinfra.Postgres(t)
 	s := postgres.NewStore(pool)
-	a, aEnvs := seed(t, pool, "acme", 2)
-	b, bEnvs := seed(t, pool, "globex", 1)
+	a, aEnvs := seed.Client(t, pool, "acme", 2)
+	b, bEnvs := seed.Client(t, pool, "globex", 1)
 
 	created, err := s.Create(ctx, rec(a, aEnvs[0], "db"))
 	if err != nil {

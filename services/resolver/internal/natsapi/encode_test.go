@@ -44,30 +44,12 @@ func agentsOf(r protocol.ResolveSetsReply) []string {
 // the answer.
 func TestEncodeSetsReply(t *testing.T) {
 	full := setsReply(50, 3, 1000)
-	b, err := encodeSetsReply(full, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got protocol.ResolveSetsReply
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatalf("%v: %.200s", err, b)
-	}
-	if !reflect.DeepEqual(testinfra.JSONValue(t, got), testinfra.JSONValue(t, full)) {
+	if got := encodeDecode(t, full, 0); !reflect.DeepEqual(testinfra.JSONValue(t, got), testinfra.JSONValue(t, full)) {
 		t.Fatalf("unlimited encoding changed the reply")
 	}
 
 	for _, limit := range []int{20 << 10, 20<<10 + 40, 20<<10 + 80} {
-		b, err = encodeSetsReply(full, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b) > limit {
-			t.Fatalf("encoded %d bytes, limit %d", len(b), limit)
-		}
-		got = protocol.ResolveSetsReply{}
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatal(err)
-		}
+		got := encodeDecode(t, full, limit)
 		if err := got.Check(); err != nil {
 			t.Fatalf("cut reply: %v", err)
 		}
@@ -89,19 +71,12 @@ func TestEncodeSetsReply(t *testing.T) {
 	}
 
 	// A first host over the limit even alone fails on its own; the others are left for the next request.
-	b, err = encodeSetsReply(setsReply(2, 2, 30<<10), 20<<10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tooLarge protocol.ResolveSetsReply
-	if err := json.Unmarshal(b, &tooLarge); err != nil {
-		t.Fatal(err)
-	}
+	tooLarge := encodeDecode(t, setsReply(2, 2, 30<<10), 20<<10)
 	if len(tooLarge.Sets) != 0 || len(tooLarge.Failed) != 1 || tooLarge.Failed[0].AgentID != "agent-0-0" ||
 		tooLarge.Failed[0].Error.Code != protocol.CodeInternal || !reflect.DeepEqual(tooLarge.Remaining, []string{"agent-0-1", "agent-1-0", "agent-1-1"}) {
-		t.Fatalf("a single host over the limit: %s", b)
+		t.Fatalf("a single host over the limit: %+v", tooLarge)
 	}
-	b, err = encodeSetsReply(protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Missing: []string{"x"}}, 20<<10)
+	b, err := encodeSetsReply(protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Missing: []string{"x"}}, 20<<10)
 	if err != nil || string(b) != `{"contract":1,"configs":[],"sets":[],"missing":["x"]}` {
 		t.Fatalf("no hosts: %s, %v", b, err)
 	}
@@ -121,28 +96,10 @@ func TestEncodeSetsReplyCarriesStatements(t *testing.T) {
 		}
 	}
 	full.TrustedKeys = &protocol.Signed{Statement: []byte(`{"kind":"trusted_keys"}`), KeyID: "k1", Signature: []byte("tk")}
-	b, err := encodeSetsReply(full, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got protocol.ResolveSetsReply
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(testinfra.JSONValue(t, got), testinfra.JSONValue(t, full)) {
+	if got := encodeDecode(t, full, 0); !reflect.DeepEqual(testinfra.JSONValue(t, got), testinfra.JSONValue(t, full)) {
 		t.Fatalf("unlimited encoding changed the signed reply")
 	}
-	const limit = 20 << 10
-	if b, err = encodeSetsReply(full, limit); err != nil {
-		t.Fatal(err)
-	}
-	if len(b) > limit {
-		t.Fatalf("encoded %d bytes, limit %d", len(b), limit)
-	}
-	got = protocol.ResolveSetsReply{}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := encodeDecode(t, full, 20<<10)
 	if len(got.Remaining) == 0 || !reflect.DeepEqual(got.TrustedKeys, full.TrustedKeys) {
 		t.Fatalf("cut reply: %d remaining, trusted keys %+v", len(got.Remaining), got.TrustedKeys)
 	}
@@ -156,4 +113,22 @@ func TestEncodeSetsReplyCarriesStatements(t *testing.T) {
 			}
 		}
 	}
+}
+
+// encodeDecode encodes reply with encodeSetsReply within limit (0: no limit), checks that the limit
+// is kept and decodes what was encoded.
+func encodeDecode(t *testing.T, reply protocol.ResolveSetsReply, limit int) protocol.ResolveSetsReply {
+	t.Helper()
+	b, err := encodeSetsReply(reply, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit > 0 && len(b) > limit {
+		t.Fatalf("encoded %d bytes, limit %d", len(b), limit)
+	}
+	var got protocol.ResolveSetsReply
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v: %.200s", err, b)
+	}
+	return got
 }

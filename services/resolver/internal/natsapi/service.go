@@ -121,29 +121,31 @@ func (s *Service) resolve(ctx context.Context, data []byte) (protocol.ResolveRep
 
 // resolveSets decodes and answers one resolve_sets request body, encoded within maxBytes.
 func (s *Service) resolveSets(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
-	req, err := decodeResolveSetsRequest(data)
-	if err != nil {
-		return nil, err
-	}
-	reply, err := s.resolver.ResolveSets(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return encodeSetsReply(reply, maxBytes)
+	return answerSets(ctx, data, maxBytes, decodeResolveSetsRequest, s.resolver.ResolveSets, encodeSetsReply)
 }
 
 // resolvePush decodes and answers one resolve_push request body, encoded within maxBytes (the page
 // cut short if need be).
 func (s *Service) resolvePush(ctx context.Context, data []byte, maxBytes int) (json.RawMessage, error) {
-	req, err := decodeResolvePushRequest(data)
+	return answerSets(ctx, data, maxBytes, decodeResolvePushRequest, s.resolver.ResolvePush, encodePushReply)
+}
+
+// answerSets decodes a request body with decode, resolves it into config sets with sets and encodes
+// the reply within maxBytes with encode: the shape both sets endpoints share.
+func answerSets[R any](ctx context.Context, data []byte, maxBytes int,
+	decode func([]byte) (R, error),
+	sets func(context.Context, R) (protocol.ResolveSetsReply, error),
+	encode func(protocol.ResolveSetsReply, int) (json.RawMessage, error),
+) (json.RawMessage, error) {
+	req, err := decode(data)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := s.resolver.ResolvePush(ctx, req)
+	reply, err := sets(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return encodePushReply(reply, maxBytes)
+	return encode(reply, maxBytes)
 }
 
 // replyError maps an error to its protocol code, in one place. Internal details are logged, not sent.

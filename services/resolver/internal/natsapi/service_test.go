@@ -55,15 +55,7 @@ func startService(t *testing.T, nc *nats.Conn, store resolve.Store, opts Options
 
 func request(t *testing.T, nc *nats.Conn, subject string, body any) *nats.Msg {
 	t.Helper()
-	data, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := nc.Request(subject, data, requestTimeout)
-	if err != nil {
-		t.Fatalf("request %s: %v", subject, err)
-	}
-	return msg
+	return testinfra.RequestJSON(t, nc, subject, body, requestTimeout)
 }
 
 // A push page that is stuck in the store does not hold up single-host resolves, nor a second page.

@@ -6,18 +6,13 @@ import (
 	"testing"
 
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/testinfra"
-	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 	"github.com/configsync/configsync/services/resolver/internal/seed"
 )
 
-// fetchFixture is an environment of 1,000 hosts with four config types at the environment level and
-// every tenth host overriding labels: what an agent's startup fetch resolves.
-func fetchFixture(b *testing.B) (*resolve.Resolver, []string) {
-	b.Helper()
-	pool := testinfra.Postgres(b)
-	db := seed.New(b, pool)
+// seedFetch writes an environment of 1,000 hosts with four config types at the environment level and
+// every tenth host overriding labels: what an agent's startup fetch resolves. It returns the agent ids.
+func seedFetch(db *seed.DB) []string {
 	env := db.Environment("fetch")
 	db.Hosts(env, "fetch", 1000)
 	db.PutEnv(env, "labels", `{"static":{"env":"prod","team":"core"}}`)
@@ -30,7 +25,15 @@ func fetchFixture(b *testing.B) (*resolve.Resolver, []string) {
 	for i := range agents {
 		agents[i] = fmt.Sprintf("fetch-%d", i+1)
 	}
-	return resolve.New(postgres.NewStore(pool), resolve.Options{}), agents
+	return agents
+}
+
+// fetchFixture is seedFetch's fleet and an unsigned resolver over it.
+func fetchFixture(b *testing.B) (*resolve.Resolver, []string) {
+	b.Helper()
+	_, db, store := newDB(b)
+	agents := seedFetch(db)
+	return resolve.New(store, resolve.Options{}), agents
 }
 
 // BenchmarkResolveAgent resolves every type of one host by agent id, as a single fetch does.

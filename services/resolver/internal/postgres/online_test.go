@@ -7,19 +7,14 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/testinfra"
-	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
-	"github.com/configsync/configsync/services/resolver/internal/seed"
 )
 
 // The online pages must select exactly the hosts protocol.Online calls online (the API and drift use
 // it): the window, or three of the host's own reported heartbeat intervals when that is longer.
 func TestOnlinePagesFollowProtocolOnline(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	db := seed.New(t, pool)
-	store := postgres.NewStore(pool)
+	pool, db, store := newDB(t)
 	env := db.Environment("prod")
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	const window = 90 * time.Second

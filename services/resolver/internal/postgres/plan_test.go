@@ -61,17 +61,8 @@ func (n planNode) walk(f func(planNode)) {
 // it up.
 func TestHostPagePlanWithoutStatistics(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testinfra.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := &queryLog{}
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testinfra.PostgresWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = log })
 	if _, err := pool.Exec(ctx, `ALTER TABLE hosts SET (autovacuum_enabled = false)`); err != nil {
 		t.Fatal(err)
 	}

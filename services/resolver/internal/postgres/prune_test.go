@@ -10,10 +10,7 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig/signing"
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/testinfra"
-	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
-	"github.com/configsync/configsync/services/resolver/internal/seed"
 )
 
 // storedStatements lists the stored config statements as "scope type version".
@@ -44,9 +41,7 @@ func storedStatements(t *testing.T, pool *pgxpool.Pool) map[resolve.StatementKey
 // is kept until it ages.
 func TestPruneStatements(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	db := seed.New(t, pool)
-	store := postgres.NewStore(pool)
+	pool, db, store := newDB(t)
 	r, _, obs := signingResolver(t, store, filepath.Join(t.TempDir(), "signing.key"))
 
 	env := db.Environment("prod")

@@ -6,10 +6,7 @@ import (
 	"testing"
 
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/testinfra"
-	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
-	"github.com/configsync/configsync/services/resolver/internal/seed"
 )
 
 // TestStoreStagedLayers: a host a running rollout reached reads the rollout's data at the version it
@@ -17,9 +14,7 @@ import (
 // StagedLayers, host pages); the host it did not reach reads the environment's row.
 func TestStoreStagedLayers(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	db := seed.New(t, pool)
-	store := postgres.NewStore(pool)
+	pool, db, store := newDB(t)
 	env := db.Environment("prod")
 	in := db.Host(env, "web-1", "agent-1")
 	out := db.Host(env, "web-2", "agent-2")

@@ -12,11 +12,9 @@ import (
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/agentconfig/signing"
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/resolver/internal/keyfile"
 	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
-	"github.com/configsync/configsync/services/resolver/internal/seed"
 )
 
 // countingObserver counts signatures by key id.
@@ -41,7 +39,7 @@ func (c *countingObserver) total() int {
 	return t
 }
 
-func signingResolver(t *testing.T, store *postgres.Store, keyPath string) (*resolve.Resolver, *keyfile.Signer, *countingObserver) {
+func signingResolver(t testing.TB, store *postgres.Store, keyPath string) (*resolve.Resolver, *keyfile.Signer, *countingObserver) {
 	t.Helper()
 	if _, err := keyfile.CreateFile(keyPath); err != nil {
 		t.Fatal(err)
@@ -60,9 +58,7 @@ func signingResolver(t *testing.T, store *postgres.Store, keyPath string) (*reso
 // resolver signs verifies on the agent side, for the right agent and environment only.
 func TestSignedStatements(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	db := seed.New(t, pool)
-	store := postgres.NewStore(pool)
+	pool, db, store := newDB(t)
 	r, signer, obs := signingResolver(t, store, filepath.Join(t.TempDir(), "signing.key"))
 	keys := signing.KeySet{signer.KeyID(): signer.PublicKey()}
 
@@ -191,9 +187,7 @@ func TestSignedStatements(t *testing.T) {
 // injected.
 func TestSignedCollectorsHashRedacted(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	db := seed.New(t, pool)
-	store := postgres.NewStore(pool)
+	pool, db, store := newDB(t)
 	r, signer, _ := signingResolver(t, store, filepath.Join(t.TempDir(), "signing.key"))
 	keys := signing.KeySet{signer.KeyID(): signer.PublicKey()}
 

@@ -8,17 +8,12 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/testinfra"
-	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
-	"github.com/configsync/configsync/services/resolver/internal/seed"
 )
 
 func TestStore(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	db := seed.New(t, pool)
-	store := postgres.NewStore(pool)
+	_, db, store := newDB(t)
 
 	env := db.Environment("prod")
 	h1 := db.Host(env, "web-1", "agent-1")
@@ -157,8 +152,7 @@ func second[T any](_ T, err error) error { return err }
 // a merge), paging through the environment as a push does, with the PostgreSQL queries included.
 func BenchmarkResolvePush10k(b *testing.B) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(b)
-	db := seed.New(b, pool)
+	_, db, store := newDB(b)
 	env := db.Environment("bench")
 	db.Hosts(env, "bench", 10_000)
 	db.PutEnv(env, "labels", `{"static":{"env":"prod","team":"core","region":"eu-west-1"},"dynamic":[{"name":"kernel","source":"command","command":["uname","-r"]}]}`)
@@ -166,7 +160,7 @@ func BenchmarkResolvePush10k(b *testing.B) {
 		b.Fatalf("%d overrides, want 1000", n)
 	}
 	db.Analyze()
-	r := resolve.New(postgres.NewStore(pool), resolve.Options{})
+	r := resolve.New(store, resolve.Options{})
 	req := protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "labels"}
 
 	b.ReportAllocs()
