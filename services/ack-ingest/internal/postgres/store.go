@@ -29,7 +29,7 @@ var _ ingest.Store = (*Store)(nil)
 
 // NewStore returns a Store over pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{q: sqlcdb.New(pool)}
+	return &Store{q: sqlcdb.New(uuidArgs{pool})}
 }
 
 // LookupHostIDs implements ingest.Store.
