@@ -134,8 +134,8 @@ type Drifted struct {
 
 // Drifted reports the drifted active hosts of an environment by the rules of Environment, keeping only
 // their ids and stale flags: a few bytes per host, where a Report holds each drifted host's versions
-// and reasons and, through them, the rows of every page of hosts it read (a fleet pass over 100,000
-// hosts that had not reported yet held all of them at once).
+// and reasons and, through them, the rows of every page of hosts it read (5-8.6 MB of heap for a pass
+// over 20,000 hosts that had not reported yet, growing with the fleet).
 func (d *Detector) Drifted(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector) (Drifted, error) {
 	out := Drifted{HostIDs: []uuid.UUID{}, Stale: []bool{}}
 	env, err := d.walk(ctx, p, environmentID, sel, func(hd Host, drifted bool) {
