@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,10 +65,11 @@ func BenchmarkUpsertApplyStatuses(b *testing.B) {
 }
 
 // benchWrites times b.N writes of batches of size rows, taken round the slice in turn; write stamps
-// batch i and writes it. It reports rows/s and pg-us/row, the CPU the PostgreSQL backends used per row.
+// batch i and writes it. It reports rows/s, pg-us/row, the CPU the PostgreSQL backends used per row, and
+// go-us/row, this process's CPU per row (the store's encoding and decoding).
 func benchWrites[T any](b *testing.B, pool *pgxpool.Pool, rows []T, size int, write func(ctx context.Context, i int, batch []T) error) {
 	ctx := context.Background()
-	cpu0 := testinfra.BackendCPU(b, pool)
+	cpu0, self0 := testinfra.BackendCPU(b, pool), processCPU(b)
 	b.ResetTimer()
 	start := time.Now()
 	written := 0
@@ -80,7 +82,19 @@ func benchWrites[T any](b *testing.B, pool *pgxpool.Pool, rows []T, size int, wr
 		written += len(batch)
 	}
 	elapsed := time.Since(start)
+	self := processCPU(b) - self0
 	b.StopTimer()
 	b.ReportMetric(float64(written)/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(float64((testinfra.BackendCPU(b, pool)-cpu0).Microseconds())/float64(written), "pg-us/row")
+	b.ReportMetric(float64(self.Microseconds())/float64(written), "go-us/row")
+}
+
+// processCPU is the CPU time (user + system) this process has used.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

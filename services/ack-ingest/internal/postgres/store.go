@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,7 +30,7 @@ var _ ingest.Store = (*Store)(nil)
 
 // NewStore returns a Store over pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{q: sqlcdb.New(pool)}
+	return &Store{q: sqlcdb.New(uuidArgs{pool})}
 }
 
 // LookupHostIDs implements ingest.Store.
@@ -89,15 +90,15 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 		ReceivedAts:          make([]time.Time, len(rows)),
 		HeartbeatIntervalsMs: make([]int64, len(rows)),
 	}
+	// The rows' config_versions share one buffer (each row's JSON a slice of it).
+	buf := make([]byte, 0, 64*len(rows))
 	for i, r := range rows {
-		versions := r.ConfigVersions
-		if versions == nil {
-			versions = map[string]int64{}
-		}
-		js, err := json.Marshal(versions)
-		if err != nil {
+		start := len(buf)
+		var err error
+		if buf, err = appendVersionsJSON(buf, r.ConfigVersions); err != nil {
 			return ingest.HeartbeatWrite{}, fmt.Errorf("postgres: encode config_versions: %w: %w", ingest.ErrRejected, err)
 		}
+		js := buf[start:len(buf):len(buf)]
 		p.HostIds[i] = r.HostID
 		p.AgentVersions[i] = r.AgentVersion
 		p.ConfigHashes[i] = r.ConfigHash
@@ -153,6 +154,43 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 	}
 	stage(got, w.Layers)
 	return w, nil
+}
+
+// appendVersionsJSON appends the JSON object of a heartbeat's per-type versions ({} for none) to buf:
+// what json.Marshal gives (keys sorted), written directly when every key is a plain name (letters,
+// digits, '_', '-', '.': the config types), so that a batch does not go through reflection for each
+// row (json.Marshal was a third of the store's CPU per heartbeat batch); any other key takes
+// json.Marshal.
+func appendVersionsJSON(buf []byte, versions map[string]int64) ([]byte, error) {
+	keys := slices.Sorted(maps.Keys(versions))
+	for _, k := range keys {
+		if !plainKey(k) {
+			js, err := json.Marshal(versions)
+			return append(buf, js...), err
+		}
+	}
+	buf = append(buf, '{')
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '"')
+		buf = append(buf, k...)
+		buf = append(buf, '"', ':')
+		buf = strconv.AppendInt(buf, versions[k], 10)
+	}
+	return append(buf, '}'), nil
+}
+
+// plainKey reports whether k is written in JSON as itself between quotes.
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // stage applies the 'staged' rows (a staged rollout's environment layer of a type for one host, see

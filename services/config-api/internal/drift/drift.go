@@ -107,18 +107,64 @@ func NewDetector(environments Environments, hosts Hosts, resolver Resolver, cred
 // Environment reports the drifted active hosts of an environment whose inventory labels match sel
 // (all of them when sel is empty); CheckedHosts counts the selected ones.
 func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector) (Report, error) {
-	env, err := d.environments.Environment(ctx, p, environmentID)
+	report := Report{Hosts: []Host{}, Pending: []Host{}}
+	env, err := d.walk(ctx, p, environmentID, sel, func(hd Host, drifted bool) {
+		report.CheckedHosts++
+		switch {
+		case drifted:
+			report.Hosts = append(report.Hosts, hd)
+		case len(hd.PendingTypes) > 0:
+			report.Pending = append(report.Pending, hd)
+		}
+	})
 	if err != nil {
 		return Report{}, err
 	}
-	report := Report{EnvironmentID: env.ID, Hosts: []Host{}, Pending: []Host{}}
+	report.EnvironmentID = env
+	return report, nil
+}
+
+// Drifted is the part of an environment's Report that the fleet metrics keep: each drifted host's id
+// and whether it is stale (Host.Stale), in the order of Report.Hosts.
+type Drifted struct {
+	EnvironmentID uuid.UUID
+	HostIDs       []uuid.UUID
+	Stale         []bool
+}
+
+// Drifted reports the drifted active hosts of an environment by the rules of Environment, keeping only
+// their ids and stale flags: a few bytes per host, where a Report holds each drifted host's versions
+// and reasons and, through them, the rows of every page of hosts it read (5-8.6 MB of heap for a pass
+// over 20,000 hosts that had not reported yet, growing with the fleet).
+func (d *Detector) Drifted(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector) (Drifted, error) {
+	out := Drifted{HostIDs: []uuid.UUID{}, Stale: []bool{}}
+	env, err := d.walk(ctx, p, environmentID, sel, func(hd Host, drifted bool) {
+		if drifted {
+			out.HostIDs, out.Stale = append(out.HostIDs, hd.HostID), append(out.Stale, hd.Stale())
+		}
+	})
+	if err != nil {
+		return Drifted{}, err
+	}
+	out.EnvironmentID = env
+	return out, nil
+}
+
+// walk checks every active host of an environment whose inventory labels match sel, a page at a
+// time, and hands each result to visit (drifted, or in sync with PendingTypes possibly set); it
+// returns the environment's id.
+func (d *Detector) walk(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector, visit func(hd Host, drifted bool)) (uuid.UUID, error) {
+	env, err := d.environments.Environment(ctx, p, environmentID)
+	if err != nil {
+		return uuid.UUID{}, err
+	}
 	fields := &credentialFields{list: d.credentials, clientID: env.ClientID}
 	now := d.now()
 	after := uuid.NullUUID{}
 	for {
 		page, err := d.hosts.Hosts(ctx, env.ID, after, pageSize)
 		if err != nil {
-			return Report{}, fmt.Errorf("drift: list hosts: %w", err)
+			return uuid.UUID{}, fmt.Errorf("drift: list hosts: %w", err)
 		}
 		active := slices.DeleteFunc(slices.Clone(page), func(h hosts.Host) bool {
 			return h.RevokedAt != nil || !sel.Matches(h.Labels)
@@ -126,25 +172,19 @@ func (d *Detector) Environment(ctx context.Context, p tenancy.Principal, environ
 		if len(active) > 0 {
 			expected, err := d.expected(ctx, env.ID, active)
 			if err != nil {
-				return Report{}, err
+				return uuid.UUID{}, err
 			}
 			for _, h := range active {
 				hd, drifted, err := compare(ctx, h, expected[h.ID], fields)
 				if err != nil {
-					return Report{}, err
+					return uuid.UUID{}, err
 				}
-				report.CheckedHosts++
 				hd.Online = h.Online(now, d.onlineWindow)
-				switch {
-				case drifted:
-					report.Hosts = append(report.Hosts, hd)
-				case len(hd.PendingTypes) > 0:
-					report.Pending = append(report.Pending, hd)
-				}
+				visit(hd, drifted)
 			}
 		}
 		if len(page) < pageSize {
-			return report, nil
+			return env.ID, nil
 		}
 		after = uuid.NullUUID{UUID: page[len(page)-1].ID, Valid: true}
 	}

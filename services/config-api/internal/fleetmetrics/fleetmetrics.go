@@ -29,9 +29,10 @@ import (
 	"github.com/configsync/configsync/services/config-api/internal/tenancy"
 )
 
-// Drift reports an environment's drifted hosts: drift.Detector, the rule of the API's drift report.
+// Drift reports an environment's drifted hosts: drift.Detector, the rule of the API's drift report,
+// of which the pass keeps only what it stores (ids and stale flags, drift.Drifted).
 type Drift interface {
-	Environment(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector) (drift.Report, error)
+	Drifted(ctx context.Context, p tenancy.Principal, environmentID uuid.UUID, sel selector.Selector) (drift.Drifted, error)
 }
 
 // system is the principal the drift pass runs as: it reads every environment.
@@ -229,9 +230,9 @@ func Compute(ctx context.Context, db sqlcdb.DBTX, d Drift, onlineWindow time.Dur
 		return Totals{}, fmt.Errorf("fleet stats: list environments: %w", err)
 	}
 	// Each environment's drifted hosts are stored as soon as its report is in, so the pass holds one
-	// environment's report at a time, not the whole fleet's.
+	// environment's report at a time, not the whole fleet's, and of it only the ids and stale flags.
 	for _, env := range envs {
-		report, err := d.Environment(ctx, system, env, selector.Selector{})
+		report, err := d.Drifted(ctx, system, env, selector.Selector{})
 		if fault.Is(err, fault.NotFound) {
 			continue // deleted meanwhile
 		}
@@ -242,12 +243,8 @@ func Compute(ctx context.Context, db sqlcdb.DBTX, d Drift, onlineWindow time.Dur
 			log.Warn("fleet stats: drift report failed", zap.Stringer("environment_id", env), zap.Error(err))
 			continue
 		}
-		ids, stale := make([]uuid.UUID, len(report.Hosts)), make([]bool, len(report.Hosts))
-		for i, h := range report.Hosts {
-			ids[i], stale[i] = h.HostID, h.Stale()
-		}
 		sctx, cancel := stmt()
-		err = q.ReplaceHostDrift(sctx, sqlcdb.ReplaceHostDriftParams{EnvironmentID: report.EnvironmentID, HostIds: ids, Stale: stale})
+		err = q.ReplaceHostDrift(sctx, sqlcdb.ReplaceHostDriftParams{EnvironmentID: report.EnvironmentID, HostIds: report.HostIDs, Stale: report.Stale})
 		cancel()
 		if err != nil {
 			return Totals{}, fmt.Errorf("fleet stats: store drift: %w", err)

@@ -43,17 +43,21 @@ func (f *fakeDrift) set(env uuid.UUID, hs ...drift.Host) {
 	f.drifted[env] = hs
 }
 
-func (f *fakeDrift) Environment(_ context.Context, p tenancy.Principal, env uuid.UUID, sel selector.Selector) (drift.Report, error) {
+func (f *fakeDrift) Drifted(_ context.Context, p tenancy.Principal, env uuid.UUID, sel selector.Selector) (drift.Drifted, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if !p.Admin() || !sel.Empty() {
-		return drift.Report{}, errors.New("the drift pass must read every host of every environment as an admin")
+		return drift.Drifted{}, errors.New("the drift pass must read every host of every environment as an admin")
 	}
 	if err := f.fail[env]; err != nil {
-		return drift.Report{}, err
+		return drift.Drifted{}, err
 	}
-	return drift.Report{EnvironmentID: env, Hosts: f.drifted[env]}, nil
+	out := drift.Drifted{EnvironmentID: env}
+	for _, h := range f.drifted[env] {
+		out.HostIDs, out.Stale = append(out.HostIDs, h.HostID), append(out.Stale, h.Stale())
+	}
+	return out, nil
 }
 
 // driftedHost is a drifted host reporting labels at version reported of the expected 5 (stale when lower).
