@@ -497,8 +497,9 @@ type HerdResult struct {
 	// Retry is what agents whose first fetch failed did, retrying as the agent does for RetryFor.
 	Retry    fleet.RetryStats `json:"retry"`
 	RetryFor time.Duration    `json:"retry_for_ns"`
-	// Signatures the resolver made for the herd (-1: not observable): with signing on, one identity
-	// per host on its first fetch ever and one statement per distinct config, never one per fetch.
+	// Signatures the resolver made for the herd (-1: not observable): with signing on, one statement
+	// per distinct config not signed yet, never one per fetch; hosts' identities were signed at their
+	// registration (a host without one gets it at its first fetch ever).
 	Signatures int64 `json:"signatures"`
 
 	beforeInjects, endInjects int64
