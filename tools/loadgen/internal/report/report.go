@@ -246,8 +246,12 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 	if r.Analyzed {
 		analyzed = "; then ANALYZE hosts"
 	}
-	p("Setup: %d hosts registered through POST /environments/{id}/hosts/batch in %s (%s/s, %d batches, %d in flight, %d retries)%s.",
-		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Batches, reg.Concurrency, reg.Retries, analyzed)
+	signed := ""
+	if r.RegistrationSignatures >= 0 {
+		signed = fmt.Sprintf("; the resolver signed %d statements meanwhile (signing %s: the hosts' identities)", r.RegistrationSignatures, orUnknown(r.Signing))
+	}
+	p("Setup: %d hosts registered through POST /environments/{id}/hosts/batch in %s (%s/s, %d batches, %d in flight, %d retries)%s%s.",
+		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Batches, reg.Concurrency, reg.Retries, signed, analyzed)
 	if s := connectStorm(r); s != "" {
 		p("")
 		p("%s", s)

@@ -53,6 +53,11 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	if h == nil || h.OK != agents || h.Failed != 0 || h.TypeErrors != 0 || h.Latency.Count != agents {
 		t.Fatalf("herd = %+v", h)
 	}
+	// Registration had the resolver sign one identity statement per host (and perhaps the environment's
+	// configs, when their write had no host to fan out to).
+	if res.RegistrationSignatures < agents || res.RegistrationSignatures > agents+10 {
+		t.Errorf("registration signatures = %d, want one identity per host (%d) plus at most the environment's configs", res.RegistrationSignatures, agents)
+	}
 	// The hosts' identities were signed when they were registered, so the herd signs none of them; the
 	// environment's configs may be signed by the herd or already by the fan-out of their write.
 	if h.Signatures < 0 || h.Signatures > 10 {
