@@ -193,6 +193,7 @@ func New(cfg Config, pool *pgxpool.Pool, nc *nats.Conn, log *zap.Logger) (*Servi
 
 	tenantSvc := tenants.NewService(store, guard)
 	hostSvc := hosts.NewService(store, tenantSvc, guard, identity, cfg.OnlineWindow)
+	hostSvc.SignIdentitiesAtRegistration(identityStatements{resolver: resolver, log: log.Named("identity-statements")})
 	configSvc := configs.NewService(store, tenantSvc, hostSvc, resolver, guard)
 	tokenSvc := tokens.NewService(store, guard)
 	auditSvc := audit.NewService(store)
@@ -290,4 +291,19 @@ func (s *Service) Register(r *mux.Router) {
 // first operator gets in; see bootstrap.AdminToken.
 func BootstrapAdminToken(ctx context.Context, pool *pgxpool.Pool, name string) (string, error) {
 	return bootstrap.AdminToken(ctx, pool, name)
+}
+
+// identityStatements has the resolver sign the identity statements of newly registered hosts
+// (hosts.IdentityStatements). A failure only costs the hosts a signature at their first fetch: it is
+// logged, never returned to the registration.
+type identityStatements struct {
+	resolver *natsclient.Resolver
+	log      *zap.Logger
+}
+
+func (i identityStatements) SignIdentities(ctx context.Context, agentIDs []string) {
+	if err := i.resolver.SignIdentities(ctx, agentIDs); err != nil {
+		i.log.Warn("identity statements not signed at registration; the hosts' first fetches sign them",
+			zap.Int("hosts", len(agentIDs)), zap.Error(err))
+	}
 }

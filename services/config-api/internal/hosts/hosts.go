@@ -190,7 +190,34 @@ type Service struct {
 	guard        *tenancy.Guard
 	identity     *NATSIdentity
 	onlineWindow time.Duration
+	statements   IdentityStatements
 	now          func() time.Time
+}
+
+// IdentityStatements has the identity statements of newly registered hosts signed and stored (by the
+// resolver, the only holder of the signing key) when they are registered, so that the first herd of a
+// new fleet reads them instead of signing one per host. Best effort: it logs its failures, and a host
+// whose statement was not made here gets it at its first fetch.
+type IdentityStatements interface {
+	SignIdentities(ctx context.Context, agentIDs []string)
+}
+
+// SignIdentitiesAtRegistration makes Register and RegisterBatch have the new hosts' identity
+// statements signed once the hosts are stored.
+func (s *Service) SignIdentitiesAtRegistration(statements IdentityStatements) {
+	s.statements = statements
+}
+
+// signIdentities asks for the identity statements of hosts just registered (when configured).
+func (s *Service) signIdentities(ctx context.Context, hosts []Host) {
+	if s.statements == nil || len(hosts) == 0 {
+		return
+	}
+	ids := make([]string, len(hosts))
+	for i, h := range hosts {
+		ids[i] = h.AgentID
+	}
+	s.statements.SignIdentities(ctx, ids)
 }
 
 // NewService returns a Service. identity may be nil (no per-agent NATS credentials); its zero limits
@@ -244,6 +271,7 @@ func (s *Service) Register(ctx context.Context, p tenancy.Principal, environment
 	}
 	h.NATSPublicKey = host.NATSPublicKey
 	h.NATSCredentials = string(creds)
+	s.signIdentities(ctx, []Host{h})
 	s.guard.Record(ctx, p, tenancy.ActionHostRegistered, uuid.NullUUID{UUID: env.ClientID, Valid: true},
 		tenancy.KindHost, h.ID, map[string]any{"environment_id": env.ID.String(), "agent_id": agentID, "nats_user": creds != nil})
 	return h, nil
@@ -306,6 +334,7 @@ func (s *Service) RegisterBatch(ctx context.Context, p tenancy.Principal, enviro
 			created[i].NATSCredentials = string(creds[i])
 		}
 	}
+	s.signIdentities(ctx, created)
 	s.guard.Record(ctx, p, tenancy.ActionHostsRegistered, uuid.NullUUID{UUID: env.ClientID, Valid: true},
 		tenancy.KindEnvironment, env.ID, map[string]any{"hosts": len(created), "nats_users": len(creds)})
 	return created, nil

@@ -93,6 +93,29 @@ func (c *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 	return request[protocol.ResolveSetsReply](ctx, c.r, protocol.ResolveSetsSubject, req)
 }
 
+// SignIdentities has the resolver sign and store the identity statements of the hosts of agentIDs
+// that have none yet, so that their first fetches read them instead of signing them in the herd: it
+// resolves the hosts once (resolve_sets signs every identity it does not find stored), following the
+// replies' Remaining, and drops the configs. The resolver reads the hosts from its own database; it
+// signs nothing a request gives it.
+func (c *Resolver) SignIdentities(ctx context.Context, agentIDs []string) error {
+	for len(agentIDs) > 0 {
+		chunk := agentIDs[:min(len(agentIDs), protocol.MaxResolveAgents)]
+		agentIDs = agentIDs[len(chunk):]
+		for len(chunk) > 0 {
+			reply, err := c.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: chunk})
+			if err != nil {
+				return err
+			}
+			if len(reply.Remaining) >= len(chunk) {
+				return fmt.Errorf("resolve_sets answered none of %d hosts", len(chunk))
+			}
+			chunk = reply.Remaining
+		}
+	}
+	return nil
+}
+
 // Credentials is the credential service's client. It only ever returns metadata.
 type Credentials struct{ r requester }
 

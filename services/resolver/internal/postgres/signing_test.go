@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,10 +130,22 @@ func TestSignedStatements(t *testing.T) {
 		}
 	}
 
-	// Stored: fetching again and paging the environment sign nothing.
+	// Stored: fetching again and paging the environment sign nothing; a fetch's hosts come with the
+	// identities stored for them (read with their rows), the same statements as before.
 	before := obs.total()
-	if _, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: agents[:10], Types: []string{"intervals"}}); err != nil {
+	again, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract, AgentIDs: agents[:10], Types: []string{"intervals"}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	firstIdentity := map[string]*protocol.Signed{}
+	for _, res := range hosts {
+		firstIdentity[res.AgentID] = res.Identity
+	}
+	for _, res := range hostsOf(t, again) {
+		if first := firstIdentity[res.AgentID]; res.Identity == nil || first == nil ||
+			!bytes.Equal(res.Identity.Signature, first.Signature) || !bytes.Equal(res.Identity.Statement, first.Statement) {
+			t.Fatalf("identity of %s on the second fetch %+v, first %+v", res.AgentID, res.Identity, first)
+		}
 	}
 	page, err := r.ResolvePush(ctx, protocol.ResolvePushRequest{Contract: protocol.ResolveSetsContract, EnvironmentID: env, ConfigType: "intervals"})
 	if err != nil {

@@ -67,23 +67,6 @@ func (s *Store) SaveConfigStatements(ctx context.Context, statements map[resolve
 	return nil
 }
 
-// IdentityStatements reads the stored identity statements of hosts in one query.
-func (s *Store) IdentityStatements(ctx context.Context, hostIDs []string) (map[string]protocol.Signed, error) {
-	ids, err := parseUUIDs(hostIDs)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.q.IdentityStatements(ctx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: identity statements: %w", err)
-	}
-	out := make(map[string]protocol.Signed, len(rows))
-	for _, r := range rows {
-		out[r.HostID.String()] = protocol.Signed{Statement: r.Statement, KeyID: r.KeyID, Signature: r.Signature}
-	}
-	return out, nil
-}
-
 // SaveIdentityStatements stores identity statements in one statement.
 func (s *Store) SaveIdentityStatements(ctx context.Context, statements map[string]protocol.Signed) error {
 	var p sqlcdb.SaveIdentityStatementsParams
@@ -123,18 +106,6 @@ func (s *Store) CredentialFields(ctx context.Context, clientID string, credentia
 	out := make(map[string][]string, len(rows))
 	for _, r := range rows {
 		out[r.ID.String()] = r.Fields
-	}
-	return out, nil
-}
-
-func parseUUIDs(ids []string) ([]uuid.UUID, error) {
-	out := make([]uuid.UUID, len(ids))
-	for i, id := range ids {
-		u, err := uuid.Parse(id)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: host id: %w", err)
-		}
-		out[i] = u
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/platform/pgdb"
+	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/resolver/internal/postgres/sqlcdb"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -105,8 +106,9 @@ func (s *Store) LayersByAgentID(ctx context.Context, agentID string, types []str
 	return hosts[0], nil
 }
 
-// FetchRows returns the non-revoked hosts of agentIDs with their own rows of types and the versions of
-// their environments' rows (not their data), in one query (FetchHostsByAgentIDs).
+// FetchRows returns the non-revoked hosts of agentIDs with their own rows of types, their stored
+// identity statements and the versions of their environments' rows (not their data), in one query
+// (FetchHostsByAgentIDs).
 func (s *Store) FetchRows(ctx context.Context, agentIDs, types []string) (resolve.FetchRows, error) {
 	rows, err := s.q.FetchHostsByAgentIDs(ctx, sqlcdb.FetchHostsByAgentIDsParams{AgentIds: agentIDs, ConfigTypes: types})
 	if err != nil {
@@ -120,9 +122,13 @@ func (s *Store) FetchRows(ctx context.Context, agentIDs, types []string) (resolv
 		switch r.Level {
 		case "host":
 			index[r.HostID] = len(out.Hosts)
-			out.Hosts = append(out.Hosts, resolve.FetchHost{Host: resolve.Host{
+			h := resolve.FetchHost{Host: resolve.Host{
 				ID: r.HostID.String(), AgentID: r.AgentID, ClientID: r.ClientID.String(), EnvironmentID: r.EnvironmentID.String(),
-			}})
+			}}
+			if r.IdentityKeyID != nil {
+				h.Identity = &protocol.Signed{Statement: r.IdentityStatement, KeyID: *r.IdentityKeyID, Signature: r.IdentitySignature}
+			}
+			out.Hosts = append(out.Hosts, h)
 		case "override":
 			if overrides[r.HostID] == nil {
 				overrides[r.HostID] = map[string]agentconfig.Layer{}

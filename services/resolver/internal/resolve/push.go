@@ -82,7 +82,7 @@ func (r *Resolver) ResolvePush(ctx context.Context, req protocol.ResolvePushRequ
 		}
 	}
 	// Commands carry config statements only: hosts' identities travel with fetches.
-	if err := r.signSets(ctx, &b.reply, b.pending, b.found); err != nil {
+	if err := r.signSets(ctx, &b.reply, b.pending, b.found, nil); err != nil {
 		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve push: %w", err)
 	}
 	return b.reply, nil

@@ -75,7 +75,7 @@ func (r *Resolver) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequ
 			return protocol.ResolveSetsReply{}, err
 		}
 	}
-	if err := r.signSets(ctx, &b.reply, b.pending, b.found); err != nil {
+	if err := r.signSets(ctx, &b.reply, b.pending, b.found, rows.identities()); err != nil {
 		return protocol.ResolveSetsReply{}, fmt.Errorf("resolve sets: %w", err)
 	}
 	return b.reply, nil
@@ -224,8 +224,9 @@ func checkContract(contract int) error {
 // signSets attaches statements to a sets reply when signing is on: each distinct config gets the
 // statement of its (scope, type, version), read from the store or signed once and stored, so a config
 // shared by a whole environment is signed once for all its hosts; each host gets its identity
-// statement. pending[i] is the key of reply.Configs[i]; found are the reply's hosts.
-func (r *Resolver) signSets(ctx context.Context, reply *protocol.ResolveSetsReply, pending []pendingStatement, found []Host) error {
+// statement (known: those read with the hosts). pending[i] is the key of reply.Configs[i]; found are
+// the reply's hosts.
+func (r *Resolver) signSets(ctx context.Context, reply *protocol.ResolveSetsReply, pending []pendingStatement, found []Host, known map[string]*protocol.Signed) error {
 	if r.notary == nil {
 		return nil
 	}
@@ -237,7 +238,7 @@ func (r *Resolver) signSets(ctx context.Context, reply *protocol.ResolveSetsRepl
 	if err := r.notary.attach(ctx, pending); err != nil {
 		return err
 	}
-	ids, err := r.notary.identities(ctx, found)
+	ids, err := r.notary.identities(ctx, found, known)
 	if err != nil {
 		return err
 	}

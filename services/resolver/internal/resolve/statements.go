@@ -48,8 +48,6 @@ type StatementStore interface {
 	ConfigStatements(ctx context.Context, keys []StatementKey) (map[StatementKey]protocol.Signed, error)
 	// SaveConfigStatements stores statements; a key stored already keeps its row.
 	SaveConfigStatements(ctx context.Context, statements map[StatementKey]protocol.Signed) error
-	// IdentityStatements returns the stored identity statements of hosts, by host id.
-	IdentityStatements(ctx context.Context, hostIDs []string) (map[string]protocol.Signed, error)
 	// SaveIdentityStatements stores identity statements by host id; a host stored already keeps its row.
 	SaveIdentityStatements(ctx context.Context, statements map[string]protocol.Signed) error
 	// CredentialFields returns the secret field names of a client's credentials, by credential id.
@@ -288,24 +286,20 @@ func (n *notary) sign(ctx context.Context, messages [][]byte) ([]Signature, erro
 	return sigs, nil
 }
 
-// identities sets the identity statement of each host (by host id): stored ones read in one query,
-// the others signed in one batch and stored.
-func (n *notary) identities(ctx context.Context, hosts []Host) (map[string]*protocol.Signed, error) {
+// identities returns the identity statement of each host (by host id): the stored ones as the hosts
+// were read with them (known: Store.FetchRows reads them in its one query), the others signed in one
+// batch and stored. Hosts registered through the config-api have theirs signed at registration, so a
+// herd of a new fleet signs nothing here.
+func (n *notary) identities(ctx context.Context, hosts []Host, known map[string]*protocol.Signed) (map[string]*protocol.Signed, error) {
 	if n == nil || len(hosts) == 0 {
 		return nil, nil
 	}
-	ids := make([]string, len(hosts))
-	for i, h := range hosts {
-		ids[i] = h.ID
-	}
-	stored, err := n.store.IdentityStatements(ctx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("read identity statements: %w", err)
-	}
+	out := make(map[string]*protocol.Signed, len(hosts))
 	var missing []Host
 	var messages [][]byte
 	for _, h := range hosts {
-		if _, ok := stored[h.ID]; ok {
+		if s := known[h.ID]; s != nil {
+			out[h.ID] = s
 			continue
 		}
 		b, err := signing.Encode(signing.IdentityStatement{Kind: signing.KindIdentity, AgentID: h.AgentID, EnvironmentID: h.EnvironmentID})
@@ -315,23 +309,21 @@ func (n *notary) identities(ctx context.Context, hosts []Host) (map[string]*prot
 		missing = append(missing, h)
 		messages = append(messages, b)
 	}
-	if len(missing) > 0 {
-		sigs, err := n.sign(ctx, messages)
-		if err != nil {
-			return nil, err
-		}
-		fresh := make(map[string]protocol.Signed, len(missing))
-		for i, h := range missing {
-			fresh[h.ID] = protocol.Signed{Statement: messages[i], KeyID: sigs[i].KeyID, Signature: sigs[i].Value}
-			stored[h.ID] = fresh[h.ID]
-		}
-		if err := n.store.SaveIdentityStatements(ctx, fresh); err != nil {
-			return nil, fmt.Errorf("store %d identity statements: %w", len(fresh), err)
-		}
+	if len(missing) == 0 {
+		return out, nil
 	}
-	out := make(map[string]*protocol.Signed, len(stored))
-	for id, s := range stored {
-		out[id] = &s
+	sigs, err := n.sign(ctx, messages)
+	if err != nil {
+		return nil, err
+	}
+	fresh := make(map[string]protocol.Signed, len(missing))
+	for i, h := range missing {
+		s := protocol.Signed{Statement: messages[i], KeyID: sigs[i].KeyID, Signature: sigs[i].Value}
+		fresh[h.ID] = s
+		out[h.ID] = &s
+	}
+	if err := n.store.SaveIdentityStatements(ctx, fresh); err != nil {
+		return nil, fmt.Errorf("store %d identity statements: %w", len(fresh), err)
 	}
 	return out, nil
 }

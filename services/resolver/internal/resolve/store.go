@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/protocol"
 )
 
 // Host is a host that can receive configs (not revoked).
@@ -73,6 +74,9 @@ type FetchHost struct {
 	// gives it one (it replaces the environment's row for this host); its data is read by
 	// Store.StagedLayers and cached by version.
 	Staged map[string]int64
+	// Identity is the host's stored identity statement, read with the host (nil when it has none yet:
+	// the resolver then signs and stores one).
+	Identity *protocol.Signed
 }
 
 // StagedKey names a staged environment layer: a version a rollout gave hosts of an environment's type.
@@ -90,6 +94,17 @@ type FetchRows struct {
 	EnvironmentVersions map[string]map[string]int64
 }
 
+// identities returns the stored identity statements read with the hosts, by host id.
+func (f FetchRows) identities() map[string]*protocol.Signed {
+	out := make(map[string]*protocol.Signed, len(f.Hosts))
+	for _, h := range f.Hosts {
+		if h.Identity != nil {
+			out[h.Host.ID] = h.Identity
+		}
+	}
+	return out
+}
+
 // Store reads the config tables. Implementations return an error wrapping ErrNotFound for a host that
 // does not exist or is revoked and for an environment that does not exist. IDs passed in are valid UUIDs
 // and agent ids valid agent ids.
@@ -100,7 +115,8 @@ type Store interface {
 	// in one query.
 	LayersByAgentID(ctx context.Context, agentID string, types []string) (HostLayers, error)
 	// FetchRows returns the hosts of the given agent ids (unknown and revoked ones left out) with their
-	// own rows of the given types and their environments' row versions, in one query.
+	// own rows of the given types, their stored identity statements and their environments' row
+	// versions, in one query.
 	FetchRows(ctx context.Context, agentIDs, types []string) (FetchRows, error)
 	// EnvironmentRows returns the rows of the given types of the given environments (environment id
 	// -> type -> row), in one query.

@@ -246,8 +246,12 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 	if r.Analyzed {
 		analyzed = "; then ANALYZE hosts"
 	}
-	p("Setup: %d hosts registered through POST /environments/{id}/hosts/batch in %s (%s/s, %d batches, %d in flight, %d retries)%s.",
-		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Batches, reg.Concurrency, reg.Retries, analyzed)
+	signed := ""
+	if r.RegistrationSignatures >= 0 {
+		signed = fmt.Sprintf("; the resolver signed %d statements meanwhile (signing %s: the hosts' identities)", r.RegistrationSignatures, orUnknown(r.Signing))
+	}
+	p("Setup: %d hosts registered through POST /environments/{id}/hosts/batch in %s (%s/s, %d batches, %d in flight, %d retries)%s%s.",
+		reg.Hosts, dur(reg.Elapsed), num(reg.PerSecond), reg.Batches, reg.Concurrency, reg.Retries, signed, analyzed)
 	if s := connectStorm(r); s != "" {
 		p("")
 		p("%s", s)
@@ -272,7 +276,7 @@ func Text(w io.Writer, r *scenario.Result, machine string) {
 			p("  of which %d after the herd ended (fetches served late, mostly to agents that had timed out); the backend was quiet %s after boot", h.LateInjects, dur(h.QuietAfter))
 		}
 		if h.Signatures >= 0 {
-			p("  signatures made by the resolver during the herd: %d (signing %s: one identity per host on its first fetch ever, one per distinct config; later fetches read stored statements)", h.Signatures, orUnknown(r.Signing))
+			p("  signatures made by the resolver during the herd: %d (signing %s: one per distinct config not signed yet; identities are signed at registration, or at a host's first fetch ever when that failed; later fetches read stored statements)", h.Signatures, orUnknown(r.Signing))
 		}
 	}
 	if pr := r.Push; pr != nil {

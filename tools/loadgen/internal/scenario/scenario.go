@@ -149,6 +149,9 @@ type Result struct {
 	Subscriptions fleet.SubscriptionMode `json:"subscriptions"`
 	Observer      string                 `json:"observer"`
 	Registration  configapi.Registration `json:"registration"`
+	// RegistrationSignatures is what the resolver signed while the hosts were registered (with signing
+	// on, their identity statements; -1: not observable).
+	RegistrationSignatures int64 `json:"registration_signatures"`
 	// Analyzed: the hosts table's statistics were refreshed after registration.
 	Analyzed      bool   `json:"analyzed"`
 	EnvironmentID string `json:"environment_id"`
@@ -321,6 +324,7 @@ func (r *Runner) setup(ctx context.Context) ([]string, error) {
 		r.failing = failingAgents(ids, r.opts.FailRatio)
 	}
 	r.logf("registering %d hosts in environment %s (batches of up to %d, %d in flight)", len(ids), r.envID, configapi.MaxBatch, r.opts.RegisterConcurrency)
+	sigBefore := r.signatures(ctx)
 	start, last := time.Now(), time.Now()
 	reg, err := r.register(ctx, ids, func(done int) {
 		if time.Since(last) >= 2*time.Second {
@@ -332,6 +336,10 @@ func (r *Runner) setup(ctx context.Context) ([]string, error) {
 	r.res.Registration = reg
 	if err != nil {
 		return nil, err
+	}
+	r.res.RegistrationSignatures = -1
+	if after := r.signatures(ctx); sigBefore >= 0 && after >= 0 {
+		r.res.RegistrationSignatures = after - sigBefore
 	}
 	r.logf("registered %d hosts in %s (%.0f/s, %d batches, %d retries)", reg.Hosts, reg.Elapsed.Round(time.Millisecond), reg.PerSecond, reg.Batches, reg.Retries)
 	if a, ok := r.backend.Observer.(interface{ Analyze(context.Context) error }); ok && r.opts.Analyze {
@@ -497,8 +505,9 @@ type HerdResult struct {
 	// Retry is what agents whose first fetch failed did, retrying as the agent does for RetryFor.
 	Retry    fleet.RetryStats `json:"retry"`
 	RetryFor time.Duration    `json:"retry_for_ns"`
-	// Signatures the resolver made for the herd (-1: not observable): with signing on, one identity
-	// per host on its first fetch ever and one statement per distinct config, never one per fetch.
+	// Signatures the resolver made for the herd (-1: not observable): with signing on, one statement
+	// per distinct config not signed yet, never one per fetch; hosts' identities were signed at their
+	// registration (a host without one gets it at its first fetch ever).
 	Signatures int64 `json:"signatures"`
 
 	beforeInjects, endInjects int64

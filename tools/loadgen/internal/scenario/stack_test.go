@@ -53,10 +53,15 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	if h == nil || h.OK != agents || h.Failed != 0 || h.TypeErrors != 0 || h.Latency.Count != agents {
 		t.Fatalf("herd = %+v", h)
 	}
-	// One identity per host on its first fetch; the environment's configs may be signed by the herd
-	// or already by the fan-out of their write.
-	if h.Signatures < agents || h.Signatures > agents+10 {
-		t.Errorf("herd signatures = %d, want one identity per host (%d) plus at most the environment's configs", h.Signatures, agents)
+	// Registration had the resolver sign one identity statement per host (and perhaps the environment's
+	// configs, when their write had no host to fan out to).
+	if res.RegistrationSignatures < agents || res.RegistrationSignatures > agents+10 {
+		t.Errorf("registration signatures = %d, want one identity per host (%d) plus at most the environment's configs", res.RegistrationSignatures, agents)
+	}
+	// The hosts' identities were signed when they were registered, so the herd signs none of them; the
+	// environment's configs may be signed by the herd or already by the fan-out of their write.
+	if h.Signatures < 0 || h.Signatures > 10 {
+		t.Errorf("herd signatures = %d, want no identity (signed at registration) and at most the environment's configs", h.Signatures)
 	}
 	// delivery injects one batch of waiting fetches per request: at least one, at most one per fetch.
 	if h.Injects < 1 || h.Injects > agents {

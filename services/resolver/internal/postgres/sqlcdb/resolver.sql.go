@@ -180,21 +180,23 @@ WITH h AS MATERIALIZED (
     WHERE hs.agent_id = ANY ($1::text[]) AND hs.revoked_at IS NULL
 )
 SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
-       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version
+       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version,
+       his.statement AS identity_statement, his.key_id AS identity_key_id, his.signature AS identity_signature
 FROM h
+LEFT JOIN host_identity_statements his ON his.host_id = h.id
 UNION ALL
 SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
-       hc.config_type, hc.config_data, hc.version
+       hc.config_type, hc.config_data, hc.version, NULL, NULL, NULL
 FROM host_configs hc
 WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY ($2::text[])
 UNION ALL
 SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
-       ec.config_type, NULL::jsonb, ec.version
+       ec.config_type, NULL::jsonb, ec.version, NULL, NULL, NULL
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
 UNION ALL
 SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
-       rl.config_type, NULL::jsonb, rl.version
+       rl.config_type, NULL::jsonb, rl.version, NULL, NULL, NULL
 FROM rollout_layers rl
 WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY ($2::text[])
 `
@@ -205,14 +207,17 @@ type FetchHostsByAgentIDsParams struct {
 }
 
 type FetchHostsByAgentIDsRow struct {
-	Level         string
-	HostID        uuid.UUID
-	ClientID      uuid.UUID
-	EnvironmentID uuid.UUID
-	AgentID       string
-	ConfigType    string
-	ConfigData    []byte
-	Version       int64
+	Level             string
+	HostID            uuid.UUID
+	ClientID          uuid.UUID
+	EnvironmentID     uuid.UUID
+	AgentID           string
+	ConfigType        string
+	ConfigData        []byte
+	Version           int64
+	IdentityStatement []byte
+	IdentityKeyID     *string
+	IdentitySignature []byte
 }
 
 // The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows of the
@@ -222,8 +227,10 @@ type FetchHostsByAgentIDsRow struct {
 // environment's data only when its cached version is not the current one. This version check is how
 // every resolver replica sees every write without listening to events. A 'staged' row (version only)
 // is a host's environment layer of a type given by a staged rollout (rollout_layers); its data is
-// read by RolloutLayerData and cached by version. Every access is an index lookup by key (hosts by
-// agent_id, host_configs and environment_configs by primary key, rollout_hosts by host).
+// read by RolloutLayerData and cached by version. A 'host' row also carries the host's stored identity
+// statement (NULL columns when it has none yet: signed at registration, else at its first fetch), so
+// a batch reads no identities apart. Every access is an index lookup by key (hosts by agent_id,
+// host_configs, environment_configs and host_identity_statements by primary key, rollout_hosts by host).
 func (q *Queries) FetchHostsByAgentIDs(ctx context.Context, arg FetchHostsByAgentIDsParams) ([]FetchHostsByAgentIDsRow, error) {
 	rows, err := q.db.Query(ctx, fetchHostsByAgentIDs, arg.AgentIds, arg.ConfigTypes)
 	if err != nil {
@@ -242,6 +249,9 @@ func (q *Queries) FetchHostsByAgentIDs(ctx context.Context, arg FetchHostsByAgen
 			&i.ConfigType,
 			&i.ConfigData,
 			&i.Version,
+			&i.IdentityStatement,
+			&i.IdentityKeyID,
+			&i.IdentitySignature,
 		); err != nil {
 			return nil, err
 		}
@@ -314,45 +324,6 @@ func (q *Queries) HostPage(ctx context.Context, arg HostPageParams) ([]HostPageR
 			&i.AgentID,
 			&i.ConfigData,
 			&i.Version,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const identityStatements = `-- name: IdentityStatements :many
-SELECT host_id, statement, key_id, signature
-FROM host_identity_statements
-WHERE host_id = ANY ($1::uuid[])
-`
-
-type IdentityStatementsRow struct {
-	HostID    uuid.UUID
-	Statement []byte
-	KeyID     string
-	Signature []byte
-}
-
-// The stored identity statements of the given hosts.
-func (q *Queries) IdentityStatements(ctx context.Context, hostIds []uuid.UUID) ([]IdentityStatementsRow, error) {
-	rows, err := q.db.Query(ctx, identityStatements, hostIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []IdentityStatementsRow
-	for rows.Next() {
-		var i IdentityStatementsRow
-		if err := rows.Scan(
-			&i.HostID,
-			&i.Statement,
-			&i.KeyID,
-			&i.Signature,
 		); err != nil {
 			return nil, err
 		}
