@@ -1,0 +1,75 @@
+package secretfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "key")
+	if err := os.WriteFile(path, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadOwnerOnly(path); err != nil || string(got) != "secret" {
+		t.Fatalf("ReadOwnerOnly = %q, %v", got, err)
+	}
+	for _, mode := range []os.FileMode{0o640, 0o604} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%s has mode %04o; it must not be accessible by group or others (chmod 600 %s)", path, mode, path)
+		if _, err := ReadOwnerOnly(path); err == nil || err.Error() != want {
+			t.Fatalf("mode %04o: err = %v, want %q", mode, err, want)
+		}
+	}
+	if _, err := ReadOwnerOnly(dir); err == nil || err.Error() != dir+" is not a regular file" {
+		t.Fatalf("directory: err = %v", err)
+	}
+	if _, err := ReadOwnerOnly(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
+		t.Fatalf("missing file: err = %v", err)
+	}
+}
+
+func TestReadGroupShared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seeds.json")
+	if err := os.WriteFile(path, []byte("{}"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadGroupShared(path); err != nil || string(got) != "{}" {
+		t.Fatalf("group-readable: ReadGroupShared = %q, %v", got, err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := path + " is readable by everyone (mode -rw-r--r--); chmod 600 or 640 it"
+	if _, err := ReadGroupShared(path); err == nil || err.Error() != want {
+		t.Fatalf("world-readable: err = %v, want %q", err, want)
+	}
+}
+
+func TestCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "key")
+	wrote, err := Create(path, []byte("first\n"))
+	if err != nil || !wrote {
+		t.Fatalf("Create = %v, %v", wrote, err)
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("mode = %v, %v; want 0600", info.Mode(), err)
+	}
+	wrote, err = Create(path, []byte("second\n"))
+	if err != nil || wrote {
+		t.Fatalf("second Create = %v, %v; want false, nil", wrote, err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "first\n" {
+		t.Fatalf("file = %q; an existing file must be kept", got)
+	}
+	missing := filepath.Join(t.TempDir(), "no", "key")
+	if _, err := Create(missing, nil); err == nil || !strings.HasPrefix(err.Error(), "create "+missing+": ") {
+		t.Fatalf("Create in a missing directory: err = %v", err)
+	}
+}
