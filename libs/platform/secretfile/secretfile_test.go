@@ -6,21 +6,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 func TestReadOwnerOnly(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "key")
-	if err := os.WriteFile(path, []byte("secret"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testinfra.WriteFile(t, path, []byte("secret"), 0o600)
 	if got, err := ReadOwnerOnly(path); err != nil || string(got) != "secret" {
 		t.Fatalf("ReadOwnerOnly = %q, %v", got, err)
 	}
 	for _, mode := range []os.FileMode{0o640, 0o604} {
-		if err := os.Chmod(path, mode); err != nil {
-			t.Fatal(err)
-		}
+		testinfra.WriteFile(t, path, []byte("secret"), mode)
 		want := fmt.Sprintf("%s has mode %04o; it must not be accessible by group or others (chmod 600 %s)", path, mode, path)
 		if _, err := ReadOwnerOnly(path); err == nil || err.Error() != want {
 			t.Fatalf("mode %04o: err = %v, want %q", mode, err, want)
@@ -35,16 +33,11 @@ func TestReadOwnerOnly(t *testing.T) {
 }
 
 func TestReadGroupShared(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "seeds.json")
-	if err := os.WriteFile(path, []byte("{}"), 0o640); err != nil {
-		t.Fatal(err)
-	}
+	path := testinfra.WriteFile(t, filepath.Join(t.TempDir(), "seeds.json"), []byte("{}"), 0o640)
 	if got, err := ReadGroupShared(path); err != nil || string(got) != "{}" {
 		t.Fatalf("group-readable: ReadGroupShared = %q, %v", got, err)
 	}
-	if err := os.Chmod(path, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testinfra.WriteFile(t, path, []byte("{}"), 0o644)
 	want := path + " is readable by everyone (mode -rw-r--r--); chmod 600 or 640 it"
 	if _, err := ReadGroupShared(path); err == nil || err.Error() != want {
 		t.Fatalf("world-readable: err = %v, want %q", err, want)
