@@ -27,6 +27,23 @@ func ReadOwnerOnly(path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
+// Load reads path as ReadOwnerOnly does and returns what parse makes of its content, clearing the
+// bytes read. A read error is prefixed with name ("<name>: ..."); a parse error, which names its
+// package already, gets the file appended ("... (in <path>)").
+func Load[T any](name, path string, parse func(string) (T, error)) (T, error) {
+	var zero T
+	data, err := ReadOwnerOnly(path)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", name, err)
+	}
+	defer clear(data)
+	v, err := parse(string(data))
+	if err != nil {
+		return zero, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return v, nil
+}
+
 // ReadGroupShared reads path, which others must not be able to read; its group may (a Kubernetes
 // Secret mounted for a non-root pod is 0440 via fsGroup). The caller clears the returned bytes when
 // done with them.

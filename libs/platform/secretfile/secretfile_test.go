@@ -1,6 +1,7 @@
 package secretfile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,5 +65,28 @@ func TestCreate(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no", "key")
 	if _, err := Create(missing, nil); err == nil || !strings.HasPrefix(err.Error(), "create "+missing+": ") {
 		t.Fatalf("Create in a missing directory: err = %v", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	parse := func(s string) (int, error) {
+		if s != "42" {
+			return 0, errors.New("thing: not 42")
+		}
+		return 42, nil
+	}
+	good := testinfra.WriteFile(t, filepath.Join(dir, "good"), []byte("42"), 0o600)
+	if v, err := Load("thing", good, parse); err != nil || v != 42 {
+		t.Fatalf("Load = %d, %v", v, err)
+	}
+	bad := testinfra.WriteFile(t, filepath.Join(dir, "bad"), []byte("41"), 0o600)
+	if _, err := Load("thing", bad, parse); err == nil || err.Error() != "thing: not 42 (in "+bad+")" {
+		t.Fatalf("parse error = %v", err)
+	}
+	open := testinfra.WriteFile(t, filepath.Join(dir, "open"), []byte("42"), 0o644)
+	want := fmt.Sprintf("thing: %s has mode 0644; it must not be accessible by group or others (chmod 600 %s)", open, open)
+	if _, err := Load("thing", open, parse); err == nil || err.Error() != want {
+		t.Fatalf("open file: err = %v, want %q", err, want)
 	}
 }

@@ -104,16 +104,7 @@ func Parse(spec string) (*Keyring, error) {
 // LoadFile reads a keyring spec from path. The file must be a regular file that neither group nor others
 // can access (mode 0600 or stricter): a key readable by other users is a leaked key.
 func LoadFile(path string) (*Keyring, error) {
-	data, err := secretfile.ReadOwnerOnly(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
-	}
-	defer clear(data)
-	k, err := Parse(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
-	}
-	return k, nil
+	return secretfile.Load("keyring", path, Parse)
 }
 
 // CreateFile writes a new key file at path holding one fresh v1 key, mode 0600, unless a file is already

@@ -43,16 +43,7 @@ func Parse(spec string) (*Signer, error) {
 // LoadFile reads the key from path, which must be a regular file that neither group nor others can
 // access: a signing key readable by other users lets them sign configs every agent runs.
 func LoadFile(path string) (*Signer, error) {
-	data, err := secretfile.ReadOwnerOnly(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyfile: %w", err)
-	}
-	defer clear(data)
-	s, err := Parse(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
-	}
-	return s, nil
+	return secretfile.Load("keyfile", path, Parse)
 }
 
 // CreateFile writes a fresh key to path (mode 0600) unless a file is there already, and reports
