@@ -9,12 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/platform/secretfile"
 	"github.com/configsync/configsync/libs/protocol"
 )
 
@@ -30,15 +30,7 @@ type NATS struct {
 // domain's full seeds document, and an older issuer document that still carries the operator signing
 // key, are refused: config-api needs neither.
 func Load(issuerFile string, nc *nats.Conn, timeout time.Duration) (*NATS, error) {
-	info, err := os.Stat(issuerFile)
-	if err != nil {
-		return nil, fmt.Errorf("agentidentity: %w", err)
-	}
-	// Group-readable is allowed: a Kubernetes Secret mounted for a non-root pod is 0440 via fsGroup.
-	if info.Mode().Perm()&0o007 != 0 {
-		return nil, fmt.Errorf("agentidentity: %s is readable by everyone (mode %v); chmod 600 or 640 it", issuerFile, info.Mode().Perm())
-	}
-	raw, err := os.ReadFile(issuerFile)
+	raw, err := secretfile.ReadGroupShared(issuerFile)
 	if err != nil {
 		return nil, fmt.Errorf("agentidentity: %w", err)
 	}

@@ -24,14 +24,7 @@ func writeJSON(t *testing.T, v any, mode os.FileMode) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "doc.json")
-	if err := os.WriteFile(file, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(file, mode); err != nil {
-		t.Fatal(err)
-	}
-	return file
+	return testinfra.WriteFile(t, filepath.Join(t.TempDir(), "doc.json"), b, mode)
 }
 
 // TestLoadTakesOnlyTheIssuerDocument: config-api starts on the narrow issuer document and refuses the

@@ -10,13 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/natsauth"
+	"github.com/configsync/configsync/libs/platform/secretfile"
 )
 
 // Custodian signs and pushes the ConfigSync account.
@@ -35,15 +35,7 @@ type Custodian struct {
 // Load reads the account signer document from file (must not be readable by others) and uses
 // systemCreds (a system-account user) to look up and push the account on the server nc is connected to.
 func Load(file, systemCreds string, nc *nats.Conn, timeout time.Duration) (*Custodian, error) {
-	info, err := os.Stat(file)
-	if err != nil {
-		return nil, fmt.Errorf("account: %w", err)
-	}
-	// Group-readable is allowed: a Kubernetes Secret mounted for a non-root pod is 0440 via fsGroup.
-	if info.Mode().Perm()&0o007 != 0 {
-		return nil, fmt.Errorf("account: %s is readable by everyone (mode %v); chmod 600 or 640 it", file, info.Mode().Perm())
-	}
-	raw, err := os.ReadFile(file)
+	raw, err := secretfile.ReadGroupShared(file)
 	if err != nil {
 		return nil, fmt.Errorf("account: %w", err)
 	}

@@ -26,14 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func writeFile(t *testing.T, dir, name string, data []byte, mode os.FileMode) string {
 	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testinfra.WriteFile(t, filepath.Join(dir, name), data, mode)
 }
 
 // TestCustodianUpdatesTheAccount: the credential service, holding only the account signer document,

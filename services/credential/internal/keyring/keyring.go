@@ -16,12 +16,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/configsync/configsync/libs/platform/secretfile"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 )
 
@@ -105,26 +104,7 @@ func Parse(spec string) (*Keyring, error) {
 // LoadFile reads a keyring spec from path. The file must be a regular file that neither group nor others
 // can access (mode 0600 or stricter): a key readable by other users is a leaked key.
 func LoadFile(path string) (*Keyring, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("keyring: %s is not a regular file", path)
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("keyring: %s has mode %04o; it must not be accessible by group or others (chmod 600 %s)", path, perm, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
-	}
-	defer clear(data)
-	k, err := Parse(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
-	}
-	return k, nil
+	return secretfile.Load("keyring", path, Parse)
 }
 
 // CreateFile writes a new key file at path holding one fresh v1 key, mode 0600, unless a file is already
@@ -135,22 +115,13 @@ func CreateFile(path string) (bool, error) {
 		return false, err
 	}
 	defer clear(key)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("keyring: create %s: %w", path, err)
-	}
 	line := []byte("v1:" + base64.StdEncoding.EncodeToString(key) + "\n")
 	defer clear(line)
-	_, werr := f.Write(line)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(path)
-		return false, fmt.Errorf("keyring: write %s: %w", path, err)
+	wrote, err := secretfile.Create(path, line)
+	if err != nil {
+		return false, fmt.Errorf("keyring: %w", err)
 	}
-	return true, nil
+	return wrote, nil
 }
 
 // GenerateKey returns a fresh random key.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 	"github.com/configsync/configsync/services/credential/internal/keyring"
 )
@@ -193,12 +194,7 @@ func TestKeyFilePermissions(t *testing.T) {
 	path := filepath.Join(dir, "keyring")
 	spec := "v1:" + b64(key(t)) + "\n"
 	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o660, 0o666} {
-		if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(path, mode); err != nil {
-			t.Fatal(err)
-		}
+		testinfra.WriteFile(t, path, []byte(spec), mode)
 		_, err := keyring.LoadFile(path)
 		if err == nil || !strings.Contains(err.Error(), "chmod 600") {
 			t.Fatalf("mode %04o accepted: %v", mode, err)

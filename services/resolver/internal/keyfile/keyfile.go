@@ -12,10 +12,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 
+	"github.com/configsync/configsync/libs/platform/secretfile"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
@@ -44,26 +43,7 @@ func Parse(spec string) (*Signer, error) {
 // LoadFile reads the key from path, which must be a regular file that neither group nor others can
 // access: a signing key readable by other users lets them sign configs every agent runs.
 func LoadFile(path string) (*Signer, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyfile: %w", err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("keyfile: %s is not a regular file", path)
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("keyfile: %s has mode %04o; it must not be accessible by group or others (chmod 600 %s)", path, perm, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyfile: %w", err)
-	}
-	defer clear(data)
-	s, err := Parse(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
-	}
-	return s, nil
+	return secretfile.Load("keyfile", path, Parse)
 }
 
 // CreateFile writes a fresh key to path (mode 0600) unless a file is there already, and reports
@@ -76,22 +56,13 @@ func CreateFile(path string) (bool, error) {
 	seed := priv.Seed()
 	defer clear(seed)
 	defer clear(priv)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("keyfile: create %s: %w", path, err)
-	}
 	line := []byte(KeyID(pub) + ":" + base64.StdEncoding.EncodeToString(seed) + "\n")
 	defer clear(line)
-	_, werr := f.Write(line)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(path)
-		return false, fmt.Errorf("keyfile: write %s: %w", path, err)
+	wrote, err := secretfile.Create(path, line)
+	if err != nil {
+		return false, fmt.Errorf("keyfile: %w", err)
 	}
-	return true, nil
+	return wrote, nil
 }
 
 // KeyID is the id CreateFile gives a key.
