@@ -16,7 +16,6 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -100,10 +99,8 @@ func runRolloutController(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *
 
 // NewRolloutController assembles the staged rollout controller without fx; m may be nil (no metrics).
 func NewRolloutController(cfg Config, pool *pgxpool.Pool, m *metrics.Metrics, log *zap.Logger) *rollouts.Controller {
-	transitions := metrics.Register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metrics.Namespace, Name: "rollout_transitions_total",
-		Help: "Transitions made by the staged rollout controller, by result.",
-	}, []string{"result"}))
+	transitions := metrics.RegisterCounterVec(m, "", "rollout_transitions_total",
+		"Transitions made by the staged rollout controller, by result.", "result")
 	return rollouts.NewController(postgres.NewRollouts(postgres.NewStore(pool)), rollouts.ControllerOptions{
 		Interval: cfg.RolloutTick, OnlineWindow: onlineWindow(cfg.OnlineWindow),
 		Transitions: func(result string) { transitions.WithLabelValues(result).Inc() },
