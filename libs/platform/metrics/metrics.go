@@ -132,25 +132,20 @@ func RegisterHistogramVec(m *Metrics, subsystem, name, help string, buckets []fl
 }
 
 // RegisterGaugeFunc registers the gauge configsync_<subsystem>_<name>, read from read at each scrape,
-// on m (nothing when m is nil).
+// on m (see Register).
 func RegisterGaugeFunc(m *Metrics, subsystem, name, help string, read func() float64) {
-	if m == nil {
-		return
-	}
-	Register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
-	}, read))
+	Register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts(subsystem, name, help)), read))
 }
 
 // RegisterCounterFunc registers the counter configsync_<subsystem>_<name>, read from read at each
-// scrape, on m (nothing when m is nil).
+// scrape, on m (see Register).
 func RegisterCounterFunc(m *Metrics, subsystem, name, help string, read func() float64) {
-	if m == nil {
-		return
-	}
-	Register(m, prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
-	}, read))
+	Register(m, prometheus.NewCounterFunc(prometheus.CounterOpts(opts(subsystem, name, help)), read))
+}
+
+// opts names the metric configsync_<subsystem>_<name>.
+func opts(subsystem, name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help}
 }
 
 // Result is the result label of an operation that returned err: "ok" or "error".
