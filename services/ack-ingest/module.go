@@ -11,7 +11,6 @@ package ackingest
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
 	"github.com/configsync/configsync/libs/platform/metrics"
@@ -78,10 +78,7 @@ type Service struct {
 	consumers *natsapi.Consumers
 	ingester  *ingest.Ingester
 	entropy   *ingest.AntiEntropy
-
-	mu          sync.Mutex
-	stopEntropy context.CancelFunc
-	entropyDone chan struct{}
+	entropyGo app.Background
 }
 
 // New builds ack-ingest without fx: consumers on js writing to pool.
@@ -111,32 +108,15 @@ func newService(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap
 // Start begins consuming in the background (creating the durable consumers, retrying while JetStream
 // is unavailable) and checking deferred hosts (anti-entropy); it does not block.
 func (s *Service) Start() {
-	s.mu.Lock()
-	if s.entropyDone == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		s.stopEntropy, s.entropyDone = cancel, make(chan struct{})
-		go func() {
-			defer close(s.entropyDone)
-			s.entropy.Run(ctx)
-		}()
-	}
-	s.mu.Unlock()
+	s.entropyGo.Start(s.entropy.Run)
 	s.consumers.Start()
 }
 
 // Stop stops pulling and waits for the batches in hand to be written and settled until ctx is done.
 func (s *Service) Stop(ctx context.Context) error {
 	err := s.consumers.Stop(ctx)
-	s.mu.Lock()
-	stop, done := s.stopEntropy, s.entropyDone
-	s.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
-		s.mu.Lock()
-		s.stopEntropy, s.entropyDone = nil, nil
-		s.mu.Unlock()
-	}
+	// No deadline for anti-entropy: its pass in hand ends on cancellation.
+	_ = s.entropyGo.Stop(context.Background())
 	return err
 }
 

@@ -16,10 +16,10 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/config-api/bootstrap"
@@ -94,37 +94,13 @@ var Module = fx.Module("config-api",
 
 // runRolloutController runs the staged rollout controller for the app's lifetime (never blocking start).
 func runRolloutController(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, log *zap.Logger, m metrics.Optional) {
-	runForLifetime(lc, NewRolloutController(cfg, pool, m.Metrics, log.Named("rollouts")).Run)
-}
-
-// runForLifetime runs run in a goroutine from the app's start; stopping the app cancels its context and
-// waits for it to return (or for the stop deadline).
-func runForLifetime(lc fx.Lifecycle, run func(context.Context)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			go func() { defer close(done); run(ctx) }()
-			return nil
-		},
-		OnStop: func(stop context.Context) error {
-			cancel()
-			select {
-			case <-done:
-				return nil
-			case <-stop.Done():
-				return stop.Err()
-			}
-		},
-	})
+	app.RunForLifetime(lc, NewRolloutController(cfg, pool, m.Metrics, log.Named("rollouts")).Run)
 }
 
 // NewRolloutController assembles the staged rollout controller without fx; m may be nil (no metrics).
 func NewRolloutController(cfg Config, pool *pgxpool.Pool, m *metrics.Metrics, log *zap.Logger) *rollouts.Controller {
-	transitions := metrics.Register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metrics.Namespace, Name: "rollout_transitions_total",
-		Help: "Transitions made by the staged rollout controller, by result.",
-	}, []string{"result"}))
+	transitions := metrics.RegisterCounterVec(m, "", "rollout_transitions_total",
+		"Transitions made by the staged rollout controller, by result.", "result")
 	return rollouts.NewController(postgres.NewRollouts(postgres.NewStore(pool)), rollouts.ControllerOptions{
 		Interval: cfg.RolloutTick, OnlineWindow: onlineWindow(cfg.OnlineWindow),
 		Transitions: func(result string) { transitions.WithLabelValues(result).Inc() },
@@ -135,7 +111,7 @@ func NewRolloutController(cfg Config, pool *pgxpool.Pool, m *metrics.Metrics, lo
 // drifted filter read what it stores, and the fleet gauges are registered when the app has metrics.
 func runFleetMetrics(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, d fleetmetrics.Drift, log *zap.Logger, m metrics.Optional) {
 	fleet := fleetmetrics.New(pool, d, m.Metrics, fleetmetrics.Options{Interval: cfg.FleetMetricsInterval, OnlineWindow: cfg.OnlineWindow}, log.Named("config-api"))
-	runForLifetime(lc, fleet.Run)
+	app.RunForLifetime(lc, fleet.Run)
 }
 
 func register(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, nc *nats.Conn, router *mux.Router, log *zap.Logger, m metrics.Optional) error {
@@ -166,9 +142,8 @@ type Service struct {
 	nc      *nats.Conn
 	log     *zap.Logger
 
-	renew  *nats.Subscription
-	cancel context.CancelFunc
-	done   chan struct{}
+	renew      *nats.Subscription
+	reconciler app.Background
 }
 
 // New assembles config-api without fx. With per-agent NATS identity, Start begins answering agents'
@@ -240,16 +215,11 @@ func (s *Service) Start() error {
 		return err
 	}
 	s.renew = sub
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
 	interval := s.cfg.RevocationReconcile
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	go func() {
-		defer close(s.done)
-		s.hosts.RunReconciler(ctx, interval)
-	}()
+	s.reconciler.Start(func(ctx context.Context) { s.hosts.RunReconciler(ctx, interval) })
 	return nil
 }
 
@@ -259,11 +229,7 @@ func (s *Service) Stop() {
 		_ = s.renew.Unsubscribe()
 		s.renew = nil
 	}
-	if s.cancel != nil {
-		s.cancel()
-		<-s.done
-		s.cancel = nil
-	}
+	_ = s.reconciler.Stop(context.Background()) // no deadline: waits for the pass in hand
 }
 
 func onlineWindow(d time.Duration) time.Duration {

@@ -1,8 +1,6 @@
 package resolver
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
@@ -11,19 +9,13 @@ import (
 // configsync_resolver_env_cache_hits_total and _misses_total (per environment of a resolve_sets
 // request: its rows found at their current versions, or read from PostgreSQL) and the entries held.
 func registerEnvCacheMetrics(m *metrics.Metrics, stats func() resolve.EnvCacheStats) {
-	if m == nil {
-		return
-	}
-	metrics.Register(m, prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: metrics.Namespace, Subsystem: "resolver", Name: "env_cache_hits_total",
-		Help: "Environments of resolve_sets requests whose configs were served from the cache at their current row versions.",
-	}, func() float64 { return float64(stats().Hits) }))
-	metrics.Register(m, prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: metrics.Namespace, Subsystem: "resolver", Name: "env_cache_misses_total",
-		Help: "Environments of resolve_sets requests whose rows were read from PostgreSQL (first use, or a newer version).",
-	}, func() float64 { return float64(stats().Misses) }))
-	metrics.Register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: metrics.Namespace, Subsystem: "resolver", Name: "env_cache_entries",
-		Help: "Environment-level configs held by the resolver's cache (one per environment and type).",
-	}, func() float64 { return float64(stats().Entries) }))
+	metrics.RegisterCounterFunc(m, "resolver", "env_cache_hits_total",
+		"Environments of resolve_sets requests whose configs were served from the cache at their current row versions.",
+		func() float64 { return float64(stats().Hits) })
+	metrics.RegisterCounterFunc(m, "resolver", "env_cache_misses_total",
+		"Environments of resolve_sets requests whose rows were read from PostgreSQL (first use, or a newer version).",
+		func() float64 { return float64(stats().Misses) })
+	metrics.RegisterGaugeFunc(m, "resolver", "env_cache_entries",
+		"Environment-level configs held by the resolver's cache (one per environment and type).",
+		func() float64 { return float64(stats().Entries) })
 }

@@ -2,11 +2,11 @@ package resolver
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 )
 
@@ -17,8 +17,7 @@ type pruneLoop struct {
 	interval time.Duration
 	log      *zap.Logger
 
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	loop app.Background
 }
 
 func newPruneLoop(p *resolve.Pruner, interval time.Duration, log *zap.Logger) *pruneLoop {
@@ -26,39 +25,34 @@ func newPruneLoop(p *resolve.Pruner, interval time.Duration, log *zap.Logger) *p
 }
 
 func (l *pruneLoop) start() {
-	if l == nil {
-		return
+	if l != nil {
+		l.loop.Start(l.run)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel = cancel
-	l.done.Add(1)
-	go func() {
-		defer l.done.Done()
-		t := time.NewTicker(l.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			pass, cancelPass := context.WithTimeout(ctx, l.interval)
-			n, err := l.pruner.Prune(pass)
-			cancelPass()
-			switch {
-			case err != nil && ctx.Err() == nil:
-				l.log.Warn("pruning stored statements failed", zap.Int64("deleted", n), zap.Error(err))
-			case n > 0:
-				l.log.Info("pruned superseded statements", zap.Int64("deleted", n))
-			}
+}
+
+func (l *pruneLoop) run(ctx context.Context) {
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	}()
+		pass, cancelPass := context.WithTimeout(ctx, l.interval)
+		n, err := l.pruner.Prune(pass)
+		cancelPass()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			l.log.Warn("pruning stored statements failed", zap.Int64("deleted", n), zap.Error(err))
+		case n > 0:
+			l.log.Info("pruned superseded statements", zap.Int64("deleted", n))
+		}
+	}
 }
 
 func (l *pruneLoop) stop() {
-	if l == nil || l.cancel == nil {
-		return
+	if l != nil {
+		_ = l.loop.Stop(context.Background()) // no deadline: a pass is bounded by the interval
 	}
-	l.cancel()
-	l.done.Wait()
 }

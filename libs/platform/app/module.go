@@ -1,7 +1,9 @@
 // Package app is the fx skeleton of a service binary (cmd/<service>/main.go): the platform modules
 // every ConfigSync service runs on — logging, metrics, tracing under the service's name, the NATS
 // connection and the HTTP server with its health endpoints — around the service's own modules. A
-// service's Module never includes it (tools/devstack composes several services in one app).
+// service's Module never includes it (tools/devstack composes several services in one app). Main is
+// a binary's whole main (its one-shot subcommands, else the app); Background and RunForLifetime run
+// a service's background loops (started with the app, cancelled and awaited when it stops).
 package app
 
 import (

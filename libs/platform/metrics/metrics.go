@@ -119,6 +119,43 @@ func histogramVec(subsystem, name, help string, buckets []float64, labels ...str
 	}, labels)
 }
 
+// RegisterCounterVec registers the counter family configsync_<subsystem>_<name> over labels on m
+// (see Register; an empty subsystem leaves it out of the name) and returns it.
+func RegisterCounterVec(m *Metrics, subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	return Register(m, counterVec(subsystem, name, help, labels...))
+}
+
+// RegisterHistogramVec registers the histogram family configsync_<subsystem>_<name> over labels on m
+// (see Register) and returns it.
+func RegisterHistogramVec(m *Metrics, subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return Register(m, histogramVec(subsystem, name, help, buckets, labels...))
+}
+
+// RegisterGaugeFunc registers the gauge configsync_<subsystem>_<name>, read from read at each scrape,
+// on m (see Register).
+func RegisterGaugeFunc(m *Metrics, subsystem, name, help string, read func() float64) {
+	Register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts(subsystem, name, help)), read))
+}
+
+// RegisterCounterFunc registers the counter configsync_<subsystem>_<name>, read from read at each
+// scrape, on m (see Register).
+func RegisterCounterFunc(m *Metrics, subsystem, name, help string, read func() float64) {
+	Register(m, prometheus.NewCounterFunc(prometheus.CounterOpts(opts(subsystem, name, help)), read))
+}
+
+// opts names the metric configsync_<subsystem>_<name>.
+func opts(subsystem, name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help}
+}
+
+// Result is the result label of an operation that returned err: "ok" or "error".
+func Result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
 // Register registers c on m's registry and returns it, or returns the equal collector registered
 // before (two modules of one process asking for the same family); nil m returns c unregistered. A
 // collector clashing with a different one panics, as MustRegister does.

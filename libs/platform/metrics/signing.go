@@ -19,9 +19,9 @@ func (m *Metrics) Signatures() *Signatures {
 	if m == nil {
 		return nil
 	}
-	return &Signatures{total: Register(m, counterVec("resolver", "signatures_total",
+	return &Signatures{total: RegisterCounterVec(m, "resolver", "signatures_total",
 		"Statements signed by the resolver, by key id: one per distinct effective config and per host identity, never per fetch or push.",
-		"key_id"))}
+		"key_id")}
 }
 
 // Signed counts n signatures made with keyID.

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/metrics"
 )
@@ -20,28 +21,5 @@ var Module = fx.Module("outbox",
 
 func runRelay(lc fx.Lifecycle, r *Relay, m metrics.Optional) {
 	r.SetObserver(m.Metrics.Outbox(r))
-	var (
-		cancel context.CancelFunc
-		done   = make(chan struct{})
-	)
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			var ctx context.Context
-			ctx, cancel = context.WithCancel(context.Background())
-			go func() {
-				defer close(done)
-				_ = r.Run(ctx)
-			}()
-			return nil
-		},
-		OnStop: func(ctx context.Context) error {
-			cancel()
-			select {
-			case <-done:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
-	})
+	app.RunForLifetime(lc, func(ctx context.Context) { _ = r.Run(ctx) })
 }

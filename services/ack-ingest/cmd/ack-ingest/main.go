@@ -4,13 +4,11 @@
 package main
 
 import (
-	"go.uber.org/fx"
-
 	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
 )
 
 func main() {
-	fx.New(app.Module("ack-ingest", pgdb.Module, ackingest.Module)).Run()
+	app.Main("ack-ingest", nil, pgdb.Module, ackingest.Module)
 }

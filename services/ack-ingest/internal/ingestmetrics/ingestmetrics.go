@@ -18,11 +18,9 @@ func Store(s ingest.Store, m *metrics.Metrics) ingest.Store {
 	if m == nil {
 		return s
 	}
-	return &store{Store: s, commit: metrics.Register(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: metrics.Namespace, Subsystem: "ingest", Name: "commit_duration_seconds",
-		Help:    "Time to write one batch to PostgreSQL, by kind (acks, heartbeats) and result (ok, error).",
-		Buckets: metrics.DurationBuckets,
-	}, []string{"kind", "result"}))}
+	return &store{Store: s, commit: metrics.RegisterHistogramVec(m, "ingest", "commit_duration_seconds",
+		"Time to write one batch to PostgreSQL, by kind (acks, heartbeats) and result (ok, error).",
+		metrics.DurationBuckets, "kind", "result")}
 }
 
 type store struct {
@@ -31,11 +29,7 @@ type store struct {
 }
 
 func (s *store) observe(kind string, start time.Time, err error) {
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	s.commit.WithLabelValues(kind, result).Observe(time.Since(start).Seconds())
+	s.commit.WithLabelValues(kind, metrics.Result(err)).Observe(time.Since(start).Seconds())
 }
 
 func (s *store) UpsertApplyStatuses(ctx context.Context, rows []ingest.ApplyStatus) error {

@@ -12,8 +12,6 @@ import (
 	"os"
 	"time"
 
-	"go.uber.org/fx"
-
 	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/logging"
@@ -24,21 +22,10 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "bootstrap-token" {
-		if err := bootstrapToken(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "config-api bootstrap-token:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "migrate-inline-secrets" {
-		if err := migrateInlineSecrets(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "config-api migrate-inline-secrets:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	fx.New(app.Module("config-api", pgdb.Module, outbox.Module, configapi.Module)).Run()
+	app.Main("config-api", app.Commands{
+		"bootstrap-token":        bootstrapToken,
+		"migrate-inline-secrets": migrateInlineSecrets,
+	}, pgdb.Module, outbox.Module, configapi.Module)
 }
 
 // bootstrapToken prints a new admin token on stdout (logs go to stderr).

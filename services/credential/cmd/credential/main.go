@@ -4,13 +4,11 @@
 package main
 
 import (
-	"go.uber.org/fx"
-
 	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/pgdb"
 	"github.com/configsync/configsync/services/credential"
 )
 
 func main() {
-	fx.New(app.Module("credential", pgdb.Module, credential.Module)).Run()
+	app.Main("credential", nil, pgdb.Module, credential.Module)
 }

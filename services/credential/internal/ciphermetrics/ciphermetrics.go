@@ -17,14 +17,10 @@ func Wrap(c credential.Cipher, m *metrics.Metrics) credential.Cipher {
 		return c
 	}
 	return &cipher{Cipher: c,
-		decrypts: metrics.Register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metrics.Namespace, Subsystem: "credential", Name: "decrypts_total",
-			Help: "Credential ciphertexts decrypted, by cipher (local, vault, other) and result (ok, error).",
-		}, []string{"cipher", "result"})),
-		encrypts: metrics.Register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metrics.Namespace, Subsystem: "credential", Name: "encrypts_total",
-			Help: "Credential secrets encrypted, by cipher (local, vault) and result (ok, error).",
-		}, []string{"cipher", "result"})),
+		decrypts: metrics.RegisterCounterVec(m, "credential", "decrypts_total",
+			"Credential ciphertexts decrypted, by cipher (local, vault, other) and result (ok, error).", "cipher", "result"),
+		encrypts: metrics.RegisterCounterVec(m, "credential", "encrypts_total",
+			"Credential secrets encrypted, by cipher (local, vault) and result (ok, error).", "cipher", "result"),
 	}
 }
 
@@ -44,11 +40,7 @@ func label(scheme string) string {
 
 func (c *cipher) Encrypt(ctx context.Context, items []credential.EncryptItem) ([]string, error) {
 	out, err := c.Cipher.Encrypt(ctx, items)
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	c.encrypts.WithLabelValues(label(c.Scheme()), result).Add(float64(len(items)))
+	c.encrypts.WithLabelValues(label(c.Scheme()), metrics.Result(err)).Add(float64(len(items)))
 	return out, err
 }
 

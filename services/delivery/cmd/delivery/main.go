@@ -3,12 +3,10 @@
 package main
 
 import (
-	"go.uber.org/fx"
-
 	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/services/delivery"
 )
 
 func main() {
-	fx.New(app.Module("delivery", delivery.Module)).Run()
+	app.Main("delivery", nil, delivery.Module)
 }

@@ -18,10 +18,8 @@ func Commands(pub deliver.CommandPublisher, m *metrics.Metrics) deliver.CommandP
 	if m == nil {
 		return pub
 	}
-	c := &commands{CommandPublisher: pub, published: metrics.Register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metrics.Namespace, Subsystem: "delivery", Name: "commands_published_total",
-		Help: "Commands published to agents (pushes), by result (ok, error), and flushes that failed (flush_error).",
-	}, []string{"result"}))}
+	c := &commands{CommandPublisher: pub, published: metrics.RegisterCounterVec(m, "delivery", "commands_published_total",
+		"Commands published to agents (pushes), by result (ok, error), and flushes that failed (flush_error).", "result")}
 	for _, r := range []string{"ok", "error", "flush_error"} {
 		c.published.WithLabelValues(r)
 	}
@@ -35,11 +33,7 @@ type commands struct {
 
 func (c *commands) Publish(ctx context.Context, agentID string, command []byte) error {
 	err := c.CommandPublisher.Publish(ctx, agentID, command)
-	if err != nil {
-		c.published.WithLabelValues("error").Inc()
-	} else {
-		c.published.WithLabelValues("ok").Inc()
-	}
+	c.published.WithLabelValues(metrics.Result(err)).Inc()
 	return err
 }
 
@@ -53,13 +47,8 @@ func (c *commands) Flush(ctx context.Context) error {
 
 // QueueDepth registers configsync_delivery_fetch_queue_depth, read from queued at each scrape.
 func QueueDepth(m *metrics.Metrics, queued func() int) {
-	if m == nil {
-		return
-	}
-	metrics.Register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: metrics.Namespace, Subsystem: "delivery", Name: "fetch_queue_depth",
-		Help: "Agent fetches received and waiting for a batch.",
-	}, func() float64 { return float64(queued()) }))
+	metrics.RegisterGaugeFunc(m, "delivery", "fetch_queue_depth", "Agent fetches received and waiting for a batch.",
+		func() float64 { return float64(queued()) })
 }
 
 // Repairs exposes the Repairer's counters (deliver.RepairStats) as

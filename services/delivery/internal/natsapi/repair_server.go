@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -32,8 +33,7 @@ type RepairServer struct {
 
 	mu     sync.Mutex
 	sub    *nats.Subscription
-	cancel context.CancelFunc
-	done   chan struct{}
+	worker app.Background
 }
 
 // NewRepairServer returns a server handing requests to repairer, with up to queueSize waiting.
@@ -45,50 +45,45 @@ func NewRepairServer(repairer *deliver.Repairer, queueSize int, log *zap.Logger)
 func (s *RepairServer) Start(nc *nats.Conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done != nil {
+	if s.sub != nil {
 		return nil
 	}
 	sub, err := nc.QueueSubscribe(protocol.RepairSubject, protocol.DeliveryQueueGroup, s.receive)
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", protocol.RepairSubject, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.sub, s.cancel, s.done = sub, cancel, make(chan struct{})
-	go func() {
-		defer close(s.done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case req := <-s.queue:
-				// Requests waiting meanwhile are repaired together: one resolver request and one
-				// injection per distinct collector list for all of them.
-				req = s.coalesce(ctx, req)
-				if err := s.repairer.Repair(ctx, req); err != nil && !errors.Is(err, context.Canceled) {
-					s.log.Warn("repair request refused", zap.Error(err))
-				}
+	s.sub = sub
+	s.worker.Start(s.work)
+	return nil
+}
+
+// work repairs the queued requests until ctx is cancelled.
+func (s *RepairServer) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-s.queue:
+			// Requests waiting meanwhile are repaired together: one resolver request and one
+			// injection per distinct collector list for all of them.
+			req = s.coalesce(ctx, req)
+			if err := s.repairer.Repair(ctx, req); err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Warn("repair request refused", zap.Error(err))
 			}
 		}
-	}()
-	return nil
+	}
 }
 
 // Stop unsubscribes and waits for the repair in hand until ctx is done.
 func (s *RepairServer) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	sub, cancel, done := s.sub, s.cancel, s.done
+	sub := s.sub
 	s.mu.Unlock()
-	if done == nil {
+	if sub == nil {
 		return nil
 	}
 	_ = sub.Unsubscribe()
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.worker.Stop(ctx)
 }
 
 // coalesce adds the requests already waiting to req, up to protocol.MaxRepairHosts hosts.

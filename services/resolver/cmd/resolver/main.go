@@ -16,8 +16,6 @@ import (
 	"fmt"
 	"os"
 
-	"go.uber.org/fx"
-
 	"github.com/configsync/configsync/libs/platform/app"
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/pgdb"
@@ -25,28 +23,11 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "sign-trusted-keys" {
-		if err := signTrustedKeys(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "resolver sign-trusted-keys:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "install-signing-key" {
-		if err := installSigningKey(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "resolver install-signing-key:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "public-keys" {
-		if err := publicKeys(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "resolver public-keys:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	fx.New(app.Module("resolver", pgdb.Module, resolver.Module)).Run()
+	app.Main("resolver", app.Commands{
+		"sign-trusted-keys":   signTrustedKeys,
+		"install-signing-key": installSigningKey,
+		"public-keys":         publicKeys,
+	}, pgdb.Module, resolver.Module)
 }
 
 func signTrustedKeys(args []string) error {
