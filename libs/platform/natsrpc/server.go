@@ -177,6 +177,12 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	// The subscriptions drain in the background: what they still deliver is refused.
 	s.stopping.Store(true)
+	// The server has processed the unsubscriptions once it answers a flush: from then on a request sent
+	// after Stop returns goes to another replica (or to no one), never to this draining instance.
+	// Bounded: during a NATS outage the flush cannot be answered, and shutdown must not wait for it.
+	if err := s.nc.FlushTimeout(2 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Warn("endpoint unsubscriptions not confirmed by the server", zap.Error(err))
+	}
 	s.mu.Lock()
 	dispatchers := s.dispatchers
 	s.mu.Unlock()
