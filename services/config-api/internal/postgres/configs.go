@@ -201,10 +201,7 @@ func fromHostConfig(r sqlcdb.HostConfig) configs.Record {
 // EnvironmentConfig returns an environment's row of one type (tombstones included).
 func (s *Store) EnvironmentConfig(ctx context.Context, environmentID uuid.UUID, configType string) (configs.Record, error) {
 	row, err := s.q.GetEnvironmentConfig(ctx, sqlcdb.GetEnvironmentConfigParams{EnvironmentID: environmentID, ConfigType: configType})
-	if err != nil {
-		return configs.Record{}, classify(err, "config")
-	}
-	return fromEnvConfig(row), nil
+	return oneOf(row, err, "config", fromEnvConfig)
 }
 
 // EnvironmentConfigs lists an environment's live configs.
@@ -238,17 +235,11 @@ func (s *Store) Revision(ctx context.Context, ref configs.Ref, version int64) (c
 	if ref.Scope == protocol.ScopeHost {
 		r, err := s.q.GetHostRevision(ctx, sqlcdb.GetHostRevisionParams{
 			HostID: uuid.NullUUID{UUID: ref.ID, Valid: true}, ConfigType: ref.ConfigType, Version: version})
-		if err != nil {
-			return configs.Revision{}, classify(err, "revision")
-		}
-		return revision(sqlcdb.ListEnvironmentRevisionsRow(r)), nil
+		return oneOf(sqlcdb.ListEnvironmentRevisionsRow(r), err, "revision", revision)
 	}
 	r, err := s.q.GetEnvironmentRevision(ctx, sqlcdb.GetEnvironmentRevisionParams{
 		EnvironmentID: ref.ID, ConfigType: ref.ConfigType, Version: version})
-	if err != nil {
-		return configs.Revision{}, classify(err, "revision")
-	}
-	return revision(sqlcdb.ListEnvironmentRevisionsRow(r)), nil
+	return oneOf(sqlcdb.ListEnvironmentRevisionsRow(r), err, "revision", revision)
 }
 
 func revision(r sqlcdb.ListEnvironmentRevisionsRow) configs.Revision {

@@ -29,6 +29,11 @@ func (s *Store) CreateHost(ctx context.Context, h hosts.Host) (hosts.Host, error
 	if err != nil {
 		return hosts.Host{}, classify(err, "host with this hostname or agent_id")
 	}
+	return createdHost(row)
+}
+
+// createdHost is the host a registration (CreateHost, or one row of CreateHosts) stored.
+func createdHost(row sqlcdb.CreateHostRow) (hosts.Host, error) {
 	labels, err := labelsFromJSON(row.ID, row.InventoryLabels)
 	if err != nil {
 		return hosts.Host{}, err
@@ -85,18 +90,8 @@ func (s *Store) CreateHosts(ctx context.Context, hs []hosts.Host) ([]hosts.Host,
 		if !ok {
 			return nil, fmt.Errorf("postgres: create hosts: unexpected agent %q returned", r.AgentID)
 		}
-		labels, err := labelsFromJSON(r.ID, r.InventoryLabels)
-		if err != nil {
+		if out[i], err = createdHost(sqlcdb.CreateHostRow(r)); err != nil {
 			return nil, err
-		}
-		out[i] = hosts.Host{
-			Labels:        labels,
-			ID:            r.ID,
-			ClientID:      r.ClientID,
-			EnvironmentID: r.EnvironmentID,
-			Hostname:      r.Hostname,
-			AgentID:       r.AgentID,
-			CreatedAt:     r.CreatedAt,
 		}
 	}
 	if len(rows) != len(hs) {

@@ -83,6 +83,16 @@ func classify(err error, what string) error {
 	return err
 }
 
+// oneOf turns the result of a read of one row into a domain value with from; what names the row in
+// the fault classify makes of an error.
+func oneOf[R, T any](row R, err error, what string, from func(R) T) (T, error) {
+	if err != nil {
+		var none T
+		return none, classify(err, what)
+	}
+	return from(row), nil
+}
+
 // listOf turns the result of a list query into domain values with from; what names the query in the
 // error. The list is never nil, so an empty result reads as [] wherever it is shown.
 func listOf[R, T any](rows []R, err error, what string, from func(R) T) ([]T, error) {

@@ -66,19 +66,13 @@ func (s *Store) RecordAudit(ctx context.Context, ev tenancy.AuditEvent) error {
 // CreateClient stores a client.
 func (s *Store) CreateClient(ctx context.Context, name string) (tenants.Client, error) {
 	row, err := s.q.CreateClient(ctx, name)
-	if err != nil {
-		return tenants.Client{}, classify(err, "client "+quote(name))
-	}
-	return tenants.Client(row), nil
+	return oneOf(row, err, "client "+quote(name), clientFromRow)
 }
 
 // Client returns a client within filter.
 func (s *Store) Client(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (tenants.Client, error) {
 	row, err := s.q.GetClient(ctx, sqlcdb.GetClientParams{ID: id, ClientFilter: filter})
-	if err != nil {
-		return tenants.Client{}, classify(err, "client")
-	}
-	return tenants.Client(row), nil
+	return oneOf(row, err, "client", clientFromRow)
 }
 
 // ClientExists reports whether a client exists.
@@ -90,31 +84,29 @@ func (s *Store) ClientExists(ctx context.Context, id uuid.UUID) (bool, error) {
 // Clients lists the clients within filter.
 func (s *Store) Clients(ctx context.Context, filter uuid.NullUUID) ([]tenants.Client, error) {
 	rows, err := s.q.ListClients(ctx, filter)
-	return listOf(rows, err, "list clients", func(r sqlcdb.Client) tenants.Client { return tenants.Client(r) })
+	return listOf(rows, err, "list clients", clientFromRow)
 }
+
+func clientFromRow(r sqlcdb.Client) tenants.Client { return tenants.Client(r) }
 
 // CreateEnvironment stores an environment.
 func (s *Store) CreateEnvironment(ctx context.Context, clientID uuid.UUID, name string) (tenants.Environment, error) {
 	row, err := s.q.CreateEnvironment(ctx, sqlcdb.CreateEnvironmentParams{ClientID: clientID, Name: name})
-	if err != nil {
-		return tenants.Environment{}, classify(err, "environment "+quote(name))
-	}
-	return tenants.Environment(row), nil
+	return oneOf(row, err, "environment "+quote(name), environmentFromRow)
 }
 
 // Environment returns an environment within filter.
 func (s *Store) Environment(ctx context.Context, filter uuid.NullUUID, id uuid.UUID) (tenants.Environment, error) {
 	row, err := s.q.GetEnvironment(ctx, sqlcdb.GetEnvironmentParams{ID: id, ClientFilter: filter})
-	if err != nil {
-		return tenants.Environment{}, classify(err, "environment")
-	}
-	return tenants.Environment(row), nil
+	return oneOf(row, err, "environment", environmentFromRow)
 }
 
 // Environments lists a client's environments.
 func (s *Store) Environments(ctx context.Context, clientID uuid.UUID) ([]tenants.Environment, error) {
 	rows, err := s.q.ListEnvironments(ctx, clientID)
-	return listOf(rows, err, "list environments", func(r sqlcdb.Environment) tenants.Environment { return tenants.Environment(r) })
+	return listOf(rows, err, "list environments", environmentFromRow)
 }
+
+func environmentFromRow(r sqlcdb.Environment) tenants.Environment { return tenants.Environment(r) }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
