@@ -99,13 +99,7 @@ func TestNATSUsersAndPermissions(t *testing.T) {
 	backend := srv.Connect(t, nats.UserInfo("backend", "pb"))
 
 	// Allowed: publish under its own prefix.
-	sub, err := backend.SubscribeSync("configsync.agent.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := backend.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := subscribeFlushed(t, backend, "configsync.agent.>")
 	if err := agent.Publish("configsync.agent.a.heartbeat", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +107,7 @@ func TestNATSUsersAndPermissions(t *testing.T) {
 		t.Fatalf("allowed publish not delivered: %v", err)
 	}
 	// Denied: subscribing to another agent's commands.
-	if _, err := agent.SubscribeSync("configsync.cmd.b"); err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	subscribeFlushed(t, agent, "configsync.cmd.b")
 	if err := <-asyncErr; !errors.Is(err, nats.ErrPermissionViolation) {
 		t.Fatalf("want a permissions violation, got %v", err)
 	}
@@ -132,13 +121,7 @@ func TestNATSAccountsIsolateAndHaveJetStream(t *testing.T) {
 	}))
 	ca := srv.Connect(t, nats.UserInfo("ua", "p"))
 	cb := srv.Connect(t, nats.UserInfo("ub", "p"))
-	sub, err := cb.SubscribeSync("x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cb.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := subscribeFlushed(t, cb, "x")
 	if err := ca.Publish("x", []byte("hi")); err != nil {
 		t.Fatal(err)
 	}
@@ -292,4 +275,18 @@ func TestNATSWithTLS(t *testing.T) {
 	if err := again.Flush(); err != nil {
 		t.Fatalf("TLS after a restart: %v", err)
 	}
+}
+
+// subscribeFlushed subscribes nc to subject and flushes, so the server has the subscription (or has
+// refused it) before the test goes on.
+func subscribeFlushed(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
 }
