@@ -71,13 +71,7 @@ func TestNATSShutdownIsIdempotent(t *testing.T) {
 
 func TestNATSWithoutJetStream(t *testing.T) {
 	srv := NATS(t, WithoutJetStream())
-	js, err := jetstream.New(srv.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err == nil {
+	if err := jetStreamAccountInfo(t, srv.Connect(t)); err == nil {
 		t.Fatal("JetStream answered on a server started WithoutJetStream")
 	}
 }
@@ -161,14 +155,7 @@ authorization {
 	if strings.HasSuffix(srv.URL(), ":4222") {
 		t.Fatal("the config file's fixed port was used; tests need a random one")
 	}
-	nc := srv.Connect(t, nats.UserInfo("svc", "s3cret"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err != nil {
+	if err := jetStreamAccountInfo(t, srv.Connect(t, nats.UserInfo("svc", "s3cret"))); err != nil {
 		t.Fatalf("JetStream not enabled from a config file: %v", err)
 	}
 	if _, err := nats.Connect(srv.URL(), nats.UserInfo("svc", "wrong")); err == nil {
@@ -216,14 +203,7 @@ func TestNATSOperatorMode(t *testing.T) {
 	if _, err := nats.Connect(srv.URL()); err == nil {
 		t.Fatal("connection without credentials accepted in operator mode")
 	}
-	nc := srv.Connect(t, nats.UserJWTAndSeed(userJWT, string(userSeed)))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err != nil {
+	if err := jetStreamAccountInfo(t, srv.Connect(t, nats.UserJWTAndSeed(userJWT, string(userSeed)))); err != nil {
 		t.Fatalf("JetStream from the account JWT limits: %v", err)
 	}
 }
@@ -289,4 +269,18 @@ func subscribeFlushed(t *testing.T, nc *nats.Conn, subject string) *nats.Subscri
 		t.Fatal(err)
 	}
 	return sub
+}
+
+// jetStreamAccountInfo asks for the JetStream account info of nc's account: an error when JetStream is
+// not enabled for it.
+func jetStreamAccountInfo(t *testing.T, nc *nats.Conn) error {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err
 }
