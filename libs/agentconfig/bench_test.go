@@ -39,6 +39,17 @@ func benchCollectors() (env, host json.RawMessage) {
 	return env, host
 }
 
+// benchMerged is benchCollectors' environment list merged with its host override.
+func benchMerged(tb testing.TB) json.RawMessage {
+	tb.Helper()
+	env, host := benchCollectors()
+	merged, _, err := Merge(Collectors, env, host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return merged
+}
+
 func BenchmarkMergeCanonicalHash(b *testing.B) {
 	env, host := benchCollectors()
 	if err := Validate(Collectors, env); err != nil {
@@ -121,11 +132,7 @@ func TestBenchCollectorsSize(t *testing.T) {
 }
 
 func BenchmarkCanonicalize(b *testing.B) {
-	env, host := benchCollectors()
-	merged, _, err := Merge(Collectors, env, host)
-	if err != nil {
-		b.Fatal(err)
-	}
+	merged := benchMerged(b)
 	b.SetBytes(int64(len(merged)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -137,12 +144,7 @@ func BenchmarkCanonicalize(b *testing.B) {
 
 // BenchmarkConfigHashCanonical hashes what the agent caches after a merge: canonical data.
 func BenchmarkConfigHashCanonical(b *testing.B) {
-	env, host := benchCollectors()
-	merged, _, err := Merge(Collectors, env, host)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := Canonicalize(merged)
+	c, err := Canonicalize(benchMerged(b))
 	if err != nil {
 		b.Fatal(err)
 	}

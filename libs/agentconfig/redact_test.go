@@ -72,6 +72,16 @@ var credentialCollectors = json.RawMessage(`[
 	{"type":"postgres","name":"second","credential_id":"cred-pg"}
 ]`)
 
+// credentialCollectorsFilled is credentialCollectors, compacted, with each credential_id replaced by
+// its credential's fields: cred-pg's password and username, cred-my's password (JSON values).
+func credentialCollectorsFilled(pgPassword, pgUsername, myPassword string) string {
+	pg := `"password":` + pgPassword + `,"username":` + pgUsername
+	return `[{"type":"tcp","name":"ssh","address":"localhost:22"},` +
+		`{"type":"postgres","name":"main","host":"db","port":5432,` + pg + `},` +
+		`{"type":"mysql","name":"replica","host":"db2","password":` + myPassword + `},` +
+		`{"type":"postgres","name":"second",` + pg + `}]`
+}
+
 func TestCredentialIDs(t *testing.T) {
 	ids, err := CredentialIDs(credentialCollectors)
 	if err != nil || !reflect.DeepEqual(ids, []string{"cred-pg", "cred-my"}) {
@@ -99,11 +109,7 @@ func TestInjectSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"type":"tcp","name":"ssh","address":"localhost:22"},` +
-		`{"type":"postgres","name":"main","host":"db","port":5432,"password":"pg-pw","username":"monitor"},` +
-		`{"type":"mysql","name":"replica","host":"db2","password":"my\"pw\\"},` +
-		`{"type":"postgres","name":"second","password":"pg-pw","username":"monitor"}]`
-	if string(got) != want {
+	if want := credentialCollectorsFilled(`"pg-pw"`, `"monitor"`, `"my\"pw\\"`); string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	wantPointers := []string{"/1/password", "/1/username", "/2/password", "/3/password", "/3/username"}
@@ -160,11 +166,8 @@ func TestRedactForCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"type":"tcp","name":"ssh","address":"localhost:22"},` +
-		`{"type":"postgres","name":"main","host":"db","port":5432,"password":"[REDACTED]","username":"[REDACTED]"},` +
-		`{"type":"mysql","name":"replica","host":"db2","password":"[REDACTED]"},` +
-		`{"type":"postgres","name":"second","password":"[REDACTED]","username":"[REDACTED]"}]`
-	if string(got) != want {
+	const r = `"[REDACTED]"`
+	if want := credentialCollectorsFilled(r, r, r); string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	if len(pointers) != 5 {

@@ -3,35 +3,32 @@ package agentconfig
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 )
 
-// shapeOf returns a pointer to the typed shape of a config type.
+// shapes holds the typed shape of each config type.
+var shapes = map[string]reflect.Type{
+	Collectors:      reflect.TypeFor[CollectorsConfig](),
+	Intervals:       reflect.TypeFor[IntervalsConfig](),
+	Labels:          reflect.TypeFor[LabelsConfig](),
+	ChangeDetection: reflect.TypeFor[ChangeDetectionConfig](),
+	LogCollection:   reflect.TypeFor[LogCollectionConfig](),
+	AgentSettings:   reflect.TypeFor[AgentSettingsConfig](),
+	WatchFiles:      reflect.TypeFor[WatchFilesConfig](),
+	Healthcheck:     reflect.TypeFor[HealthcheckConfig](),
+	Tracing:         reflect.TypeFor[TracingConfig](),
+	LogShipping:     reflect.TypeFor[LogShippingConfig](),
+}
+
+// shapeOf returns a pointer to a new value of the typed shape of a config type, nil for an unknown type.
 func shapeOf(typ string) any {
-	switch typ {
-	case Collectors:
-		return new(CollectorsConfig)
-	case Intervals:
-		return new(IntervalsConfig)
-	case Labels:
-		return new(LabelsConfig)
-	case ChangeDetection:
-		return new(ChangeDetectionConfig)
-	case LogCollection:
-		return new(LogCollectionConfig)
-	case AgentSettings:
-		return new(AgentSettingsConfig)
-	case WatchFiles:
-		return new(WatchFilesConfig)
-	case Healthcheck:
-		return new(HealthcheckConfig)
-	case Tracing:
-		return new(TracingConfig)
-	case LogShipping:
-		return new(LogShippingConfig)
+	shape, ok := shapes[typ]
+	if !ok {
+		return nil
 	}
-	return nil
+	return reflect.New(shape).Interface()
 }
 
 // Every valid config decodes into its typed shape with no unknown field: shapes and rules agree.

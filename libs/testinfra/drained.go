@@ -15,18 +15,12 @@ func Drained(ctx context.Context, js jetstream.JetStream, stream, durable string
 	if err != nil {
 		return err
 	}
-	sinfo, err := st.Info(ctx)
-	if err != nil {
-		return err
-	}
 	cons, err := st.Consumer(ctx, durable)
 	if err != nil {
 		return err
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return err
-	}
+	// Stream and Consumer fetched their infos (in that order): the cached copies are current.
+	sinfo, info := st.CachedInfo(), cons.CachedInfo()
 	if info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq {
 		return nil
 	}

@@ -71,13 +71,7 @@ func TestNATSShutdownIsIdempotent(t *testing.T) {
 
 func TestNATSWithoutJetStream(t *testing.T) {
 	srv := NATS(t, WithoutJetStream())
-	js, err := jetstream.New(srv.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err == nil {
+	if err := jetStreamAccountInfo(t, srv.Connect(t)); err == nil {
 		t.Fatal("JetStream answered on a server started WithoutJetStream")
 	}
 }
@@ -99,13 +93,7 @@ func TestNATSUsersAndPermissions(t *testing.T) {
 	backend := srv.Connect(t, nats.UserInfo("backend", "pb"))
 
 	// Allowed: publish under its own prefix.
-	sub, err := backend.SubscribeSync("configsync.agent.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := backend.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := subscribeFlushed(t, backend, "configsync.agent.>")
 	if err := agent.Publish("configsync.agent.a.heartbeat", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +101,7 @@ func TestNATSUsersAndPermissions(t *testing.T) {
 		t.Fatalf("allowed publish not delivered: %v", err)
 	}
 	// Denied: subscribing to another agent's commands.
-	if _, err := agent.SubscribeSync("configsync.cmd.b"); err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	subscribeFlushed(t, agent, "configsync.cmd.b")
 	if err := <-asyncErr; !errors.Is(err, nats.ErrPermissionViolation) {
 		t.Fatalf("want a permissions violation, got %v", err)
 	}
@@ -132,13 +115,7 @@ func TestNATSAccountsIsolateAndHaveJetStream(t *testing.T) {
 	}))
 	ca := srv.Connect(t, nats.UserInfo("ua", "p"))
 	cb := srv.Connect(t, nats.UserInfo("ub", "p"))
-	sub, err := cb.SubscribeSync("x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cb.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := subscribeFlushed(t, cb, "x")
 	if err := ca.Publish("x", []byte("hi")); err != nil {
 		t.Fatal(err)
 	}
@@ -178,14 +155,7 @@ authorization {
 	if strings.HasSuffix(srv.URL(), ":4222") {
 		t.Fatal("the config file's fixed port was used; tests need a random one")
 	}
-	nc := srv.Connect(t, nats.UserInfo("svc", "s3cret"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err != nil {
+	if err := jetStreamAccountInfo(t, srv.Connect(t, nats.UserInfo("svc", "s3cret"))); err != nil {
 		t.Fatalf("JetStream not enabled from a config file: %v", err)
 	}
 	if _, err := nats.Connect(srv.URL(), nats.UserInfo("svc", "wrong")); err == nil {
@@ -233,14 +203,7 @@ func TestNATSOperatorMode(t *testing.T) {
 	if _, err := nats.Connect(srv.URL()); err == nil {
 		t.Fatal("connection without credentials accepted in operator mode")
 	}
-	nc := srv.Connect(t, nats.UserJWTAndSeed(userJWT, string(userSeed)))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err != nil {
+	if err := jetStreamAccountInfo(t, srv.Connect(t, nats.UserJWTAndSeed(userJWT, string(userSeed)))); err != nil {
 		t.Fatalf("JetStream from the account JWT limits: %v", err)
 	}
 }
@@ -292,4 +255,32 @@ func TestNATSWithTLS(t *testing.T) {
 	if err := again.Flush(); err != nil {
 		t.Fatalf("TLS after a restart: %v", err)
 	}
+}
+
+// subscribeFlushed subscribes nc to subject and flushes, so the server has the subscription (or has
+// refused it) before the test goes on.
+func subscribeFlushed(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// jetStreamAccountInfo asks for the JetStream account info of nc's account: an error when JetStream is
+// not enabled for it.
+func jetStreamAccountInfo(t *testing.T, nc *nats.Conn) error {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestPostgresGivesEachTestItsOwnMigratedDatabase(t *testing.T) {
@@ -13,13 +14,8 @@ func TestPostgresGivesEachTestItsOwnMigratedDatabase(t *testing.T) {
 	a := Postgres(t)
 	b := Postgres(t)
 
-	var dbA, dbB string
-	if err := a.QueryRow(ctx, "SELECT current_database()").Scan(&dbA); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.QueryRow(ctx, "SELECT current_database()").Scan(&dbB); err != nil {
-		t.Fatal(err)
-	}
+	dbA := queryOne[string](t, a, "SELECT current_database()")
+	dbB := queryOne[string](t, b, "SELECT current_database()")
 	if dbA == dbB || !strings.HasPrefix(dbA, testDBPrefix) {
 		t.Fatalf("databases %q and %q: want two distinct %s* databases", dbA, dbB, testDBPrefix)
 	}
@@ -27,11 +23,7 @@ func TestPostgresGivesEachTestItsOwnMigratedDatabase(t *testing.T) {
 	if _, err := a.Exec(ctx, "INSERT INTO clients (name) VALUES ('acme')"); err != nil {
 		t.Fatalf("schema missing in fresh database: %v", err)
 	}
-	var n int
-	if err := b.QueryRow(ctx, "SELECT count(*) FROM clients").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
+	if n := queryOne[int](t, b, "SELECT count(*) FROM clients"); n != 0 {
 		t.Fatalf("database b sees %d clients written to database a", n)
 	}
 }
@@ -39,10 +31,7 @@ func TestPostgresGivesEachTestItsOwnMigratedDatabase(t *testing.T) {
 func TestPostgresDropsTheDatabaseAtCleanup(t *testing.T) {
 	var name string
 	t.Run("inner", func(t *testing.T) {
-		pool := Postgres(t)
-		if err := pool.QueryRow(context.Background(), "SELECT current_database()").Scan(&name); err != nil {
-			t.Fatal(err)
-		}
+		name = queryOne[string](t, Postgres(t), "SELECT current_database()")
 	})
 	if exists := databaseExists(t, name); exists {
 		t.Fatalf("database %s still exists after the test's cleanup", name)
@@ -50,17 +39,8 @@ func TestPostgresDropsTheDatabaseAtCleanup(t *testing.T) {
 }
 
 func TestPostgresEmptyURLHasNoSchema(t *testing.T) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, PostgresEmptyURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
+	pool := OpenPool(t, PostgresEmptyURL(t))
+	if n := queryOne[int](t, pool, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"); n != 0 {
 		t.Fatalf("empty database has %d tables", n)
 	}
 }
@@ -83,13 +63,8 @@ func TestTemplateIsReusedAndLocked(t *testing.T) {
 	if first != second {
 		t.Fatalf("template rebuilt under a new name: %s then %s", first, second)
 	}
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var isTemplate, allowConn bool
-	if err := conn.QueryRow(ctx, "SELECT datistemplate, datallowconn FROM pg_database WHERE datname = $1", first).Scan(&isTemplate, &allowConn); err != nil {
+	if err := OpenPool(t, admin).QueryRow(ctx, "SELECT datistemplate, datallowconn FROM pg_database WHERE datname = $1", first).Scan(&isTemplate, &allowConn); err != nil {
 		t.Fatal(err)
 	}
 	if !isTemplate || allowConn {
@@ -142,17 +117,17 @@ func TestRedactURL(t *testing.T) {
 
 func databaseExists(t *testing.T, name string) bool {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, serverURL(t))
-	if err != nil {
+	return queryOne[bool](t, OpenPool(t, serverURL(t)), "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name)
+}
+
+// queryOne returns the single value the query selects, failing the test on any error.
+func queryOne[T any](t *testing.T, pool *pgxpool.Pool, query string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := pool.QueryRow(context.Background(), query, args...).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
-		t.Fatal(err)
-	}
-	return exists
+	return v
 }
 
 func TestFindServerExplainsWhatToDo(t *testing.T) {

@@ -89,17 +89,9 @@ func NewAuthority(name string) (*Authority, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tlsgen: CA key: %w", err)
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"ConfigSync"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(CAValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
+	tmpl := certTemplate(name, CAValidity)
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid, tmpl.IsCA, tmpl.MaxPathLenZero = true, true, true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("tlsgen: CA certificate: %w", err)
@@ -130,15 +122,9 @@ func (a *Authority) Issue(name string, hosts []string, validity time.Duration, s
 	if err != nil {
 		return nil, nil, fmt.Errorf("tlsgen: key: %w", err)
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: name, Organization: []string{"ConfigSync"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	tmpl := certTemplate(name, validity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	if server {
 		// Cluster routes connect as clients of each other with the same certificate.
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
@@ -227,6 +213,18 @@ func serverCertCovers(path string, ca *Authority, hosts []string) bool {
 		}
 	}
 	return true
+}
+
+// certTemplate is what every certificate made here shares: a random serial, name in the ConfigSync
+// organization, valid from an hour ago (clock skew) for validity.
+func certTemplate(name string, validity time.Duration) *x509.Certificate {
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name, Organization: []string{"ConfigSync"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(validity),
+	}
 }
 
 func serial() *big.Int {

@@ -122,14 +122,7 @@ func TestClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile, err := ca.WriteClientCert(dir, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := clientCert(t, ca, dir, "agent")
 	if err := handshake(t, f, "127.0.0.1", &cc); err != nil {
 		t.Fatalf("client certificate refused: %v", err)
 	}
@@ -137,16 +130,22 @@ func TestClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherDir := t.TempDir()
-	oc, ok, err := other.WriteClientCert(otherDir, "intruder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	intruder, err := tls.LoadX509KeyPair(oc, ok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	intruder := clientCert(t, other, t.TempDir(), "intruder")
 	if err := handshake(t, f, "127.0.0.1", &intruder); err == nil {
 		t.Fatal("a client certificate from another CA was accepted")
 	}
+}
+
+// clientCert has ca write a client certificate for name into dir and loads it back.
+func clientCert(t *testing.T, ca *tlsgen.Authority, dir, name string) tls.Certificate {
+	t.Helper()
+	certFile, keyFile, err := ca.WriteClientCert(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

@@ -3,16 +3,13 @@ package outbox
 import (
 	"context"
 	"testing"
-
-	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // BenchmarkRelay measures end-to-end relay throughput: committed rows to JetStream PubAcks plus the
 // marking commit, one relay, default batch size.
 func BenchmarkRelay(b *testing.B) {
 	e := setupB(b)
-	log, _ := testinfra.Logger(b)
-	r := NewRelay(e.pool, e.js, log, RelayOptions{})
+	r := NewRelay(e.pool, e.js, e.log, RelayOptions{})
 	insertB(b, e, b.N)
 	b.ResetTimer()
 	left := b.N

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/protocol"
@@ -66,6 +68,8 @@ type env struct {
 	pool *pgxpool.Pool
 	nats *testinfra.NATSServer
 	js   jetstream.JetStream
+	log  *zap.Logger
+	logs *observer.ObservedLogs
 }
 
 func setup(t *testing.T, natsOpts ...nats.Option) env { return setupB(t, natsOpts...) }
@@ -82,7 +86,8 @@ func setupB(t testing.TB, natsOpts ...nats.Option) env {
 	if err := natsconn.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	return env{pool: testinfra.Postgres(t), nats: srv, js: js}
+	log, logs := testinfra.Logger(t)
+	return env{pool: testinfra.Postgres(t), nats: srv, js: js, log: log, logs: logs}
 }
 
 func insert(t testing.TB, pool *pgxpool.Pool, n int) []int64 {
@@ -208,8 +213,7 @@ func TestInsertValidates(t *testing.T) {
 func TestCommittedRowIsPublishedWithItsMsgID(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
-	r := NewRelay(e.pool, e.js, log, RelayOptions{})
+	r := NewRelay(e.pool, e.js, e.log, RelayOptions{})
 	ids := insert(t, e.pool, 3)
 
 	relayOnce(t, r, 3)
@@ -242,7 +246,6 @@ func TestCommittedRowIsPublishedWithItsMsgID(t *testing.T) {
 func TestRolledBackTransactionPublishesNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
 	ctx := context.Background()
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
@@ -254,7 +257,7 @@ func TestRolledBackTransactionPublishesNothing(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := NewRelay(e.pool, e.js, log, RelayOptions{})
+	r := NewRelay(e.pool, e.js, e.log, RelayOptions{})
 	relayOnce(t, r, 0)
 	// A committed row afterwards is published alone: the rolled-back one never existed.
 	insert(t, e.pool, 1)
@@ -267,7 +270,6 @@ func TestRolledBackTransactionPublishesNothing(t *testing.T) {
 func TestSkipLockedLeavesClaimedRowsAlone(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
 	ctx := context.Background()
 	ids := insert(t, e.pool, 10)
 
@@ -280,7 +282,7 @@ func TestSkipLockedLeavesClaimedRowsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	js := newCountingJS(e.js)
-	r := NewRelay(e.pool, js, log, RelayOptions{})
+	r := NewRelay(e.pool, js, e.log, RelayOptions{})
 	relayOnce(t, r, 5) // the unlocked rows
 	js.mu.Lock()
 	for _, id := range ids[:5] {
@@ -302,7 +304,6 @@ func TestSkipLockedLeavesClaimedRowsAlone(t *testing.T) {
 func TestTwoRelaysPublishEveryRowExactlyOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
 	const (
 		before  = 300 // waiting when the relays start
 		writers = 4
@@ -314,8 +315,8 @@ func TestTwoRelaysPublishEveryRowExactlyOnce(t *testing.T) {
 
 	js1, js2 := newCountingJS(e.js), newCountingJS(e.js)
 	opts := RelayOptions{BatchSize: 16, PollInterval: 50 * time.Millisecond}
-	startRelay(t, NewRelay(e.pool, js1, log.Named("r1"), opts))
-	startRelay(t, NewRelay(e.pool, js2, log.Named("r2"), opts))
+	startRelay(t, NewRelay(e.pool, js1, e.log.Named("r1"), opts))
+	startRelay(t, NewRelay(e.pool, js2, e.log.Named("r2"), opts))
 
 	var wg sync.WaitGroup
 	for range writers {
@@ -357,9 +358,8 @@ func TestTwoRelaysPublishEveryRowExactlyOnce(t *testing.T) {
 func TestNotifyWakesTheRelay(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
 	insert(t, e.pool, 1) // committed before LISTEN: found by Run's first pass
-	startRelay(t, NewRelay(e.pool, e.js, log, RelayOptions{PollInterval: time.Hour}))
+	startRelay(t, NewRelay(e.pool, e.js, e.log, RelayOptions{PollInterval: time.Hour}))
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "the first row")
 
 	insert(t, e.pool, 1)
@@ -372,11 +372,10 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 func TestJetStreamOutage(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	log, logs := testinfra.Logger(t)
 	e.nats.Shutdown()
 	ids := insert(t, e.pool, 3)
 
-	r := NewRelay(e.pool, e.js, log, RelayOptions{
+	r := NewRelay(e.pool, e.js, e.log, RelayOptions{
 		PublishTimeout: 200 * time.Millisecond,
 		MinBackoff:     10 * time.Millisecond,
 		MaxBackoff:     50 * time.Millisecond,
@@ -411,7 +410,7 @@ func TestJetStreamOutage(t *testing.T) {
 	e.nats.Restart(t)
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "publish after recovery")
 	wantStreamMsgs(t, e.js, 3)
-	if logs.FilterMessage("outbox relay pass failed, backing off").Len() == 0 {
+	if e.logs.FilterMessage("outbox relay pass failed, backing off").Len() == 0 {
 		t.Fatal("failures not logged")
 	}
 }
@@ -421,17 +420,16 @@ func TestJetStreamOutage(t *testing.T) {
 func TestRepublishIsDeduplicated(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	log, logs := testinfra.Logger(t)
 	ctx := context.Background()
 	ids := insert(t, e.pool, 1)
-	r := NewRelay(e.pool, e.js, log, RelayOptions{})
+	r := NewRelay(e.pool, e.js, e.log, RelayOptions{})
 	relayOnce(t, r, 1)
 	if _, err := e.pool.Exec(ctx, "UPDATE outbox SET published_at = NULL WHERE id = $1", ids[0]); err != nil {
 		t.Fatal(err)
 	}
 	relayOnce(t, r, 1)
 	wantStreamMsgs(t, e.js, 1)
-	if logs.FilterMessage("outbox row was already in the stream").Len() != 1 {
+	if e.logs.FilterMessage("outbox row was already in the stream").Len() != 1 {
 		t.Fatal("duplicate not reported")
 	}
 }
@@ -440,10 +438,9 @@ func TestRepublishIsDeduplicated(t *testing.T) {
 func TestRelayStopsOnCancel(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- NewRelay(e.pool, e.js, log, RelayOptions{PollInterval: time.Hour}).Run(ctx) }()
+	go func() { done <- NewRelay(e.pool, e.js, e.log, RelayOptions{PollInterval: time.Hour}).Run(ctx) }()
 	insert(t, e.pool, 1)
 	testinfra.Eventually(t, waitTimeout, func() bool { return unpublished(t, e.pool) == 0 }, "publish")
 	cancel()
@@ -454,10 +451,9 @@ func TestRelayStopsOnCancel(t *testing.T) {
 
 func TestModule(t *testing.T) {
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
 	t.Setenv("OUTBOX_POLL_INTERVAL", "1h")
 	app := fxtest.New(t,
-		fx.Supply(log, e.pool),
+		fx.Supply(e.log, e.pool),
 		fx.Provide(func() jetstream.JetStream { return e.js }),
 		Module,
 	)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
-	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // TestTraceContextTravelsFromTheRowToTheMessage: a row written under a sampled span stores its
@@ -27,8 +26,7 @@ func TestTraceContextTravelsFromTheRowToTheMessage(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 
 	e := setup(t)
-	log, _ := testinfra.Logger(t)
-	r := NewRelay(e.pool, e.js, log, RelayOptions{})
+	r := NewRelay(e.pool, e.js, e.log, RelayOptions{})
 	ctx, write := tp.Tracer("test").Start(context.Background(), "PUT")
 	for _, c := range []context.Context{ctx, context.Background()} {
 		if err := pgx.BeginFunc(c, e.pool, func(tx pgx.Tx) error {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/configsync/configsync/libs/testinfra"
 )
@@ -18,12 +17,7 @@ var errDomainUnavailable = errors.New("store unavailable")
 // with the driver's error still in the chain.
 func TestOutageWrapsEveryPathWhenNothingListens(t *testing.T) {
 	t.Parallel()
-	pool, err := NewPool(Config{URL: testinfra.UnreachablePostgresURL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	db := Outage(pool, errDomainUnavailable)
+	db := Outage(testinfra.UnreachablePostgres(t), errDomainUnavailable)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var n int
@@ -44,12 +38,7 @@ func TestOutageWrapsEveryPathWhenNothingListens(t *testing.T) {
 func TestOutageLeavesOtherErrorsAlone(t *testing.T) {
 	t.Parallel()
 	url := testinfra.PostgresEmptyURL(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	db := Outage(pool, errDomainUnavailable)
+	db := Outage(testinfra.OpenPool(t, url), errDomainUnavailable)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

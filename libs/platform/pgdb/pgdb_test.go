@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/configsync/configsync/libs/platform/health"
 	"github.com/configsync/configsync/libs/testinfra"
@@ -29,16 +30,23 @@ func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
 	return ok
 }
 
-func TestOpenMigratesAnEmptyDatabase(t *testing.T) {
-	t.Parallel()
+// open opens a pool with Open and a test logger, whose logs it returns; the pool is closed at cleanup.
+func open(t *testing.T, ctx context.Context, cfg Config) (*pgxpool.Pool, *observer.ObservedLogs) {
+	t.Helper()
 	log, logs := testinfra.Logger(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := Open(ctx, Config{URL: testinfra.PostgresEmptyURL(t), MaxConns: 1, Migrate: true}, log)
+	pool, err := Open(ctx, cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
+	return pool, logs
+}
+
+func TestOpenMigratesAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, logs := open(t, ctx, Config{URL: testinfra.PostgresEmptyURL(t), MaxConns: 1, Migrate: true})
 	if !tableExists(t, pool, "outbox") || !tableExists(t, pool, "hosts") {
 		t.Fatal("schema not created")
 	}
@@ -52,12 +60,7 @@ func TestOpenMigratesAnEmptyDatabase(t *testing.T) {
 
 func TestOpenWithoutMigrate(t *testing.T) {
 	t.Parallel()
-	log, _ := testinfra.Logger(t)
-	pool, err := Open(context.Background(), Config{URL: testinfra.PostgresEmptyURL(t), Migrate: false}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool, _ := open(t, context.Background(), Config{URL: testinfra.PostgresEmptyURL(t), Migrate: false})
 	if tableExists(t, pool, "outbox") {
 		t.Fatal("migrated although Migrate is false")
 	}
@@ -92,12 +95,7 @@ func TestConcurrentMigrationsSerialise(t *testing.T) {
 
 func TestOpenMigratedDatabaseIsANoOp(t *testing.T) {
 	t.Parallel()
-	log, _ := testinfra.Logger(t)
-	pool, err := Open(context.Background(), Config{URL: testinfra.PostgresURL(t), Migrate: true}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool, _ := open(t, context.Background(), Config{URL: testinfra.PostgresURL(t), Migrate: true})
 	if err := Check(pool)(context.Background()); err != nil {
 		t.Fatalf("readiness: %v", err)
 	}

@@ -76,14 +76,10 @@ func terminate(t *testing.T, ctx context.Context, victim interface {
 
 func TestIsUnavailableWhenNothingListens(t *testing.T) {
 	t.Parallel()
-	pool, err := NewPool(Config{URL: testinfra.UnreachablePostgresURL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testinfra.UnreachablePostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = pool.Exec(ctx, "SELECT 1")
+	_, err := pool.Exec(ctx, "SELECT 1")
 	var connectErr *pgconn.ConnectError
 	if !errors.As(err, &connectErr) {
 		t.Fatalf("Exec on a closed port: %v, want a ConnectError", err)

@@ -35,28 +35,23 @@ type Labels map[string]string
 // ValidKey reports whether k can be a label key: 1 to MaxKeyLength ASCII letters, digits, '-', '_',
 // '.' or '/', beginning and ending with a letter or digit.
 func ValidKey(k string) bool {
-	if len(k) == 0 || len(k) > MaxKeyLength || !alnum(k[0]) || !alnum(k[len(k)-1]) {
-		return false
-	}
-	for i := range len(k) {
-		if !alnum(k[i]) && !strings.ContainsRune("-_./", rune(k[i])) {
-			return false
-		}
-	}
-	return true
+	return k != "" && validText(k, MaxKeyLength, "-_./")
 }
 
 // ValidValue reports whether v can be a label value: empty, or up to MaxValueLength ASCII letters,
 // digits, '-', '_' or '.', beginning and ending with a letter or digit.
 func ValidValue(v string) bool {
-	if v == "" {
-		return true
-	}
-	if len(v) > MaxValueLength || !alnum(v[0]) || !alnum(v[len(v)-1]) {
+	return v == "" || validText(v, MaxValueLength, "-_.")
+}
+
+// validText reports whether the non-empty s is at most maxLen letters, digits or bytes of punct,
+// beginning and ending with a letter or digit.
+func validText(s string, maxLen int, punct string) bool {
+	if len(s) > maxLen || !alnum(s[0]) || !alnum(s[len(s)-1]) {
 		return false
 	}
-	for i := range len(v) {
-		if !alnum(v[i]) && !strings.ContainsRune("-_.", rune(v[i])) {
+	for i := range len(s) {
+		if !alnum(s[i]) && !strings.ContainsRune(punct, rune(s[i])) {
 			return false
 		}
 	}
