@@ -58,8 +58,7 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) {
 // TestSpecPutEnvironmentConfigExample is the spec's PUT example, answer shape included.
 func TestSpecPutEnvironmentConfigExample(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	path := envConfigPath(a.env, "watch_files")
 	body := `{"config_data": {"paths": ["/etc", "/opt"], "exclude_patterns": ["*.log"]}}`
 	r := h.must(200, "PUT", path, a.token, body)
@@ -101,8 +100,7 @@ func TestSpecPutEnvironmentConfigExample(t *testing.T) {
 // TestHostResolutionCases covers the spec's four resolution cases through the real resolver.
 func TestHostResolutionCases(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	envPath := func(typ string) string { return "/api/v1/environments/" + a.env.String() + "/agent-configs/" + typ }
 	hostPath := func(typ string) string { return "/api/v1/hosts/" + a.host.String() + "/agent-configs/" + typ }
 
@@ -172,8 +170,7 @@ func TestHostResolutionCases(t *testing.T) {
 // effective version still increases and the source reverts to the environment.
 func TestTombstoneVersioning(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	envPath := envConfigPath(a.env, "watch_files")
 	hostPath := hostConfigPath(a.host, "watch_files")
 
@@ -225,8 +222,7 @@ func TestTombstoneVersioning(t *testing.T) {
 // TestLostUpdate: two PUTs with the same If-Match, at the same time: exactly one wins.
 func TestLostUpdate(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	for _, path := range configPaths(a, "labels") {
 		r := h.must(200, "PUT", path, a.token, `{"config_data": {"static": {"team": "a"}}}`)
 		tag := r.header.Get("ETag")
@@ -260,8 +256,7 @@ func TestLostUpdate(t *testing.T) {
 // transaction; refused writes queue none.
 func TestOneOutboxRowPerWrite(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	envPath := envConfigPath(a.env, "tracing")
 	hostPath := hostConfigPath(a.host, "tracing")
 	outbox := func() int { return h.count(`SELECT count(*) FROM outbox`) }
@@ -324,8 +319,7 @@ func TestOneOutboxRowPerWrite(t *testing.T) {
 // configsync.events.config.changed, once, with the outbox id as Nats-Msg-Id.
 func TestWriteReachesJetStream(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var row configRow
 	h.must(200, "PUT", hostConfigPath(a.host, "healthcheck"), a.token,
 		`{"config_data": {"interval_seconds": 30}}`).data(t, &row)
@@ -367,8 +361,7 @@ func TestWriteReachesJetStream(t *testing.T) {
 // TestRevisionsAndRollback: history of both levels, rollback as a new write.
 func TestRevisionsAndRollback(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	for _, base := range configPaths(a, "log_shipping") {
 		var v1, v2 configRow
 		h.must(200, "PUT", base, a.token, `{"config_data": {"enabled": true, "level": "warn"}}`).data(t, &v1)
@@ -416,8 +409,7 @@ func TestRevisionsAndRollback(t *testing.T) {
 // TestDryRun: the effective config for affected hosts without writing anything.
 func TestDryRun(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var second idObj
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, map[string]any{"hostname": "acme-web-2"}).data(t, &second)
 	h.must(200, "PUT", hostConfigPath(second.ID, "agent_settings"), a.token, `{"config_data": {"log_level": "debug"}}`)

@@ -15,8 +15,7 @@ import (
 // TestCredentials: metadata only in and out; the secret reaches the credential service and nothing else.
 func TestCredentials(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	base := credentialsPath(a.client)
 	const secret = "s3cr3t-planted-value"
 
@@ -89,8 +88,7 @@ func TestCredentials(t *testing.T) {
 // allowed names, and change nothing.
 func TestCredentialSecretFieldsMustBeInjectable(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	base := credentialsPath(a.client)
 	const planted = "api-key-planted-value"
 
@@ -135,8 +133,7 @@ func TestCredentialSecretFieldsMustBeInjectable(t *testing.T) {
 // PUT giving it one is refused with the path named, before anything is stored.
 func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var meta protocol.CredentialMeta
 	h.must(201, "POST", credentialsPath(a.client), a.token, map[string]any{
 		"name": "web", "secret": map[string]string{"username": "monitor", "password": "basic-pw"}}).data(t, &meta)

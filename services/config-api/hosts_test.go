@@ -42,8 +42,7 @@ type hostJSON struct {
 
 func TestHostRegistrationListAndRevoke(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	hostsPath := "/api/v1/environments/" + a.env.String() + "/hosts"
 
 	// Generated agent id (a UUID), given agent id, and the invalid/duplicate cases.
@@ -156,8 +155,7 @@ func TestHostRegistrationListAndRevoke(t *testing.T) {
 // change writes nothing; listing and drift select hosts by ?selector=.
 func TestHostInventoryLabels(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	b := h.newTenant("globex")
 	envPath := "/api/v1/environments/" + a.env.String()
 
@@ -329,8 +327,7 @@ func TestHostInventoryLabels(t *testing.T) {
 // The expected hash models the agent's cache: collectors with credentials redacted.
 func TestDrift(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var cred struct {
 		ID string `json:"id"`
 	}
@@ -424,8 +421,7 @@ func TestDrift(t *testing.T) {
 // anti-entropy is still repairing, is drifted with the reason.
 func TestDriftPendingAndFailed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var v1, v2 configRow
 	path := envConfigPath(a.env, "watch_files")
 	h.must(200, "PUT", path, a.token, `{"config_data": {"paths": ["/etc"]}}`).data(t, &v1)
@@ -505,8 +501,7 @@ func TestDriftPendingAndFailed(t *testing.T) {
 // (delivery is asynchronous, through the outbox), so they still succeed.
 func TestResolverDown(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, withoutResolver())
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme", withoutResolver())
 	h.must(200, "PUT", hostConfigPath(a.host, "intervals"), a.token, `{"config_data": {"metrics": "1m"}}`)
 	r := h.must(503, "GET", hostConfigPath(a.host, "intervals"), a.token, nil)
 	if r.errCode(t) != "unavailable" || strings.Contains(string(r.body), "nats") {
@@ -519,8 +514,7 @@ func TestResolverDown(t *testing.T) {
 // host revokes that user on the server.
 func TestHostNATSCredentialsIssuedAndRevoked(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, withNATSIdentity(newAuthority(t)))
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme", withNATSIdentity(newAuthority(t)))
 	var reg registeredJSON
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", h.admin, `{"hostname": "db-1", "agent_id": "agent-db-1"}`).data(t, &reg)
 	if !isCredsFile(reg.NATSCredentials) {
@@ -544,8 +538,7 @@ func TestHostNATSCredentialsIssuedAndRevoked(t *testing.T) {
 // names agent ids only.
 func TestRegistrationHasIdentitiesSigned(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("idsign")
+	h, a := newTenantHarness(t, "idsign")
 
 	// A plain subscription sees every resolve_sets request beside the resolver's queue group.
 	seen := make(chan protocol.ResolveSetsRequest, 64)
