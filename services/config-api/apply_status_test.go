@@ -17,8 +17,7 @@ type applyStatus = protocol.ApplyStatus
 // client's environment or host is 404.
 func TestApplyStatus(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	b := h.newTenant("bravo")
 	env := "/api/v1/environments/" + a.env.String()
 	path := env + "/agent-configs/watch_files/status"

@@ -1,16 +1,22 @@
 package configapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/configsync/configsync/libs/platform/natsconn"
+	"github.com/configsync/configsync/libs/platform/outbox"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 type configRow struct {
@@ -52,8 +58,7 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) {
 // TestSpecPutEnvironmentConfigExample is the spec's PUT example, answer shape included.
 func TestSpecPutEnvironmentConfigExample(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	path := envConfigPath(a.env, "watch_files")
 	body := `{"config_data": {"paths": ["/etc", "/opt"], "exclude_patterns": ["*.log"]}}`
 	r := h.must(200, "PUT", path, a.token, body)
@@ -95,8 +100,7 @@ func TestSpecPutEnvironmentConfigExample(t *testing.T) {
 // TestHostResolutionCases covers the spec's four resolution cases through the real resolver.
 func TestHostResolutionCases(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	envPath := func(typ string) string { return "/api/v1/environments/" + a.env.String() + "/agent-configs/" + typ }
 	hostPath := func(typ string) string { return "/api/v1/hosts/" + a.host.String() + "/agent-configs/" + typ }
 
@@ -166,8 +170,7 @@ func TestHostResolutionCases(t *testing.T) {
 // effective version still increases and the source reverts to the environment.
 func TestTombstoneVersioning(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	envPath := envConfigPath(a.env, "watch_files")
 	hostPath := hostConfigPath(a.host, "watch_files")
 
@@ -219,8 +222,7 @@ func TestTombstoneVersioning(t *testing.T) {
 // TestLostUpdate: two PUTs with the same If-Match, at the same time: exactly one wins.
 func TestLostUpdate(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	for _, path := range configPaths(a, "labels") {
 		r := h.must(200, "PUT", path, a.token, `{"config_data": {"static": {"team": "a"}}}`)
 		tag := r.header.Get("ETag")
@@ -254,8 +256,7 @@ func TestLostUpdate(t *testing.T) {
 // transaction; refused writes queue none.
 func TestOneOutboxRowPerWrite(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	envPath := envConfigPath(a.env, "tracing")
 	hostPath := hostConfigPath(a.host, "tracing")
 	outbox := func() int { return h.count(`SELECT count(*) FROM outbox`) }
@@ -314,11 +315,53 @@ func TestOneOutboxRowPerWrite(t *testing.T) {
 	}
 }
 
+// TestWriteReachesJetStream: the event a write queues is what the relay publishes on
+// configsync.events.config.changed, once, with the outbox id as Nats-Msg-Id.
+func TestWriteReachesJetStream(t *testing.T) {
+	t.Parallel()
+	h, a := newTenantHarness(t, "acme")
+	var row configRow
+	h.must(200, "PUT", hostConfigPath(a.host, "healthcheck"), a.token,
+		`{"config_data": {"interval_seconds": 30}}`).data(t, &row)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(h.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := natsconn.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := testinfra.Logger(t)
+	n, err := outbox.NewRelay(h.pool, js, log, outbox.RelayOptions{}).RelayOnce(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("relayed %d, %v; want 1", n, err)
+	}
+	stream, err := js.Stream(ctx, protocol.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, protocol.ConfigChangedSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev protocol.ConfigChanged
+	if err := json.Unmarshal(msg.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Scope != protocol.ScopeHost || ev.AgentID != a.agentID || ev.Version != row.Version || ev.ConfigType != "healthcheck" {
+		t.Fatalf("published %+v", ev)
+	}
+	if msg.Header.Get(jetstream.MsgIDHeader) == "" {
+		t.Fatal("published without a Nats-Msg-Id")
+	}
+}
+
 // TestRevisionsAndRollback: history of both levels, rollback as a new write.
 func TestRevisionsAndRollback(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	for _, base := range configPaths(a, "log_shipping") {
 		var v1, v2 configRow
 		h.must(200, "PUT", base, a.token, `{"config_data": {"enabled": true, "level": "warn"}}`).data(t, &v1)
@@ -366,8 +409,7 @@ func TestRevisionsAndRollback(t *testing.T) {
 // TestDryRun: the effective config for affected hosts without writing anything.
 func TestDryRun(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var second idObj
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, map[string]any{"hostname": "acme-web-2"}).data(t, &second)
 	h.must(200, "PUT", hostConfigPath(second.ID, "agent_settings"), a.token, `{"config_data": {"log_level": "debug"}}`)

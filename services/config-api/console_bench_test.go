@@ -60,8 +60,7 @@ func seedFleet(h *harness, tn tenant, n int) {
 //
 //	go test -run '^$' -bench ConsolePages -benchtime 20x .
 func BenchmarkConsolePages(b *testing.B) {
-	h := newHarness(b)
-	tn := h.newTenant("bench")
+	h, tn := newTenantHarness(b, "bench")
 	seedFleet(h, tn, benchHosts)
 	if n := h.count(`SELECT count(*) FROM hosts WHERE environment_id = $1`, tn.env); n != benchHosts {
 		b.Fatalf("seeded %d hosts, want %d", n, benchHosts)

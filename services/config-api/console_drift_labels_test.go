@@ -69,8 +69,7 @@ func hostRows(t *testing.T, body string) map[string]string {
 // versions alone would disagree (a pending ack, a hash that differs at the right versions, a failed
 // apply of the expected version).
 func TestConsoleDriftIsTheAPIsDrift(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme") // acme-web-1: never seen, so drifted
+	h, tn := newTenantHarness(t, "acme") // acme-web-1: never seen, so drifted
 	env := tn.env.String()
 	h.must(http.StatusOK, "PUT", "/api/v1/environments/"+env+"/agent-configs/labels", h.admin, `{"config_data": {"static": {"team": "a"}}}`)
 	labels := int64(h.count(`SELECT version FROM environment_configs WHERE environment_id = $1 AND config_type = 'labels'`, tn.env))
@@ -165,8 +164,7 @@ func TestConsoleDriftIsTheAPIsDrift(t *testing.T) {
 // The hosts page filters by inventory label with the API's selector syntax (libs/protocol/selector):
 // the same hosts as GET .../hosts?selector=, paged, in a URL that keeps the filter.
 func TestConsoleHostsFilterByInventoryLabels(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	env := tn.env.String()
 	regs := make([]map[string]any, 0, 12)
 	for i := range 12 {

@@ -219,8 +219,7 @@ func TestConsoleSignInSessionsAndSignOut(t *testing.T) {
 }
 
 func TestConsoleSessionEndsWithItsTokenAndExpires(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	c := h.signIn(tn.token)
 	c.must(http.StatusOK, c.get("/ui/"), "overview")
 
@@ -291,8 +290,7 @@ func consolePages(tn tenant) []string {
 }
 
 func TestConsoleEveryPageRendersHostileValuesAsText(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	// Hostile values everywhere an operator can put one: hostname, environment name, config data,
 	// an agent's apply error, a credential name, a token name (the audit actor).
 	var hst idObj
@@ -387,8 +385,7 @@ func TestConsoleTenantIsolation(t *testing.T) {
 }
 
 func TestConsoleRefusesStateChangesWithoutCSRFToken(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	h.must(200, "PUT", envConfigPath(tn.env, "labels"), h.admin, `{"config_data": {"static": {"a": "1"}}}`)
 	var cred idObj
 	h.must(201, "POST", credentialsPath(tn.client), h.admin,
@@ -435,8 +432,7 @@ func TestConsoleRefusesStateChangesWithoutCSRFToken(t *testing.T) {
 }
 
 func TestConsoleConfigEditorDryRunSaveConflictDeleteRollback(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	c := h.signIn(h.admin)
 	base := "/ui/environments/" + tn.env.String() + "/configs/watch_files"
 
@@ -550,8 +546,7 @@ func currentVersion(t *testing.T, h *harness) int64 {
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestConsoleCredentialsSecretTypedOnce(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	c := h.signIn(tn.token)
 	base := "/ui/clients/" + tn.client.String() + "/credentials"
 	const secret = "correct-horse-battery-staple"
@@ -585,8 +580,7 @@ func TestConsoleCredentialsSecretTypedOnce(t *testing.T) {
 }
 
 func TestConsoleCredentialAllowedTargets(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	c := h.signIn(tn.token)
 	base := "/ui/clients/" + tn.client.String() + "/credentials"
 	c.get("/ui/credentials")
@@ -637,8 +631,7 @@ func TestConsoleCredentialAllowedTargets(t *testing.T) {
 }
 
 func TestConsoleHostApplyProgress(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	c := h.signIn(tn.token)
 	page := "/ui/hosts/" + tn.host.String() + "/configs/labels/progress"
 	fragment := "/ui/fragments/progress/hosts/" + tn.host.String() + "/labels"
@@ -815,8 +808,7 @@ func TestConsoleStaticAssetsAndUnknownPages(t *testing.T) {
 }
 
 func TestConsoleOverviewCountsAndWorstOffenders(t *testing.T) {
-	h := newHarness(t)
-	a := h.newTenant("alpha") // one never-seen host each
+	h, a := newTenantHarness(t, "alpha") // one never-seen host each
 	h.newTenant("bravo")
 	register := func(tn tenant, name string) uuid.UUID {
 		var o idObj

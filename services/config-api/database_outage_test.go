@@ -17,8 +17,7 @@ import (
 // a body that says nothing about SQL; once it is back, the same routes work again.
 func TestDatabaseOutageAnswers503(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	hostPath := "/api/v1/hosts/" + a.host.String()
 	hostsPath := "/api/v1/environments/" + a.env.String() + "/hosts"
 	h.must(http.StatusOK, "GET", hostPath, a.token, nil)

@@ -338,6 +338,13 @@ func (h *harness) newTenant(name string) tenant {
 	return tenant{client: c.ID, env: e.ID, host: hst.ID, agentID: hst.AgentID, token: tok.Token}
 }
 
+// newTenantHarness is the opening most tests share: newHarness(t, opts...) with one tenant, name, in it.
+func newTenantHarness(t testing.TB, name string, opts ...harnessOption) (*harness, tenant) {
+	t.Helper()
+	h := newHarness(t, opts...)
+	return h, h.newTenant(name)
+}
+
 // envConfigPath is the API path of an environment's config of configType.
 func envConfigPath(env uuid.UUID, configType string) string {
 	return "/api/v1/environments/" + env.String() + "/agent-configs/" + configType

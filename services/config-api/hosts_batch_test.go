@@ -31,8 +31,7 @@ type registeredJSON struct {
 // entry, duplicate or collision with an existing host registers none, and the error names the entry.
 func TestHostBatchRegistration(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	batchPath := "/api/v1/environments/" + a.env.String() + "/hosts/batch"
 	hostsIn := func(env uuid.UUID) int {
 		return h.count(`SELECT count(*) FROM hosts WHERE environment_id = $1`, env)
@@ -207,8 +206,7 @@ func TestHostBatchRegistration(t *testing.T) {
 // user (stored key, creds file returned once), and those credentials connect as that agent.
 func TestHostBatchNATSCredentials(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, withNATSIdentity(newAuthority(t)))
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme", withNATSIdentity(newAuthority(t)))
 	entries := make([]batchEntry, 40)
 	for i := range entries {
 		entries[i] = batchEntry{Hostname: fmt.Sprintf("db-%d", i), AgentID: fmt.Sprintf("agent-db-%d", i)}

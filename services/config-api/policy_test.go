@@ -68,8 +68,7 @@ func (h *harness) fetch(agentID string) protocol.FetchReply {
 // The API refuses what no agent should run: durations under the floor, sizes over the cap, inline
 // secrets. Each is a 400 naming the path, at both levels, and the secret is never echoed.
 func TestAPIRefusesFloorsCapsAndInlineSecrets(t *testing.T) {
-	h := newHarness(t)
-	tn := h.newTenant("acme")
+	h, tn := newTenantHarness(t, "acme")
 	env := "/api/v1/environments/" + tn.env.String() + "/agent-configs/"
 	host := "/api/v1/hosts/" + tn.host.String() + "/agent-configs/"
 	for _, tt := range []struct {

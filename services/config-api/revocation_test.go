@@ -311,8 +311,7 @@ func TestAgentCredentialsRenewal(t *testing.T) {
 	t.Parallel()
 	authority := newAuthority(t)
 	const lifetime = time.Hour
-	h := newHarness(t, withNATSIdentity(authority), withAPIConfig(func(c *configapi.Config) { c.AgentCredsLifetime = lifetime }))
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme", withNATSIdentity(authority), withAPIConfig(func(c *configapi.Config) { c.AgentCredsLifetime = lifetime }))
 	var reg, other registeredJSON
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, `{"hostname": "renewer"}`).data(t, &reg)
 	h.must(201, "POST", "/api/v1/environments/"+a.env.String()+"/hosts", a.token, `{"hostname": "other"}`).data(t, &other)

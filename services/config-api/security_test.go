@@ -15,8 +15,7 @@ import (
 // config or credential. Every attempt is a 404 (as if it did not exist) and an audit row.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("alpha")
+	h, a := newTenantHarness(t, "alpha")
 	b := h.newTenant("bravo")
 	h.must(200, "PUT", envConfigPath(b.env, "watch_files"), b.token, `{"config_data": {"paths": ["/b"]}}`)
 	h.must(200, "PUT", hostConfigPath(b.host, "watch_files"), b.token, `{"config_data": {"paths": ["/bb"]}}`)
@@ -120,8 +119,7 @@ func TestTenantIsolation(t *testing.T) {
 // TestAuthentication: bearer tokens, admin-only routes, revocation, the bootstrap path.
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	for _, tok := range []string{"", "nope", "cst_" + strings.Repeat("A", 43)} {
 		r := h.must(401, "GET", "/api/v1/clients", tok, nil)
 		if r.errCode(t) != "unauthorized" || r.header.Get("WWW-Authenticate") == "" {
@@ -175,8 +173,7 @@ func TestAuthentication(t *testing.T) {
 // error envelope everywhere.
 func TestRequestHygiene(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	path := envConfigPath(a.env, "watch_files")
 
 	huge := `{"config_data": {"paths": ["` + strings.Repeat("a", 1<<20) + `"]}}`
@@ -237,8 +234,7 @@ func TestRequestHygiene(t *testing.T) {
 // TestAccessLog: one line per request with the route template and token id, never bodies or tokens.
 func TestAccessLog(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	h.must(200, "PUT", envConfigPath(a.env, "labels"), a.token,
 		`{"config_data": {"static": {"marker": "body-marker-42"}}}`)
 	found := false
@@ -283,8 +279,7 @@ func TestConfigTypesAndOpenAPI(t *testing.T) {
 // TestTenantRoutes: a client token manages its own environments.
 func TestTenantRoutes(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var c idObj
 	h.must(200, "GET", "/api/v1/clients/"+a.client.String(), a.token, nil).data(t, &c)
 	if c.ID != a.client {

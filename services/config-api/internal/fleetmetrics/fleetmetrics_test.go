@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -174,19 +175,12 @@ func TestOneReplicaHoldsTheLeaseAndTheTotalsFollowTheFleet(t *testing.T) {
 
 	storedDrift := func() map[uuid.UUID]bool {
 		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT host_id, stale FROM host_drift WHERE environment_id = $1`, env1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
 		out := map[uuid.UUID]bool{}
-		for rows.Next() {
-			var id uuid.UUID
-			var stale bool
-			if err := rows.Scan(&id, &stale); err != nil {
-				t.Fatal(err)
-			}
-			out[id] = stale
+		var id uuid.UUID
+		var stale bool
+		rows, _ := pool.Query(ctx, `SELECT host_id, stale FROM host_drift WHERE environment_id = $1`, env1)
+		if _, err := pgx.ForEachRow(rows, []any{&id, &stale}, func() error { out[id] = stale; return nil }); err != nil {
+			t.Fatal(err)
 		}
 		return out
 	}

@@ -6,9 +6,81 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/configsync/configsync/libs/agentconfig"
 	"github.com/configsync/configsync/libs/protocol"
 )
+
+// TestCredentials: metadata only in and out; the secret reaches the credential service and nothing else.
+func TestCredentials(t *testing.T) {
+	t.Parallel()
+	h, a := newTenantHarness(t, "acme")
+	base := credentialsPath(a.client)
+	const secret = "s3cr3t-planted-value"
+
+	var meta protocol.CredentialMeta
+	r := h.must(201, "POST", base, a.token, `{"name": "mysql-main", "environment_id": "`+a.env.String()+`", "secret": {"password": "`+secret+`", "username": "monitor"}}`)
+	r.data(t, &meta)
+	if meta.Name != "mysql-main" || meta.ClientID != a.client.String() || meta.EnvironmentID != a.env.String() ||
+		strings.Join(meta.Fields, ",") != "password,username" {
+		t.Fatalf("created %s", r.body)
+	}
+	if strings.Contains(string(r.body), secret) {
+		t.Fatal("the secret was returned")
+	}
+	h.must(409, "POST", base, a.token, `{"name": "mysql-main", "secret": {"password": "x"}}`)
+	h.must(400, "POST", base, a.token, `{"name": "empty", "secret": {}}`)
+	h.must(400, "POST", base, a.token, `{"name": "bad", "secret": {"password": 5}}`)
+	h.must(404, "POST", base, a.token, `{"name": "ghost-env", "environment_id": "`+uuid.NewString()+`", "secret": {"password": "v"}}`)
+
+	var list []protocol.CredentialMeta
+	h.must(200, "GET", base, a.token, nil).data(t, &list)
+	if len(list) != 1 || list[0].ID != meta.ID {
+		t.Fatalf("list %+v", list)
+	}
+	var got protocol.CredentialMeta
+	h.must(200, "GET", base+"/"+meta.ID, a.token, nil).data(t, &got)
+	if got.ID != meta.ID {
+		t.Fatalf("get %+v", got)
+	}
+	var rotated protocol.CredentialMeta
+	h.must(200, "POST", base+"/"+meta.ID+"/rotate", a.token, nil).data(t, &rotated)
+	if strings.Join(rotated.Fields, ",") != "password,username" {
+		t.Fatalf("re-encrypted fields %v", rotated.Fields)
+	}
+	h.must(200, "POST", base+"/"+meta.ID+"/rotate", a.token, `{"secret": {"password": "rotated-planted-value"}}`).data(t, &rotated)
+	if strings.Join(rotated.Fields, ",") != "password" {
+		t.Fatalf("rotated fields %v", rotated.Fields)
+	}
+	// The credential service holds the new secret, encrypted: injecting it yields the plaintext.
+	if got := h.inject(a, meta.ID); got != "rotated-planted-value" {
+		t.Fatalf("injected password %q", got)
+	}
+	if n := h.count(`SELECT count(*) FROM credentials WHERE ciphertext LIKE '%planted%'`); n != 0 {
+		t.Fatal("a secret is stored in clear")
+	}
+	h.must(400, "POST", base+"/"+meta.ID+"/rotate", a.token, `{"secret": {"password": "x"}, "name": "y"}`)
+	h.must(204, "DELETE", base+"/"+meta.ID, a.token, nil)
+	h.must(404, "GET", base+"/"+meta.ID, a.token, nil)
+	h.must(404, "DELETE", base+"/"+meta.ID, a.token, nil)
+
+	// The secret reached the credential service and nothing else: not the logs, not the audit trail,
+	// not any table config-api writes.
+	h.noLogContains(secret)
+	h.noLogContains("rotated-planted-value")
+	for _, q := range []string{
+		`SELECT count(*) FROM audit_events WHERE detail::text LIKE '%' || $1 || '%'`,
+		`SELECT count(*) FROM outbox WHERE payload::text LIKE '%' || $1 || '%'`,
+	} {
+		if n := h.count(q, secret); n != 0 {
+			t.Fatalf("%s: secret found", q)
+		}
+	}
+	if n := h.count(`SELECT count(*) FROM audit_events WHERE action LIKE 'credential_%'`); n != 4 {
+		t.Fatalf("%d credential audit rows, want 4", n)
+	}
+}
 
 // TestCredentialSecretFieldsMustBeInjectable: a credential's fields are injected into every collector that
 // references it, and the agent rejects a collectors config holding a field its type does not take. So
@@ -16,8 +88,7 @@ import (
 // allowed names, and change nothing.
 func TestCredentialSecretFieldsMustBeInjectable(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	base := credentialsPath(a.client)
 	const planted = "api-key-planted-value"
 
@@ -62,8 +133,7 @@ func TestCredentialSecretFieldsMustBeInjectable(t *testing.T) {
 // PUT giving it one is refused with the path named, before anything is stored.
 func TestCredentialsOnlyWhereTheyApply(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	a := h.newTenant("acme")
+	h, a := newTenantHarness(t, "acme")
 	var meta protocol.CredentialMeta
 	h.must(201, "POST", credentialsPath(a.client), a.token, map[string]any{
 		"name": "web", "secret": map[string]string{"username": "monitor", "password": "basic-pw"}}).data(t, &meta)
