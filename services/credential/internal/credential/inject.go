@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -194,11 +195,7 @@ func (in *Injector) decrypt(ctx context.Context, need map[string]bool, sealed ma
 	if len(need) == 0 {
 		return nil, nil
 	}
-	ids := make([]string, 0, len(need))
-	for id := range need {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(need))
 	batch := make([]DecryptItem, len(ids))
 	for i, id := range ids {
 		s := sealed[id]
