@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ func storedStatements(t *testing.T, pool *pgxpool.Pool) map[resolve.StatementKey
 func TestPruneStatements(t *testing.T) {
 	ctx := context.Background()
 	pool, db, store := newDB(t)
-	r, _, obs := signingResolver(t, store, filepath.Join(t.TempDir(), "signing.key"))
+	r, _, obs := signingResolver(t, store)
 
 	env := db.Environment("prod")
 	db.Host(env, "web-1", "web-1")
