@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -195,7 +194,11 @@ func (in *Injector) decrypt(ctx context.Context, need map[string]bool, sealed ma
 	if len(need) == 0 {
 		return nil, nil
 	}
-	ids := slices.Sorted(maps.Keys(need))
+	ids := make([]string, 0, len(need))
+	for id := range need {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
 	batch := make([]DecryptItem, len(ids))
 	for i, id := range ids {
 		s := sealed[id]
