@@ -109,15 +109,9 @@ func NewService(store Store, cipher Cipher) *Service {
 
 // Create validates and encrypts a new credential and stores it. The reply is metadata only.
 func (s *Service) Create(ctx context.Context, req protocol.CredentialCreateRequest) (protocol.CredentialMeta, error) {
-	clientID, err := parseID("client_id", req.ClientID)
+	clientID, envID, err := parseScope(req.ClientID, req.EnvironmentID)
 	if err != nil {
 		return protocol.CredentialMeta{}, err
-	}
-	var envID string
-	if req.EnvironmentID != "" {
-		if envID, err = parseID("environment_id", req.EnvironmentID); err != nil {
-			return protocol.CredentialMeta{}, err
-		}
 	}
 	if err := validateName(req.Name); err != nil {
 		return protocol.CredentialMeta{}, err
@@ -193,41 +187,35 @@ func (s *Service) Rotate(ctx context.Context, req protocol.CredentialRotateReque
 // Delete removes a credential and returns its metadata. Collectors that still reference it fail to
 // inject from then on (all-or-nothing), which is the point of deleting it.
 func (s *Service) Delete(ctx context.Context, ref protocol.CredentialRef) (protocol.CredentialMeta, error) {
-	clientID, id, err := parseRef(ref.ClientID, ref.ID)
-	if err != nil {
-		return protocol.CredentialMeta{}, err
-	}
-	r, err := s.store.Delete(ctx, clientID, id)
-	if err != nil {
-		return protocol.CredentialMeta{}, fmt.Errorf("credential: delete: %w", err)
-	}
-	return r.Meta(), nil
+	return byRef(ctx, ref, "delete", s.store.Delete)
 }
 
 // Get returns one credential's metadata.
 func (s *Service) Get(ctx context.Context, ref protocol.CredentialRef) (protocol.CredentialMeta, error) {
+	return byRef(ctx, ref, "get", s.store.Get)
+}
+
+// byRef runs op, a store call on one credential, on the credential ref names and returns the
+// metadata of the record it returns; name names op in errors.
+func byRef(ctx context.Context, ref protocol.CredentialRef, name string,
+	op func(ctx context.Context, clientID, id string) (Record, error),
+) (protocol.CredentialMeta, error) {
 	clientID, id, err := parseRef(ref.ClientID, ref.ID)
 	if err != nil {
 		return protocol.CredentialMeta{}, err
 	}
-	r, err := s.store.Get(ctx, clientID, id)
+	r, err := op(ctx, clientID, id)
 	if err != nil {
-		return protocol.CredentialMeta{}, fmt.Errorf("credential: get: %w", err)
+		return protocol.CredentialMeta{}, fmt.Errorf("credential: %s: %w", name, err)
 	}
 	return r.Meta(), nil
 }
 
 // List returns the metadata of a client's credentials, optionally only those scoped to one environment.
 func (s *Service) List(ctx context.Context, req protocol.CredentialListRequest) (protocol.CredentialListReply, error) {
-	clientID, err := parseID("client_id", req.ClientID)
+	clientID, envID, err := parseScope(req.ClientID, req.EnvironmentID)
 	if err != nil {
 		return protocol.CredentialListReply{}, err
-	}
-	var envID string
-	if req.EnvironmentID != "" {
-		if envID, err = parseID("environment_id", req.EnvironmentID); err != nil {
-			return protocol.CredentialListReply{}, err
-		}
 	}
 	rs, err := s.store.List(ctx, clientID, envID)
 	if err != nil {
@@ -275,6 +263,19 @@ func (s *Service) open(ctx context.Context, r Record) (map[string]string, error)
 		return nil, fmt.Errorf("credential: decrypt credential %s: %w", r.ID, err)
 	}
 	return secret, nil
+}
+
+// parseScope returns the canonical forms of a required client id and an optional environment id.
+func parseScope(clientID, environmentID string) (string, string, error) {
+	c, err := parseID("client_id", clientID)
+	if err != nil || environmentID == "" {
+		return c, "", err
+	}
+	e, err := parseID("environment_id", environmentID)
+	if err != nil {
+		return "", "", err
+	}
+	return c, e, nil
 }
 
 func parseRef(clientID, id string) (string, string, error) {

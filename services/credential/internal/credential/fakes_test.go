@@ -54,14 +54,19 @@ func (s *memStore) Create(_ context.Context, r credential.Record) (credential.Re
 	return r, nil
 }
 
-func (s *memStore) Get(_ context.Context, clientID, id string) (credential.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// get returns the row id of clientID; the caller holds mu.
+func (s *memStore) get(clientID, id string) (credential.Record, error) {
 	r, ok := s.rows[id]
 	if !ok || r.ClientID != clientID {
 		return credential.Record{}, fmt.Errorf("%w: credential %s", credential.ErrNotFound, id)
 	}
 	return r, nil
+}
+
+func (s *memStore) Get(_ context.Context, clientID, id string) (credential.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.get(clientID, id)
 }
 
 func (s *memStore) List(_ context.Context, clientID, environmentID string) ([]credential.Record, error) {
@@ -85,9 +90,9 @@ func (s *memStore) List(_ context.Context, clientID, environmentID string) ([]cr
 func (s *memStore) Update(_ context.Context, clientID, id string, fn func(credential.Record) (credential.Record, error)) (credential.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rows[id]
-	if !ok || r.ClientID != clientID {
-		return credential.Record{}, fmt.Errorf("%w: credential %s", credential.ErrNotFound, id)
+	r, err := s.get(clientID, id)
+	if err != nil {
+		return credential.Record{}, err
 	}
 	next, err := fn(r)
 	if err != nil {
@@ -101,9 +106,9 @@ func (s *memStore) Update(_ context.Context, clientID, id string, fn func(creden
 func (s *memStore) Delete(_ context.Context, clientID, id string) (credential.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rows[id]
-	if !ok || r.ClientID != clientID {
-		return credential.Record{}, fmt.Errorf("%w: credential %s", credential.ErrNotFound, id)
+	r, err := s.get(clientID, id)
+	if err != nil {
+		return credential.Record{}, err
 	}
 	delete(s.rows, id)
 	return r, nil

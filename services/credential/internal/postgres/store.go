@@ -88,15 +88,9 @@ func (s *Store) Create(ctx context.Context, r credential.Record) (credential.Rec
 
 // Get returns one credential of a client.
 func (s *Store) Get(ctx context.Context, clientID, id string) (credential.Record, error) {
-	cid, cl, err := parseIDs(id, clientID)
-	if err != nil {
-		return credential.Record{}, err
-	}
-	row, err := s.q.CredentialByID(ctx, sqlcdb.CredentialByIDParams{ID: cid, ClientID: cl})
-	if err != nil {
-		return credential.Record{}, rowError("read credential", id, err)
-	}
-	return record(row), nil
+	return oneRow(clientID, id, "read credential", func(cid, cl uuid.UUID) (sqlcdb.Credential, error) {
+		return s.q.CredentialByID(ctx, sqlcdb.CredentialByIDParams{ID: cid, ClientID: cl})
+	})
 }
 
 // List returns a client's credentials in name order, optionally those of one environment.
@@ -158,13 +152,21 @@ func (s *Store) Update(ctx context.Context, clientID, id string, fn func(credent
 
 // Delete removes one credential of a client.
 func (s *Store) Delete(ctx context.Context, clientID, id string) (credential.Record, error) {
+	return oneRow(clientID, id, "delete credential", func(cid, cl uuid.UUID) (sqlcdb.Credential, error) {
+		return s.q.DeleteCredential(ctx, sqlcdb.DeleteCredentialParams{ID: cid, ClientID: cl})
+	})
+}
+
+// oneRow runs query, which reads or deletes the credential cid of the client cl, for the credential
+// id of clientID; op names the query in errors.
+func oneRow(clientID, id, op string, query func(cid, cl uuid.UUID) (sqlcdb.Credential, error)) (credential.Record, error) {
 	cid, cl, err := parseIDs(id, clientID)
 	if err != nil {
 		return credential.Record{}, err
 	}
-	row, err := s.q.DeleteCredential(ctx, sqlcdb.DeleteCredentialParams{ID: cid, ClientID: cl})
+	row, err := query(cid, cl)
 	if err != nil {
-		return credential.Record{}, rowError("delete credential", id, err)
+		return credential.Record{}, rowError(op, id, err)
 	}
 	return record(row), nil
 }

@@ -34,11 +34,8 @@ func signTrustedKeys(args []string) error {
 	fs := flag.NewFlagSet("sign-trusted-keys", flag.ContinueOnError)
 	version := fs.Int64("version", 0, "list version; agents adopt a list newer than the last they accepted")
 	keys := fs.String("keys", "", "the complete new trusted set, id=base64 public key, comma separated")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var cfg resolver.Config
-	if err := envconfig.Load(&cfg); err != nil {
+	cfg, err := loadConfig(fs, args)
+	if err != nil {
 		return err
 	}
 	out, err := resolver.SignTrustedKeys(context.Background(), cfg, *version, *keys)
@@ -53,11 +50,8 @@ func publicKeys(args []string) error {
 	fs := flag.NewFlagSet("public-keys", flag.ContinueOnError)
 	create := fs.Bool("create", false, "generate RESOLVER_SIGNING_KEY_FILE (0600) when it does not exist")
 	out := fs.String("out", "", "write the keys to this file (0644, replaced atomically) instead of standard output")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var cfg resolver.Config
-	if err := envconfig.Load(&cfg); err != nil {
+	cfg, err := loadConfig(fs, args)
+	if err != nil {
 		return err
 	}
 	keys, err := resolver.PublicKeys(context.Background(), cfg, *create)
@@ -92,4 +86,14 @@ func installSigningKey(args []string) error {
 	// The public half only: what agents must trust.
 	_, err = fmt.Println(keys)
 	return err
+}
+
+// loadConfig parses a command's args into the flags of fs, then loads the resolver's Config from the
+// environment.
+func loadConfig(fs *flag.FlagSet, args []string) (resolver.Config, error) {
+	var cfg resolver.Config
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	return cfg, envconfig.Load(&cfg)
 }

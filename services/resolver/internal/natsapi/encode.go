@@ -36,6 +36,11 @@ func appendJSON(buf []byte, v any) ([]byte, error) {
 	return append(buf, b...), nil
 }
 
+// appendField appends key (`,"name":`) and the JSON encoding of v.
+func appendField(buf []byte, key string, v any) ([]byte, error) {
+	return appendJSON(append(buf, key...), v)
+}
+
 // plainJSON reports whether s encodes as a JSON string without escapes.
 func plainJSON(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -160,32 +165,23 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 		buf = append(buf, missing...)
 	}
 	if len(remaining) > 0 {
-		r, err := json.Marshal(remaining)
-		if err != nil {
+		if buf, err = appendField(buf, `,"remaining":`, remaining); err != nil {
 			return nil, fmt.Errorf("encode remaining agents: %w", err)
 		}
-		buf = append(buf, `,"remaining":`...)
-		buf = append(buf, r...)
 	}
 	if len(failed) > 0 {
-		f, err := json.Marshal(failed)
-		if err != nil {
+		if buf, err = appendField(buf, `,"failed":`, failed); err != nil {
 			return nil, fmt.Errorf("encode failed agents: %w", err)
 		}
-		buf = append(buf, `,"failed":`...)
-		buf = append(buf, f...)
 	}
 	if trusted != nil {
 		buf = append(buf, `,"trusted_keys":`...)
 		buf = append(buf, trusted...)
 	}
 	if reply.NextAfter != "" {
-		b, err := json.Marshal(reply.NextAfter)
-		if err != nil {
+		if buf, err = appendField(buf, `,"next_after":`, reply.NextAfter); err != nil {
 			return nil, fmt.Errorf("encode next_after: %w", err)
 		}
-		buf = append(buf, `,"next_after":`...)
-		buf = append(buf, b...)
 	}
 	return append(buf, '}'), nil
 }

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,16 +41,12 @@ func storedStatements(t *testing.T, pool *pgxpool.Pool) map[resolve.StatementKey
 func TestPruneStatements(t *testing.T) {
 	ctx := context.Background()
 	pool, db, store := newDB(t)
-	r, _, obs := signingResolver(t, store, filepath.Join(t.TempDir(), "signing.key"))
+	r, _, obs := signingResolver(t, store)
 
 	env := db.Environment("prod")
-	db.Host(env, "web-1", "web-1")
+	web1 := db.Host(env, "web-1", "web-1")
 	db.Host(env, "web-2", "web-2")
 	gone := db.Host(env, "web-3", "web-3")
-	var web1 string
-	if err := pool.QueryRow(ctx, `SELECT id::text FROM hosts WHERE agent_id = 'web-1'`).Scan(&web1); err != nil {
-		t.Fatal(err)
-	}
 	fetch := func() {
 		t.Helper()
 		if _, err := r.ResolveSets(ctx, protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract,

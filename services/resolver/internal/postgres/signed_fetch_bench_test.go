@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/configsync/configsync/libs/protocol"
@@ -15,7 +14,7 @@ import (
 func BenchmarkResolveSets32Signed(b *testing.B) {
 	pool, db, store := newDB(b)
 	agents := seedFetch(db)
-	r, _, _ := signingResolver(b, store, filepath.Join(b.TempDir(), "signing.key"))
+	r, _, _ := signingResolver(b, store)
 	ctx := context.Background()
 	resolveSets := func(i int) {
 		batch := make([]string, 32)

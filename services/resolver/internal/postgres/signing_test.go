@@ -40,8 +40,11 @@ func (c *countingObserver) total() int {
 	return t
 }
 
-func signingResolver(t testing.TB, store *postgres.Store, keyPath string) (*resolve.Resolver, *keyfile.Signer, *countingObserver) {
+// signingResolver returns a resolver over store that signs with a fresh key file and stores its
+// statements in store, the key set that verifies what it signs, and the observer of its signatures.
+func signingResolver(t testing.TB, store *postgres.Store) (*resolve.Resolver, signing.KeySet, *countingObserver) {
 	t.Helper()
+	keyPath := filepath.Join(t.TempDir(), "signing.key")
 	if _, err := keyfile.CreateFile(keyPath); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,8 @@ func signingResolver(t testing.TB, store *postgres.Store, keyPath string) (*reso
 		t.Fatal(err)
 	}
 	obs := &countingObserver{n: map[string]int{}}
-	return resolve.New(store, resolve.Options{Signer: signer, Statements: store, SignObserver: obs}), signer, obs
+	keys := signing.KeySet{signer.KeyID(): signer.PublicKey()}
+	return resolve.New(store, resolve.Options{Signer: signer, Statements: store, SignObserver: obs}), keys, obs
 }
 
 // TestSignedStatements: with signing on, 1,000 hosts sharing their environment's config cost one
@@ -60,8 +64,7 @@ func signingResolver(t testing.TB, store *postgres.Store, keyPath string) (*reso
 func TestSignedStatements(t *testing.T) {
 	ctx := context.Background()
 	pool, db, store := newDB(t)
-	r, signer, obs := signingResolver(t, store, filepath.Join(t.TempDir(), "signing.key"))
-	keys := signing.KeySet{signer.KeyID(): signer.PublicKey()}
+	r, keys, obs := signingResolver(t, store)
 
 	env := db.Environment("prod")
 	other := db.Environment("staging")
@@ -201,8 +204,7 @@ func TestSignedStatements(t *testing.T) {
 func TestSignedCollectorsHashRedacted(t *testing.T) {
 	ctx := context.Background()
 	pool, db, store := newDB(t)
-	r, signer, _ := signingResolver(t, store, filepath.Join(t.TempDir(), "signing.key"))
-	keys := signing.KeySet{signer.KeyID(): signer.PublicKey()}
+	r, keys, _ := signingResolver(t, store)
 
 	env := db.Environment("prod")
 	db.Host(env, "db-1", "db-1")

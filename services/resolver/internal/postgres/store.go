@@ -82,26 +82,25 @@ func (s *Store) LayersByHostID(ctx context.Context, hostID string, types []strin
 		return resolve.HostLayers{}, fmt.Errorf("postgres: host id: %w", err)
 	}
 	rows, err := s.q.LayersByHostID(ctx, sqlcdb.LayersByHostIDParams{HostID: id, ConfigTypes: types})
-	if err != nil {
-		return resolve.HostLayers{}, fmt.Errorf("postgres: read host and config rows: %w", err)
-	}
-	hosts := hostLayers(rowsAs(rows, func(r sqlcdb.LayersByHostIDRow) layerRow { return layerRow(r) }))
-	if len(hosts) == 0 {
-		return resolve.HostLayers{}, fmt.Errorf("postgres: host: %w", resolve.ErrNotFound)
-	}
-	return hosts[0], nil
+	return oneHost(rows, err, "host", func(r sqlcdb.LayersByHostIDRow) layerRow { return layerRow(r) })
 }
 
 // LayersByAgentID returns the non-revoked host of agentID and its rows of types at both levels, in one
 // query with scalar parameters (which PostgreSQL plans once).
 func (s *Store) LayersByAgentID(ctx context.Context, agentID string, types []string) (resolve.HostLayers, error) {
 	rows, err := s.q.LayersByAgentID(ctx, sqlcdb.LayersByAgentIDParams{AgentID: agentID, ConfigTypes: types})
+	return oneHost(rows, err, "agent", func(r sqlcdb.LayersByAgentIDRow) layerRow { return layerRow(r) })
+}
+
+// oneHost turns the rows of a one-host layers query (err: the query's error) into that host; key
+// names what the host was looked up by, for the not-found error.
+func oneHost[R any](rows []R, err error, key string, conv func(R) layerRow) (resolve.HostLayers, error) {
 	if err != nil {
 		return resolve.HostLayers{}, fmt.Errorf("postgres: read host and config rows: %w", err)
 	}
-	hosts := hostLayers(rowsAs(rows, func(r sqlcdb.LayersByAgentIDRow) layerRow { return layerRow(r) }))
+	hosts := hostLayers(rowsAs(rows, conv))
 	if len(hosts) == 0 {
-		return resolve.HostLayers{}, fmt.Errorf("postgres: agent: %w", resolve.ErrNotFound)
+		return resolve.HostLayers{}, fmt.Errorf("postgres: %s: %w", key, resolve.ErrNotFound)
 	}
 	return hosts[0], nil
 }

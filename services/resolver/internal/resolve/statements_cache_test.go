@@ -42,9 +42,6 @@ func (m *memStatements) SaveConfigStatements(_ context.Context, statements map[S
 	return nil
 }
 
-func (m *memStatements) IdentityStatements(context.Context, []string) (map[string]protocol.Signed, error) {
-	return map[string]protocol.Signed{}, nil
-}
 func (m *memStatements) SaveIdentityStatements(context.Context, map[string]protocol.Signed) error {
 	return nil
 }

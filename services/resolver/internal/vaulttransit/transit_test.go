@@ -15,14 +15,11 @@ import (
 	"github.com/configsync/configsync/services/resolver/internal/vaulttransit"
 )
 
-// TestSignWithDevVault signs a batch (one batch_input request) with an ed25519 Transit key of the real
-// dev Vault, checks every signature against the public key Vault publishes, then rotates the key in
-// Vault: new signatures name the new version's key id and verify with its public key, the old key id
-// stays listed, and a signer pinned to the old version keeps using it. A token with only the signing
-// policy signs with its key and no other.
-func TestSignWithDevVault(t *testing.T) {
+// signingVault returns the dev Vault, with the ed25519 Transit key configsync-signing created, and a
+// client holding its root token.
+func signingVault(t *testing.T) (testinfra.VaultInfo, *api.Client) {
+	t.Helper()
 	v := testinfra.Vault(t)
-	ctx := context.Background()
 	root, err := api.NewClient(&api.Config{Address: v.Addr})
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +28,17 @@ func TestSignWithDevVault(t *testing.T) {
 	if _, err := root.Logical().Write("transit/keys/configsync-signing", map[string]any{"type": "ed25519"}); err != nil {
 		t.Fatalf("create ed25519 key: %v", err)
 	}
+	return v, root
+}
+
+// TestSignWithDevVault signs a batch (one batch_input request) with an ed25519 Transit key of the real
+// dev Vault, checks every signature against the public key Vault publishes, then rotates the key in
+// Vault: new signatures name the new version's key id and verify with its public key, the old key id
+// stays listed, and a signer pinned to the old version keeps using it. A token with only the signing
+// policy signs with its key and no other.
+func TestSignWithDevVault(t *testing.T) {
+	v, root := signingVault(t)
+	ctx := context.Background()
 	s, err := vaulttransit.New(vaulttransit.Config{Addr: v.Addr, Token: v.Token})
 	if err != nil {
 		t.Fatal(err)
@@ -125,16 +133,8 @@ path "transit/keys/configsync-signing" { capabilities = ["read"] }
 // pinned to version 1 (RESOLVER_VAULT_SIGNING_KEY_VERSION), `resolver sign-trusted-keys` signs the new
 // set with v1, which an agent trusting only v1 accepts.
 func TestRotationCommandsWithVault(t *testing.T) {
-	v := testinfra.Vault(t)
+	v, root := signingVault(t)
 	ctx := context.Background()
-	root, err := api.NewClient(&api.Config{Address: v.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root.SetToken(v.Token)
-	if _, err := root.Logical().Write("transit/keys/configsync-signing", map[string]any{"type": "ed25519"}); err != nil {
-		t.Fatal(err)
-	}
 	cfg := resolver.Config{VaultAddr: v.Addr, VaultToken: v.Token, VaultMount: "transit", VaultSigningKey: "configsync-signing"}
 	before, err := resolver.PublicKeys(ctx, cfg, false)
 	if err != nil {
