@@ -23,6 +23,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/configsync/configsync/libs/platform/backoff"
 )
 
 // Outcome is how a message is settled.
@@ -265,10 +267,8 @@ func (c *Consumer) ensure(ctx context.Context) (jetstream.Consumer, error) {
 			return cons, nil
 		}
 		c.log.Warn("create consumer failed, retrying", zap.String("stream", c.cfg.Stream), zap.Error(err))
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, delay) {
 			return nil, fmt.Errorf("create consumer %s: %w", c.cfg.Consumer.Durable, errors.Join(ctx.Err(), err))
-		case <-time.After(delay):
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
@@ -319,10 +319,8 @@ func (c *Consumer) pullLoop(ctx, workCtx context.Context, cons jetstream.Consume
 			return fmt.Errorf("pull from %s: %w", c.cfg.Consumer.Durable, err)
 		}
 		c.log.Warn("pull failed, retrying", zap.Duration("retry_in", delay), zap.Error(err))
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, delay) {
 			return nil
-		case <-time.After(delay):
 		}
 		delay = min(2*delay, 5*time.Second)
 	}

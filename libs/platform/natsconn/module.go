@@ -10,6 +10,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/backoff"
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
 )
@@ -53,7 +54,7 @@ func newJetStream(lc fx.Lifecycle, nc *nats.Conn, cfg Config, log *zap.Logger) (
 // ensureStreamsRetrying retries EnsureStreamsWith until it succeeds or ctx (fx's start timeout) ends:
 // at start NATS may still be coming up, or JetStream not yet ready on a fresh cluster.
 func ensureStreamsRetrying(ctx context.Context, js jetstream.JetStream, opts StreamOptions, log *zap.Logger) error {
-	backoff := 100 * time.Millisecond
+	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := EnsureStreamsWith(actx, js, opts)
@@ -64,14 +65,10 @@ func ensureStreamsRetrying(ctx context.Context, js jetstream.JetStream, opts Str
 		if ctx.Err() != nil {
 			return err
 		}
-		log.Warn("jetstream streams not ensured yet, retrying", zap.Int("attempt", attempt), zap.Duration("backoff", backoff), zap.Error(err))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		log.Warn("jetstream streams not ensured yet, retrying", zap.Int("attempt", attempt), zap.Duration("backoff", wait), zap.Error(err))
+		if !backoff.Sleep(ctx, wait) {
 			return err
-		case <-t.C:
 		}
-		backoff = min(backoff*2, 2*time.Second)
+		wait = min(wait*2, 2*time.Second)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/backoff"
 	"github.com/configsync/configsync/libs/platform/outbox/sqlcdb"
 	"github.com/configsync/configsync/libs/platform/tracing"
 	"github.com/configsync/configsync/libs/protocol"
@@ -128,23 +129,23 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	var backoff time.Duration
+	var wait time.Duration
 	for {
 		n, err := r.RelayOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			backoff = min(max(backoff*2, r.opts.MinBackoff), r.opts.MaxBackoff)
-			r.log.Warn("outbox relay pass failed, backing off", zap.Error(err), zap.Int("published", n), zap.Duration("backoff", backoff))
-			if !sleep(ctx, backoff) {
+			wait = min(max(wait*2, r.opts.MinBackoff), r.opts.MaxBackoff)
+			r.log.Warn("outbox relay pass failed, backing off", zap.Error(err), zap.Int("published", n), zap.Duration("backoff", wait))
+			if !backoff.Sleep(ctx, wait) {
 				return nil
 			}
 			continue
 		}
-		if backoff > 0 {
+		if wait > 0 {
 			r.log.Info("outbox relay recovered")
-			backoff = 0
+			wait = 0
 		}
 		if n >= r.opts.BatchSize {
 			continue // a full batch: more rows are probably waiting
@@ -257,7 +258,7 @@ func (r *Relay) publish(ctx context.Context, row sqlcdb.ClaimOutboxRow) error {
 // listen keeps a dedicated connection LISTENing on NotifyChannel and turns notifications into wake-ups.
 // ready is called once the first LISTEN succeeded or failed.
 func (r *Relay) listen(ctx context.Context, wake chan<- struct{}, ready func()) {
-	backoff := r.opts.MinBackoff
+	wait := r.opts.MinBackoff
 	for reconnect := false; ; reconnect = true {
 		listened, err := r.listenOnce(ctx, wake, ready, reconnect)
 		ready()
@@ -265,13 +266,13 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}, ready func()) 
 			return
 		}
 		if listened {
-			backoff = r.opts.MinBackoff
+			wait = r.opts.MinBackoff
 		}
-		r.log.Warn("outbox listener lost, relying on polling until it reconnects", zap.Error(err), zap.Duration("retry_in", backoff))
-		if !sleep(ctx, backoff) {
+		r.log.Warn("outbox listener lost, relying on polling until it reconnects", zap.Error(err), zap.Duration("retry_in", wait))
+		if !backoff.Sleep(ctx, wait) {
 			return
 		}
-		backoff = min(backoff*2, r.opts.MaxBackoff)
+		wait = min(wait*2, r.opts.MaxBackoff)
 	}
 }
 
@@ -310,18 +311,6 @@ func signal(wake chan<- struct{}) {
 	select {
 	case wake <- struct{}{}:
 	default:
-	}
-}
-
-// sleep waits for d; false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/db/migrations"
+	"github.com/configsync/configsync/libs/platform/backoff"
 )
 
 // Config is the database configuration.
@@ -77,7 +78,7 @@ func Start(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *zap.Logger)
 }
 
 func waitReady(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
-	backoff := 100 * time.Millisecond
+	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := pool.Ping(ctx)
 		if err == nil {
@@ -89,15 +90,11 @@ func waitReady(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("pgdb: database not reachable after %d attempts: %w", attempt, err)
 		}
-		log.Warn("database not reachable, retrying", zap.Int("attempt", attempt), zap.Duration("backoff", backoff), zap.Error(err))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		log.Warn("database not reachable, retrying", zap.Int("attempt", attempt), zap.Duration("backoff", wait), zap.Error(err))
+		if !backoff.Sleep(ctx, wait) {
 			return fmt.Errorf("pgdb: database not reachable after %d attempts: %w", attempt, err)
-		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		wait = min(wait*2, 5*time.Second)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/vault/api"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/backoff"
 	"github.com/configsync/configsync/services/credential/internal/credential"
 )
 
@@ -128,7 +129,7 @@ func (t *Transit) reloginIfStale(ctx context.Context, gen uint64) error {
 // authenticates again when renewal stops or authentication failed, with backoff between failures.
 func (t *Transit) run(ctx context.Context) {
 	defer close(t.done)
-	backoff := minLoginBackoff
+	wait := minLoginBackoff
 	for {
 		t.mu.Lock()
 		auth, gen, stale := t.auth, t.gen.Load(), t.stale
@@ -137,14 +138,14 @@ func (t *Transit) run(ctx context.Context) {
 		case stale:
 			if err := t.authenticateIfGen(ctx, gen); err != nil {
 				t.log.Warn("vault authentication failed; retrying", zap.String("method", t.cfg.method()),
-					zap.Duration("retry_in", backoff), zap.Error(err))
-				if !sleep(ctx, backoff) {
+					zap.Duration("retry_in", wait), zap.Error(err))
+				if !backoff.Sleep(ctx, wait) {
 					return
 				}
-				backoff = min(2*backoff, maxLoginBackoff)
+				wait = min(2*wait, maxLoginBackoff)
 				continue
 			}
-			backoff = minLoginBackoff
+			wait = minLoginBackoff
 		case auth != nil:
 			if !t.watch(ctx, auth, gen) {
 				return
@@ -167,7 +168,7 @@ func (t *Transit) watch(ctx context.Context, auth *api.Secret, gen uint64) bool 
 	if err != nil {
 		t.log.Error("vault token watcher failed", zap.Error(err))
 		t.markStale(gen)
-		return sleep(ctx, minLoginBackoff)
+		return backoff.Sleep(ctx, minLoginBackoff)
 	}
 	go w.Start()
 	stop := func() {
@@ -212,18 +213,6 @@ func (t *Transit) markStale(gen uint64) {
 	if t.gen.Load() == gen {
 		t.auth = nil
 		t.stale = true
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
 	}
 }
 
