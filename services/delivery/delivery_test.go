@@ -25,12 +25,7 @@ func TestEnvironmentChangeReachesEveryOnlineAgentOnly(t *testing.T) {
 	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: v})
 	s.eventsSettled(t)
 
-	s.pushedToOnline(t, "labels", v, func(h testHost) string {
-		if h == override {
-			return `{"static":{"env":"prod","team":"edge"}}`
-		}
-		return `{"static":{"env":"prod","team":"platform"}}`
-	})
+	s.pushedToOnline(t, "labels", v, teamPlatformExcept(override))
 
 	// A deletion is pushed as a null payload with the tombstone's version.
 	s.fleet.reset()
@@ -69,12 +64,18 @@ func TestEnvironmentChangePushedOnlyAtItsVersion(t *testing.T) {
 
 	s.changed(t, protocol.ConfigChanged{Scope: protocol.ScopeEnvironment, ConfigType: "labels", Version: current})
 	s.eventsSettled(t)
-	s.pushedToOnline(t, "labels", current, func(h testHost) string {
+	s.pushedToOnline(t, "labels", current, teamPlatformExcept(override))
+}
+
+// teamPlatformExcept is the labels every host resolves to once the environment's team is platform and
+// override's own is edge.
+func teamPlatformExcept(override testHost) func(testHost) string {
+	return func(h testHost) string {
 		if h == override {
 			return `{"static":{"env":"prod","team":"edge"}}`
 		}
 		return `{"static":{"env":"prod","team":"platform"}}`
-	})
+	}
 }
 
 // pushedToOnline checks that every online host received exactly one config_update of typ at version,

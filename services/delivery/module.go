@@ -99,15 +99,14 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger) *Se
 
 // newService is New reporting to m (nil records nothing).
 func newService(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logger, m *metrics.Metrics) *Service {
-	resolver := natsapi.NewResolverClient(nc, cfg.UpstreamTimeout)
-	credentials := natsapi.NewCredentialClient(nc, cfg.UpstreamTimeout)
-	fetcher := deliver.NewFetcher(resolver, credentials, log)
+	upstream := natsapi.NewUpstreamClient(nc, cfg.UpstreamTimeout) // the resolver and the credential service
+	fetcher := deliver.NewFetcher(upstream, upstream, log)
 	lag := natsapi.NewIngestLag(natsapi.JetStreamConsumers{JS: js}, cfg.IngestLagAfter, log)
 	var pushPublisher deliver.CommandPublisher = deliverymetrics.Commands(natsapi.NewCommandPublisher(nc), m)
 	if cfg.LosePush != nil {
 		pushPublisher = natsapi.LossyPublisher{CommandPublisher: pushPublisher, Lose: cfg.LosePush}
 	}
-	pusher := deliver.NewPusher(resolver, credentials, pushPublisher, deliver.PushOptions{
+	pusher := deliver.NewPusher(upstream, upstream, pushPublisher, deliver.PushOptions{
 		OnlineWindow:  cfg.OnlineWindow,
 		PageSize:      cfg.PushPageSize,
 		IngestLagging: lag.Lagging,

@@ -30,34 +30,18 @@ type BatchOptions struct {
 	Observer jsconsumer.Observer
 }
 
-func (o BatchOptions) withDefaults() BatchOptions {
+// consumerConfig is the jsconsumer configuration of one batched consumer: a Consume stream pulls
+// ahead BatchSize*(Writers+1) messages and each writer takes up to BatchSize of them per statement.
+// Only the batch size and the writers have defaults of ack-ingest's own; jsconsumer defaults the rest,
+// MaxAckPending included (BatchSize*(Writers+2): enough in flight for every writer to hold a batch
+// while the next ones are pulled).
+func (o BatchOptions) consumerConfig(stream string, cfg jetstream.ConsumerConfig) jsconsumer.Config {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 1000
-	}
-	if o.BatchWait <= 0 {
-		o.BatchWait = 5 * time.Millisecond
 	}
 	if o.Writers <= 0 {
 		o.Writers = 2
 	}
-	if o.AckWait <= 0 {
-		o.AckWait = 30 * time.Second
-	}
-	if o.RetryDelay <= 0 {
-		o.RetryDelay = time.Second
-	}
-	if o.MaxRetryDelay < o.RetryDelay {
-		o.MaxRetryDelay = max(30*time.Second, o.RetryDelay)
-	}
-	return o
-}
-
-// consumerConfig is the jsconsumer configuration of one batched consumer: a Consume stream pulls
-// ahead BatchSize*(Writers+1) messages and each writer takes up to BatchSize of them per statement.
-func (o BatchOptions) consumerConfig(stream string, cfg jetstream.ConsumerConfig) jsconsumer.Config {
-	o = o.withDefaults()
-	// Enough in flight for every writer to hold a batch while the next ones are pulled.
-	cfg.MaxAckPending = o.BatchSize * (o.Writers + 2)
 	return jsconsumer.Config{
 		Stream:        stream,
 		Consumer:      cfg,

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 )
@@ -31,12 +32,9 @@ var errMalformed = errors.New("malformed message")
 // decodeAck validates an ack received on subject and stored by the broker at storedAt. The subject's
 // agent token must equal the payload's agent_id, so an agent can only report for itself.
 func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, error) {
-	token, ok := protocol.AgentIDFromSubject(subject)
-	if !ok {
-		return ingest.Ack{}, fmt.Errorf("%w: subject has no agent id", errMalformed)
-	}
-	if len(data) > maxMessageBytes {
-		return ingest.Ack{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
+	token, err := agentToken(subject, data)
+	if err != nil {
+		return ingest.Ack{}, err
 	}
 	m, ok := decodeAckFast(data) // the acks agents send; anything else (and every error) encoding/json
 	if !ok {
@@ -69,12 +67,9 @@ func decodeAck(subject string, data []byte, storedAt time.Time) (ingest.Ack, err
 // payload's agent_id may be absent (the spec's payload has none) but, when present, must equal the
 // subject's token.
 func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.Heartbeat, error) {
-	token, ok := protocol.AgentIDFromSubject(subject)
-	if !ok {
-		return ingest.Heartbeat{}, fmt.Errorf("%w: subject has no agent id", errMalformed)
-	}
-	if len(data) > maxMessageBytes {
-		return ingest.Heartbeat{}, fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
+	token, err := agentToken(subject, data)
+	if err != nil {
+		return ingest.Heartbeat{}, err
 	}
 	// The heartbeats agents send take the fast path; anything else (and every error) encoding/json.
 	m := new(protocol.Heartbeat)
@@ -124,6 +119,19 @@ func decodeHeartbeat(subject string, data []byte, storedAt time.Time) (ingest.He
 	}, nil
 }
 
+// agentToken returns the agent token of the subject a message of data was received on, refusing a
+// subject without one and a message over maxMessageBytes.
+func agentToken(subject string, data []byte) (string, error) {
+	token, ok := protocol.AgentIDFromSubject(subject)
+	if !ok {
+		return "", fmt.Errorf("%w: subject has no agent id", errMalformed)
+	}
+	if len(data) > maxMessageBytes {
+		return "", fmt.Errorf("%w: %d bytes, limit %d", errMalformed, len(data), maxMessageBytes)
+	}
+	return token, nil
+}
+
 // cleanText makes agent-supplied text storable: valid UTF-8, no NUL (PostgreSQL text refuses it), at
 // most limit bytes (cut on a rune boundary).
 func cleanText(s string, limit int) string {
@@ -139,17 +147,13 @@ func cleanText(s string, limit int) string {
 	return s[:cut]
 }
 
-// jsonErrorKind describes a decode error without echoing the payload.
+// jsonErrorKind describes a decode error without echoing the payload: natsrpc.JSONErrorKind, naming
+// the member of a wrong type.
 func jsonErrorKind(err error) string {
-	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fmt.Sprintf("invalid JSON at offset %d", syntax.Offset)
-	case errors.As(err, &typeErr):
+	if errors.As(err, &typeErr) {
 		field, _, _ := strings.Cut(typeErr.Field, ".") // the top-level name only: map keys are payload
 		return fmt.Sprintf("field %q has the wrong type", field)
-	default:
-		return "invalid JSON"
 	}
+	return natsrpc.JSONErrorKind(err)
 }

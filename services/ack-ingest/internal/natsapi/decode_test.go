@@ -122,6 +122,22 @@ func storable(t *testing.T, field, s string, limit int) {
 	}
 }
 
+// accepted checks a decode of a message received on subject: refused with an error marked malformed,
+// or accepted for the subject's own agent. It reports whether the message was accepted.
+func accepted(t *testing.T, subject, agentID string, err error) bool {
+	t.Helper()
+	if err != nil {
+		if !errors.Is(err, errMalformed) {
+			t.Fatalf("error not marked malformed: %v", err)
+		}
+		return false
+	}
+	if token, ok := protocol.AgentIDFromSubject(subject); !ok || token != agentID {
+		t.Fatalf("agent %q accepted on subject %q", agentID, subject)
+	}
+	return true
+}
+
 func FuzzDecodeAck(f *testing.F) {
 	f.Add(protocol.AckSubject(agent), []byte(`{"agent_id":"`+agent+`","config_type":"collectors","version":5,"status":"failed","error":"dial tcp"}`))
 	f.Add(protocol.AckSubject("a"), []byte(`{"agent_id":"a","config_type":"labels","version":1,"status":"applied","applied_at":"2026-01-01T00:00:00Z"}`))
@@ -129,15 +145,8 @@ func FuzzDecodeAck(f *testing.F) {
 	f.Add("configsync.agent.a.b.c", []byte(`null`))
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
 		a, err := decodeAck(subject, data, stored)
-		if err != nil {
-			if !errors.Is(err, errMalformed) {
-				t.Fatalf("error not marked malformed: %v", err)
-			}
+		if !accepted(t, subject, a.AgentID, err) {
 			return
-		}
-		token, ok := protocol.AgentIDFromSubject(subject)
-		if !ok || token != a.AgentID {
-			t.Fatalf("agent %q accepted on subject %q", a.AgentID, subject)
 		}
 		if !protocol.ValidConfigTypeName(a.ConfigType) || a.Version <= 0 {
 			t.Fatalf("invalid ack accepted: %+v", a)
@@ -158,14 +167,8 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Add("x", []byte(`{}`))
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
 		h, err := decodeHeartbeat(subject, data, stored)
-		if err != nil {
-			if !errors.Is(err, errMalformed) {
-				t.Fatalf("error not marked malformed: %v", err)
-			}
+		if !accepted(t, subject, h.AgentID, err) {
 			return
-		}
-		if token, ok := protocol.AgentIDFromSubject(subject); !ok || token != h.AgentID {
-			t.Fatalf("agent %q accepted on subject %q", h.AgentID, subject)
 		}
 		storable(t, "agent_version", h.AgentVersion, maxAgentVersion)
 		storable(t, "config_hash", h.ConfigHash, maxConfigHash)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -95,16 +96,9 @@ func agentIDChecks(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
 	checks := map[string]string{}
-	for rows.Next() {
-		var name, def string
-		if err := rows.Scan(&name, &def); err != nil {
-			t.Fatal(err)
-		}
-		checks[name] = def
-	}
-	if err := rows.Err(); err != nil {
+	var name, def string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &def}, func() error { checks[name] = def; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return checks

@@ -142,14 +142,7 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 				l.Changed[r.ConfigType] = *r.ChangedAt
 			}
 		case "repair":
-			if l.Repairs == nil {
-				l.Repairs = map[string]ingest.OpenRepair{}
-			}
-			var next time.Time
-			if r.NextAt != nil {
-				next = *r.NextAt
-			}
-			l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
+			addRepair(l, r)
 		}
 	}
 	stage(got, w.Layers)
@@ -235,6 +228,18 @@ func addLayer(envs map[uuid.UUID]map[string]agentconfig.LayerState, changed map[
 	}
 }
 
+// addRepair records the open repair of a 'repair' row in l.
+func addRepair(l *ingest.HostLayers, r sqlcdb.UpdateHeartbeatsRow) {
+	if l.Repairs == nil {
+		l.Repairs = map[string]ingest.OpenRepair{}
+	}
+	var next time.Time
+	if r.NextAt != nil {
+		next = *r.NextAt
+	}
+	l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
+}
+
 // InactiveHosts implements ingest.Store.
 func (s *Store) InactiveHosts(ctx context.Context, hostIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
 	ids, err := s.q.InactiveHostIDs(ctx, hostIDs)
@@ -292,14 +297,7 @@ func layersOf(rows []sqlcdb.UpdateHeartbeatsRow, hosts int) map[uuid.UUID]*inges
 			}
 		case "repair":
 			if l := out[r.HostID]; l != nil {
-				if l.Repairs == nil {
-					l.Repairs = map[string]ingest.OpenRepair{}
-				}
-				var next time.Time
-				if r.NextAt != nil {
-					next = *r.NextAt
-				}
-				l.Repairs[r.ConfigType] = ingest.OpenRepair{Version: r.Version, Attempts: int(r.Attempts), NextAt: next}
+				addRepair(l, r)
 			}
 		}
 	}

@@ -54,21 +54,23 @@ func TestUpsertApplyStatusesNeverRegresses(t *testing.T) {
 		return ingest.ApplyStatus{HostID: hosts[agent], Ack: ingest.Ack{AgentID: agent, ConfigType: typ, Version: version,
 			Status: status, Error: errText, AppliedAt: t0.Add(time.Duration(version) * time.Second)}}
 	}
-	if err := s.UpsertApplyStatuses(ctx, []ingest.ApplyStatus{
+	upsert := func(rows ...ingest.ApplyStatus) {
+		t.Helper()
+		if err := s.UpsertApplyStatuses(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upsert(
 		row("agent-0", "collectors", 5, "failed", "dial tcp: connection refused"),
 		row("agent-0", "labels", 2, "applied", ""),
 		row("agent-1", "labels", 3, "applied", ""),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	)
 	// Older versions do not overwrite; the same version does; newer does.
-	if err := s.UpsertApplyStatuses(ctx, []ingest.ApplyStatus{
+	upsert(
 		row("agent-0", "collectors", 4, "applied", ""),
 		row("agent-0", "labels", 2, "failed", "boom"),
 		row("agent-1", "labels", 9, "applied", ""),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	)
 	type status struct {
 		version int64
 		status  string

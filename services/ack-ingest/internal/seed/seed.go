@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,17 +27,10 @@ func Hosts(t testing.TB, pool *pgxpool.Pool, n int) map[string]uuid.UUID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
 	hosts := map[string]uuid.UUID{}
-	for rows.Next() {
-		var agent string
-		var id uuid.UUID
-		if err := rows.Scan(&agent, &id); err != nil {
-			t.Fatal(err)
-		}
-		hosts[agent] = id
-	}
-	if err := rows.Err(); err != nil {
+	var agent string
+	var id uuid.UUID
+	if _, err := pgx.ForEachRow(rows, []any{&agent, &id}, func() error { hosts[agent] = id; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return hosts

@@ -13,40 +13,34 @@ import (
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
 
-// ResolverClient implements deliver.Resolver over the resolver micro service.
-type ResolverClient struct{ r *natsrpc.Client }
+// UpstreamClient implements deliver.Resolver over the resolver micro service and deliver.Injector
+// over the credential micro service.
+type UpstreamClient struct{ r *natsrpc.Client }
 
-var _ deliver.Resolver = (*ResolverClient)(nil)
+var (
+	_ deliver.Resolver = (*UpstreamClient)(nil)
+	_ deliver.Injector = (*UpstreamClient)(nil)
+)
 
-// NewResolverClient returns a client whose requests time out after timeout.
-func NewResolverClient(nc *nats.Conn, timeout time.Duration) *ResolverClient {
-	return &ResolverClient{natsrpc.NewClient(nc, timeout)}
+// NewUpstreamClient returns a client whose requests time out after timeout.
+func NewUpstreamClient(nc *nats.Conn, timeout time.Duration) *UpstreamClient {
+	return &UpstreamClient{natsrpc.NewClient(nc, timeout)}
 }
 
 // ResolveSets implements deliver.Resolver. A resolver of another contract has no responder on the
 // subject (it names the contract): that is an error, which the fetcher reports as unavailable.
-func (c *ResolverClient) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
+func (c *UpstreamClient) ResolveSets(ctx context.Context, req protocol.ResolveSetsRequest) (protocol.ResolveSetsReply, error) {
 	return natsrpc.CallFor[protocol.ResolveSetsReply](ctx, c.r, protocol.ResolveSetsSubject, req)
 }
 
 // ResolvePush implements deliver.Resolver. As with ResolveSets, a resolver of another contract has no
 // responder: an error, and the fan-out is redone.
-func (c *ResolverClient) ResolvePush(ctx context.Context, req protocol.ResolvePushRequest) (protocol.ResolveSetsReply, error) {
+func (c *UpstreamClient) ResolvePush(ctx context.Context, req protocol.ResolvePushRequest) (protocol.ResolveSetsReply, error) {
 	return natsrpc.CallFor[protocol.ResolveSetsReply](ctx, c.r, protocol.ResolvePushSubject, req)
 }
 
-// CredentialClient implements deliver.Injector over the credential micro service.
-type CredentialClient struct{ r *natsrpc.Client }
-
-var _ deliver.Injector = (*CredentialClient)(nil)
-
-// NewCredentialClient returns a client whose requests time out after timeout.
-func NewCredentialClient(nc *nats.Conn, timeout time.Duration) *CredentialClient {
-	return &CredentialClient{natsrpc.NewClient(nc, timeout)}
-}
-
 // Inject implements deliver.Injector.
-func (c *CredentialClient) Inject(ctx context.Context, req protocol.InjectRequest) (protocol.InjectReply, error) {
+func (c *UpstreamClient) Inject(ctx context.Context, req protocol.InjectRequest) (protocol.InjectReply, error) {
 	return natsrpc.CallFor[protocol.InjectReply](ctx, c.r, protocol.CredentialInjectSubject, req)
 }
 
