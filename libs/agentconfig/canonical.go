@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -265,16 +266,20 @@ func (c *canonicalizer) object(depth int) error {
 func (c *canonicalizer) key() error {
 	p := &c.p
 	start := p.pos
+	if end, prefix := shortPlainString(p.data, start); end > 0 {
+		// Most keys: at most eight plain ASCII bytes, read and summarized from one word.
+		p.pos = end
+		m := c.addMember()
+		m.decoded, m.verbatim = false, false
+		m.ka, m.kb = int32(start+1), int32(end-1)
+		m.prefix, m.plain = prefix, true
+		return nil
+	}
 	escaped, err := p.scanString()
 	if err != nil {
 		return err
 	}
-	i := len(c.members)
-	if i == cap(c.members) {
-		c.members = slices.Grow(c.members, 1)
-	}
-	c.members = c.members[:i+1]
-	m := &c.members[i]
+	m := c.addMember()
 	m.decoded, m.verbatim = escaped, false
 	if !escaped {
 		m.ka, m.kb = int32(start+1), int32(p.pos-1)
@@ -288,6 +293,31 @@ func (c *canonicalizer) key() error {
 	return nil
 }
 
+// addMember appends a member to c.members and returns it, its fields left to the caller.
+func (c *canonicalizer) addMember() *canonMember {
+	i := len(c.members)
+	if i == cap(c.members) {
+		c.members = slices.Grow(c.members, 1)
+	}
+	c.members = c.members[:i+1]
+	return &c.members[i]
+}
+
+// shortPlainString reads the string token at data[pos] if its text is at most eight plain ASCII bytes
+// (no escapes): it returns the end of the token (else 0) and the text's prefix as keyPrefix gives it.
+// When the eight bytes after the quote are all plain, n is 8 and the ninth must be the closing quote.
+func shortPlainString(data []byte, pos int) (end int, prefix uint64) {
+	if pos+10 > len(data) {
+		return 0, 0
+	}
+	w := binary.LittleEndian.Uint64(data[pos+1:])
+	n := bits.TrailingZeros64(specialBytes(w)) >> 3
+	if data[pos+1+n] != '"' {
+		return 0, 0
+	}
+	return pos + n + 2, bits.ReverseBytes64(w) &^ (^uint64(0) >> (8 * n))
+}
+
 // memberValue reads the value of member m of the object whose members start at out[body]. A member
 // whose key and value tokens are canonical as they stand (no escapes, a short integer, a literal) is
 // left in the input and only marked verbatim; any other is written to out now, after a comma if it
@@ -298,6 +328,11 @@ func (c *canonicalizer) memberValue(depth, m, body int) error {
 		start := p.pos
 		switch b := p.data[start]; {
 		case b == '"':
+			if end, _ := shortPlainString(p.data, start); end > 0 {
+				p.pos = end
+				c.setVerbatim(m, start)
+				return nil
+			}
 			escaped, err := p.scanString()
 			if err != nil {
 				return err

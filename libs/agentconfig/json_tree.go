@@ -245,6 +245,10 @@ func (p *parser) digits() int {
 
 func (p *parser) stringNode() (int32, error) {
 	start := p.pos
+	if end, _ := shortPlainString(p.data, start); end > 0 {
+		p.pos = end
+		return p.add(kindString, int32(start), int32(end), false), nil
+	}
 	escaped, err := p.scanString()
 	if err != nil {
 		return -1, err
@@ -252,12 +256,11 @@ func (p *parser) stringNode() (int32, error) {
 	return p.add(kindString, int32(start), int32(p.pos), escaped), nil
 }
 
-// scanString moves past one string token, checking escapes and UTF-8.
+// scanString moves past one string token, checking escapes and UTF-8. Most strings are short and
+// plain: it settles those inline, from their first eight bytes, and leaves the rest to scanStringRest.
 func (p *parser) scanString() (escaped bool, err error) {
-	data := p.data
-	p.pos++ // opening quote
-	if pos := p.pos; pos+8 <= len(data) {
-		// Most strings are short and plain: settle those inline, from their first eight bytes.
+	data, pos := p.data, p.pos+1 // past the opening quote
+	if pos+8 <= len(data) {
 		if special := specialBytes(binary.LittleEndian.Uint64(data[pos:])); special != 0 {
 			if pos += bits.TrailingZeros64(special) >> 3; data[pos] == '"' {
 				p.pos = pos + 1
@@ -265,34 +268,46 @@ func (p *parser) scanString() (escaped bool, err error) {
 			}
 		}
 	}
-	for p.pos < len(data) {
-		pos := skipPlainString(data, p.pos)
-		p.pos = pos
-		if pos == len(data) {
-			break
-		}
-		c := data[pos]
-		switch {
-		case c == '"':
-			p.pos++
-			return escaped, nil
-		case c == '\\':
-			escaped = true
-			if err := p.scanEscape(); err != nil {
-				return false, err
-			}
-		case c < 0x20:
-			return false, p.fail("control character in string")
-		default: // non-ASCII
+	p.pos++
+	return p.scanStringRest()
+}
 
-			r, size := utf8.DecodeRune(data[p.pos:])
-			if r == utf8.RuneError && size == 1 {
-				return false, p.fail("invalid UTF-8 in string")
-			}
-			p.pos += size
+// scanStringRest moves past the rest of a string token from p.pos, inside it.
+func (p *parser) scanStringRest() (escaped bool, err error) {
+	for {
+		p.pos = skipPlainString(p.data, p.pos)
+		if done, err := p.stringSpecial(&escaped); err != nil {
+			return false, err
+		} else if done {
+			return escaped, nil
 		}
 	}
-	return false, p.fail("unterminated string")
+}
+
+// stringSpecial moves past the byte at p.pos of a string token that is not a plain one: the closing
+// quote (done), an escape (which sets *escaped) or a non-ASCII character; anything else is an error.
+func (p *parser) stringSpecial(escaped *bool) (done bool, err error) {
+	data := p.data
+	if p.pos >= len(data) {
+		return false, p.fail("unterminated string")
+	}
+	switch c := data[p.pos]; {
+	case c == '"':
+		p.pos++
+		return true, nil
+	case c == '\\':
+		*escaped = true
+		return false, p.scanEscape()
+	case c < 0x20:
+		return false, p.fail("control character in string")
+	default: // non-ASCII
+		r, size := utf8.DecodeRune(data[p.pos:])
+		if r == utf8.RuneError && size == 1 {
+			return false, p.fail("invalid UTF-8 in string")
+		}
+		p.pos += size
+		return false, nil
+	}
 }
 
 // skipPlainString returns the position of the first byte at or after pos that a string token does not
@@ -313,12 +328,12 @@ func skipPlainString(data []byte, pos int) int {
 
 // specialBytes flags, in their high bits, the bytes of the little-endian word x that a string token
 // does not hold as themselves. Each term flags one kind; a term can flag false positives only above a
-// true one, so the lowest flag of them all is exact (and the only one to rely on).
+// true one, so the lowest flag of them all is exact (and the only one to rely on). Below the lowest
+// special byte every byte is printable ASCII other than '"' and '\\', which none of the subtractions
+// borrows from or turns negative: that is why the terms need no masking with their inputs.
 func specialBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	q := x ^ ('"' * ones)
-	bs := x ^ ('\\' * ones)
-	return ((x-0x20*ones)&^x | (q-ones)&^q | (bs-ones)&^bs | x) & highs
+	return (x | (x - 0x20*ones) | ((x ^ '"'*ones) - ones) | ((x ^ '\\'*ones) - ones)) & highs
 }
 
 // plainStringByte marks the bytes a string token holds as themselves: printable ASCII but '"' and '\\'.
@@ -439,9 +454,14 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, p.fail("expected a string object key")
 		}
 		ks := p.pos
-		escaped, err := p.scanString()
-		if err != nil {
-			return -1, err
+		escaped := false
+		if end, _ := shortPlainString(p.data, ks); end > 0 {
+			p.pos = end
+		} else {
+			var err error
+			if escaped, err = p.scanString(); err != nil {
+				return -1, err
+			}
 		}
 		k := p.add(kindString, int32(ks), int32(p.pos), escaped)
 		if n < len(prints) {
