@@ -162,9 +162,14 @@ func (c *canonicalizer) str() error {
 		c.out = append(c.out, p.data[start:p.pos]...)
 		return nil
 	}
-	c.text = appendUnescaped(c.text[:0], p.data[start+1:p.pos-1])
-	c.out = appendCanonicalString(c.out, c.text)
+	c.writeEscaped(start)
 	return nil
+}
+
+// writeEscaped writes the string token p.data[start:p.pos], which has escapes, with the canonical ones.
+func (c *canonicalizer) writeEscaped(start int) {
+	c.text = appendUnescaped(c.text[:0], c.p.data[start+1:c.p.pos-1])
+	c.out = appendCanonicalString(c.out, c.text)
 }
 
 func (c *canonicalizer) array(depth int) error {
@@ -185,21 +190,17 @@ func (c *canonicalizer) array(depth int) error {
 		if err := c.value(depth); err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return p.fail("unterminated array")
+		if !p.comma() {
+			closed, err := p.separator(']')
+			if err != nil {
+				return err
+			}
+			if closed {
+				c.out = append(c.out, ']')
+				return nil
+			}
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			c.out = append(c.out, ',')
-		case ']':
-			p.pos++
-			c.out = append(c.out, ']')
-			return nil
-		default:
-			return p.fail("expected ',' or ']' in array")
-		}
+		c.out = append(c.out, ',')
 	}
 }
 
@@ -238,19 +239,14 @@ func (c *canonicalizer) object(depth int) error {
 			return err
 		}
 		verbatim = verbatim || c.members[m].verbatim
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return p.fail("unterminated object")
-		}
-		if p.data[p.pos] == ',' {
-			p.pos++
+		if p.comma() {
 			continue
 		}
-		if p.data[p.pos] == '}' {
-			p.pos++
+		if closed, err := p.separator('}'); err != nil {
+			return err
+		} else if closed {
 			break
 		}
-		return p.fail("expected ',' or '}' in object")
 	}
 	if dup := c.order(base, body, verbatim); dup >= 0 {
 		key := appendCanonicalString(nil, c.keyText(&c.members[dup]))
@@ -342,8 +338,7 @@ func (c *canonicalizer) memberValue(depth, m, body int) error {
 				return nil
 			}
 			c.writeKey(m, body)
-			c.text = appendUnescaped(c.text[:0], p.data[start+1:p.pos-1])
-			c.out = appendCanonicalString(c.out, c.text)
+			c.writeEscaped(start)
 			c.members[m].end = len(c.out)
 			return nil
 		case b == '-' || (b >= '0' && b <= '9'):

@@ -136,18 +136,23 @@ type parser struct {
 
 func (p *parser) fail(msg string) error { return &syntaxError{offset: p.pos, msg: msg} }
 
-// add appends a node. It writes the fields straight into the slice: appending a node value built
-// beforehand made the CPU reload a word from several narrower stores, which stalls store forwarding
-// and was the single most expensive line of parsing.
+// add appends a node, in room that reserve made. It writes the fields straight into the slice:
+// appending a node value built beforehand made the CPU reload a word from several narrower stores,
+// which stalls store forwarding and was the single most expensive line of parsing.
 func (p *parser) add(k kind, a, b int32, escaped bool) int32 {
 	d := p.d
 	i := len(d.nodes)
-	if i == cap(d.nodes) {
-		d.nodes = slices.Grow(d.nodes, 1)
-	}
 	d.nodes = d.nodes[:i+1]
 	d.nodes[i] = node{a: a, b: b, kind: k, escaped: escaped}
 	return int32(i)
+}
+
+// reserve makes room for one more node. Kept apart from add (and called once per value or key), so
+// that both are small enough to inline.
+func (p *parser) reserve() {
+	if d := p.d; len(d.nodes) == cap(d.nodes) {
+		d.nodes = slices.Grow(d.nodes, 1)
+	}
 }
 
 func (p *parser) skipSpace() {
@@ -165,6 +170,7 @@ func (p *parser) value(depth int) (int32, error) {
 	if p.pos >= len(p.data) {
 		return -1, p.fail("unexpected end of input")
 	}
+	p.reserve()
 	switch c := p.data[p.pos]; {
 	case c == '{':
 		return p.object(depth + 1)
@@ -413,19 +419,14 @@ func (p *parser) array(depth int) (int32, error) {
 			return -1, err
 		}
 		p.d.stack = append(p.d.stack, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return -1, p.fail("unterminated array")
-		}
-		if p.data[p.pos] == ',' {
-			p.pos++
+		if p.comma() {
 			continue
 		}
-		if p.data[p.pos] == ']' {
-			p.pos++
+		if closed, err := p.separator(']'); err != nil {
+			return -1, err
+		} else if closed {
 			break
 		}
-		return -1, p.fail("expected ',' or ']' in array")
 	}
 	p.d.popChildren(idx, base)
 	return idx, nil
@@ -463,6 +464,7 @@ func (p *parser) object(depth int) (int32, error) {
 				return -1, err
 			}
 		}
+		p.reserve()
 		k := p.add(kindString, int32(ks), int32(p.pos), escaped)
 		if n < len(prints) {
 			var f uint64
@@ -490,19 +492,14 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, err
 		}
 		p.d.stack = append(p.d.stack, k, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return -1, p.fail("unterminated object")
-		}
-		if p.data[p.pos] == ',' {
-			p.pos++
+		if p.comma() {
 			continue
 		}
-		if p.data[p.pos] == '}' {
-			p.pos++
+		if closed, err := p.separator('}'); err != nil {
+			return -1, err
+		} else if closed {
 			break
 		}
-		return -1, p.fail("expected ',' or '}' in object")
 	}
 	p.d.popChildren(idx, base)
 	if n > len(prints) {
@@ -512,6 +509,34 @@ func (p *parser) object(depth int) (int32, error) {
 		return -1, &syntaxError{offset: start, msg: fmt.Sprintf("duplicate object key %s", p.d.raw(dup))}
 	}
 	return idx, nil
+}
+
+// comma moves past a comma straight after a member of an array or object, the usual separator, and
+// reports whether there was one. It is small enough to inline; separator handles everything else.
+func (p *parser) comma() bool {
+	if p.pos < len(p.data) && p.data[p.pos] == ',' {
+		p.pos++
+		return true
+	}
+	return false
+}
+
+// separator moves past what follows a member of an array (end ']') or an object (end '}'): a comma, or
+// the end, which it reports as closed.
+func (p *parser) separator(end byte) (closed bool, err error) {
+	p.skipSpace()
+	container := "array"
+	if end == '}' {
+		container = "object"
+	}
+	if p.pos >= len(p.data) {
+		return false, p.fail("unterminated " + container)
+	}
+	if c := p.data[p.pos]; c == ',' || c == end {
+		p.pos++
+		return c == end, nil
+	}
+	return false, p.fail(fmt.Sprintf("expected ',' or '%c' in %s", end, container))
 }
 
 // popChildren moves the child indices pushed since base into the shared kids array as the children of
