@@ -788,17 +788,11 @@ func (c *canonicalChecker) array(depth int) bool {
 		return true
 	}
 	for {
-		if !c.value(depth) || p.pos >= len(p.data) {
+		if !c.value(depth) {
 			return false
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			return true
-		default:
-			return false
+		if closed, ok := p.compactSeparator(']'); !ok || closed {
+			return ok
 		}
 	}
 }
@@ -832,17 +826,11 @@ func (c *canonicalChecker) object(depth int) bool {
 			return false
 		}
 		p.pos++
-		if !c.value(depth) || p.pos >= len(p.data) {
+		if !c.value(depth) {
 			return false
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			return true
-		default:
-			return false
+		if closed, ok := p.compactSeparator('}'); !ok || closed {
+			return ok
 		}
 	}
 }

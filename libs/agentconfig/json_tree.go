@@ -525,6 +525,9 @@ func (p *parser) comma() bool {
 // the end, which it reports as closed.
 func (p *parser) separator(end byte) (closed bool, err error) {
 	p.skipSpace()
+	if closed, ok := p.compactSeparator(end); ok {
+		return closed, nil
+	}
 	container := "array"
 	if end == '}' {
 		container = "object"
@@ -532,11 +535,19 @@ func (p *parser) separator(end byte) (closed bool, err error) {
 	if p.pos >= len(p.data) {
 		return false, p.fail("unterminated " + container)
 	}
-	if c := p.data[p.pos]; c == ',' || c == end {
-		p.pos++
-		return c == end, nil
-	}
 	return false, p.fail(fmt.Sprintf("expected ',' or '%c' in %s", end, container))
+}
+
+// compactSeparator moves past a comma or the end byte at p.pos, without looking past whitespace, and
+// reports which it was (closed for the end); ok is false when it is neither.
+func (p *parser) compactSeparator(end byte) (closed, ok bool) {
+	if p.pos < len(p.data) {
+		if c := p.data[p.pos]; c == ',' || c == end {
+			p.pos++
+			return c == end, true
+		}
+	}
+	return false, false
 }
 
 // popChildren moves the child indices pushed since base into the shared kids array as the children of
