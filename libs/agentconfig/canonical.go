@@ -107,21 +107,15 @@ func (c *canonicalizer) value(depth int) error {
 	if p.pos >= len(p.data) {
 		return p.fail("unexpected end of input")
 	}
-	switch b := p.data[p.pos]; {
-	case b == '{':
+	start := p.pos
+	switch k := tokenKinds[p.data[start]]; k {
+	case kindObject:
 		return c.object(depth + 1)
-	case b == '[':
+	case kindArray:
 		return c.array(depth + 1)
-	case b == '"':
+	case kindString:
 		return c.str()
-	case b == 't':
-		return c.literal("true")
-	case b == 'f':
-		return c.literal("false")
-	case b == 'n':
-		return c.literal("null")
-	case b == '-' || (b >= '0' && b <= '9'):
-		start := p.pos
+	case kindNumber:
 		if err := p.scanNumber(); err != nil {
 			return err
 		}
@@ -134,20 +128,15 @@ func (c *canonicalizer) value(depth int) error {
 		}
 		c.out = out
 		return nil
+	case noKind:
+		return p.unexpected()
 	default:
-		return p.fail(fmt.Sprintf("unexpected character %q", b))
+		if err := p.scanLiteral(k); err != nil {
+			return err
+		}
+		c.out = append(c.out, p.data[start:p.pos]...)
+		return nil
 	}
-}
-
-func (c *canonicalizer) literal(word string) error {
-	p := &c.p
-	end := p.pos + len(word)
-	if end > len(p.data) || string(p.data[p.pos:end]) != word {
-		return p.fail("invalid literal")
-	}
-	p.pos = end
-	c.out = append(c.out, word...)
-	return nil
 }
 
 func (c *canonicalizer) str() error {
@@ -359,16 +348,9 @@ func (c *canonicalizer) memberValue(depth, m, body int) error {
 			c.members[m].end = len(c.out)
 			return nil
 		case b == 't' || b == 'f' || b == 'n':
-			word := "null"
-			if b == 't' {
-				word = "true"
-			} else if b == 'f' {
-				word = "false"
+			if err := p.scanLiteral(tokenKinds[b]); err != nil {
+				return err
 			}
-			if end := start + len(word); end > len(p.data) || string(p.data[start:end]) != word {
-				return p.fail("invalid literal")
-			}
-			p.pos += len(word)
 			c.setVerbatim(m, start)
 			return nil
 		}
@@ -713,21 +695,15 @@ func (c *canonicalChecker) value(depth int) bool {
 	if p.pos >= len(p.data) {
 		return false
 	}
-	switch b := p.data[p.pos]; {
-	case b == '{':
+	switch k := tokenKinds[p.data[p.pos]]; k {
+	case kindObject:
 		return c.object(depth + 1)
-	case b == '[':
+	case kindArray:
 		return c.array(depth + 1)
-	case b == '"':
+	case kindString:
 		_, ok := c.str()
 		return ok
-	case b == 't':
-		return c.literal("true")
-	case b == 'f':
-		return c.literal("false")
-	case b == 'n':
-		return c.literal("null")
-	case b == '-' || (b >= '0' && b <= '9'):
+	case kindNumber:
 		start := p.pos
 		if p.scanNumber() != nil {
 			return false
@@ -740,19 +716,11 @@ func (c *canonicalChecker) value(depth int) bool {
 		var buf [32]byte
 		out, err := appendCanonicalNumber(buf[:0], lit)
 		return err == nil && bytes.Equal(out, lit)
+	case noKind:
+		return false
 	default:
-		return false
+		return p.scanLiteral(k) == nil
 	}
-}
-
-func (c *canonicalChecker) literal(word string) bool {
-	p := &c.p
-	end := p.pos + len(word)
-	if end > len(p.data) || string(p.data[p.pos:end]) != word {
-		return false
-	}
-	p.pos = end
-	return true
 }
 
 // str accepts a string token that Canonicalize would write as it stands, and reports whether it holds

@@ -380,6 +380,35 @@ func scanStringByteByByte(p *parser) (escaped bool, err error) {
 	}
 }
 
+func TestShortPlainString_MatchesScanAndKeyPrefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	alphabet := []byte("ab~ \"\\\x01\x7f\xc3\xa9")
+	hits := 0
+	for range 20000 {
+		data := []byte{'"'}
+		for range r.IntN(12) {
+			data = append(data, alphabet[r.IntN(len(alphabet))])
+		}
+		data = append(data, []byte(`":1}`)[:r.IntN(5)]...)
+		end, prefix := shortPlainString(data, 0)
+		if end == 0 {
+			continue
+		}
+		hits++
+		p := parser{data: data}
+		escaped, err := scanStringByteByByte(&p)
+		if err != nil || escaped || p.pos != end || end-2 > 8 {
+			t.Fatalf("shortPlainString(%q) = %d; byte by byte %v, %v at %d", data, end, escaped, err, p.pos)
+		}
+		if want, plain := keyPrefix(data, 1, end-1); prefix != want || !plain {
+			t.Fatalf("shortPlainString(%q) prefix %x, keyPrefix %x, %v", data, prefix, want, plain)
+		}
+	}
+	if hits < 500 {
+		t.Fatalf("only %d short plain strings among the generated ones", hits)
+	}
+}
+
 func TestScanString_MatchesByteByByte(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 8))
 	pieces := []string{"a", "bc", " ", "~", `"`, `\"`, `\\`, `\n`, `\u00e9`, `\ud83d\ude00`, `\ud800`, `\x`, "\x01",

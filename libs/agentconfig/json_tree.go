@@ -171,34 +171,59 @@ func (p *parser) value(depth int) (int32, error) {
 		return -1, p.fail("unexpected end of input")
 	}
 	p.reserve()
-	switch c := p.data[p.pos]; {
-	case c == '{':
+	switch k := tokenKinds[p.data[p.pos]]; k {
+	case kindObject:
 		return p.object(depth + 1)
-	case c == '[':
+	case kindArray:
 		return p.array(depth + 1)
-	case c == '"':
+	case kindString:
 		return p.stringNode()
-	case c == 't':
-		return p.literal("true", kindTrue)
-	case c == 'f':
-		return p.literal("false", kindFalse)
-	case c == 'n':
-		return p.literal("null", kindNull)
-	case c == '-' || (c >= '0' && c <= '9'):
+	case kindNumber:
 		return p.number()
+	case noKind:
+		return -1, p.unexpected()
 	default:
-		return -1, p.fail(fmt.Sprintf("unexpected character %q", c))
+		start := p.pos
+		if err := p.scanLiteral(k); err != nil {
+			return -1, err
+		}
+		return p.add(k, int32(start), int32(p.pos), false), nil
 	}
 }
 
-func (p *parser) literal(word string, k kind) (int32, error) {
+// noKind marks, in tokenKinds, the bytes that start no value.
+const noKind kind = 0xFF
+
+// tokenKinds maps the first byte of a value token to the kind of the value.
+var tokenKinds = func() (t [256]kind) {
+	for i := range t {
+		t[i] = noKind
+	}
+	t['{'], t['['], t['"'] = kindObject, kindArray, kindString
+	t['t'], t['f'], t['n'] = kindTrue, kindFalse, kindNull
+	t['-'] = kindNumber
+	for c := '0'; c <= '9'; c++ {
+		t[c] = kindNumber
+	}
+	return t
+}()
+
+var literalWords = [...]string{kindNull: "null", kindFalse: "false", kindTrue: "true"}
+
+// scanLiteral moves past the word of literal kind k (kindNull, kindFalse or kindTrue) at p.pos.
+func (p *parser) scanLiteral(k kind) error {
+	word := literalWords[k]
 	end := p.pos + len(word)
 	if end > len(p.data) || string(p.data[p.pos:end]) != word {
-		return -1, p.fail("invalid literal")
+		return p.fail("invalid literal")
 	}
-	i := p.add(k, int32(p.pos), int32(end), false)
 	p.pos = end
-	return i, nil
+	return nil
+}
+
+// unexpected reports the byte at p.pos, which starts no value.
+func (p *parser) unexpected() error {
+	return p.fail(fmt.Sprintf("unexpected character %q", p.data[p.pos]))
 }
 
 func (p *parser) number() (int32, error) {
@@ -263,18 +288,13 @@ func (p *parser) stringNode() (int32, error) {
 }
 
 // scanString moves past one string token, checking escapes and UTF-8. Most strings are short and
-// plain: it settles those inline, from their first eight bytes, and leaves the rest to scanStringRest.
+// plain: shortPlainString settles those from their first eight bytes, scanStringRest the others.
 func (p *parser) scanString() (escaped bool, err error) {
-	data, pos := p.data, p.pos+1 // past the opening quote
-	if pos+8 <= len(data) {
-		if special := specialBytes(binary.LittleEndian.Uint64(data[pos:])); special != 0 {
-			if pos += bits.TrailingZeros64(special) >> 3; data[pos] == '"' {
-				p.pos = pos + 1
-				return false, nil
-			}
-		}
+	if end, _ := shortPlainString(p.data, p.pos); end > 0 {
+		p.pos = end
+		return false, nil
 	}
-	p.pos++
+	p.pos++ // opening quote
 	return p.scanStringRest()
 }
 
