@@ -161,18 +161,28 @@ func (c *canonicalizer) writeEscaped(start int) {
 	c.out = appendCanonicalString(c.out, c.text)
 }
 
-func (c *canonicalizer) array(depth int) error {
+// open moves past the '[' or '{' that starts an array or object at depth and writes it. If the
+// container is empty it also moves past and writes its end, and reports it as empty.
+func (c *canonicalizer) open(depth int, end byte) (empty bool, err error) {
 	p := &c.p
 	if depth > maxDepth {
-		return p.fail("nesting too deep")
+		return false, p.fail("nesting too deep")
 	}
-	p.pos++ // [
-	c.out = append(c.out, '[')
+	c.out = append(c.out, p.data[p.pos])
+	p.pos++
 	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+	if p.pos < len(p.data) && p.data[p.pos] == end {
 		p.pos++
-		c.out = append(c.out, ']')
-		return nil
+		c.out = append(c.out, end)
+		return true, nil
+	}
+	return false, nil
+}
+
+func (c *canonicalizer) array(depth int) error {
+	p := &c.p
+	if empty, err := c.open(depth, ']'); err != nil || empty {
+		return err
 	}
 	for {
 		p.skipSpace()
@@ -195,17 +205,9 @@ func (c *canonicalizer) array(depth int) error {
 
 func (c *canonicalizer) object(depth int) error {
 	p := &c.p
-	if depth > maxDepth {
-		return p.fail("nesting too deep")
-	}
 	start := p.pos
-	p.pos++ // {
-	c.out = append(c.out, '{')
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		c.out = append(c.out, '}')
-		return nil
+	if empty, err := c.open(depth, '}'); err != nil || empty {
+		return err
 	}
 	base, keysBase, body := len(c.members), len(c.keys), len(c.out)
 	verbatim := false // some member is left in the input, to be copied when the object closes
