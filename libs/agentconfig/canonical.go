@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -106,21 +107,15 @@ func (c *canonicalizer) value(depth int) error {
 	if p.pos >= len(p.data) {
 		return p.fail("unexpected end of input")
 	}
-	switch b := p.data[p.pos]; {
-	case b == '{':
+	start := p.pos
+	switch k := tokenKinds[p.data[start]]; k {
+	case kindObject:
 		return c.object(depth + 1)
-	case b == '[':
+	case kindArray:
 		return c.array(depth + 1)
-	case b == '"':
+	case kindString:
 		return c.str()
-	case b == 't':
-		return c.literal("true")
-	case b == 'f':
-		return c.literal("false")
-	case b == 'n':
-		return c.literal("null")
-	case b == '-' || (b >= '0' && b <= '9'):
-		start := p.pos
+	case kindNumber:
 		if err := p.scanNumber(); err != nil {
 			return err
 		}
@@ -133,20 +128,15 @@ func (c *canonicalizer) value(depth int) error {
 		}
 		c.out = out
 		return nil
+	case noKind:
+		return p.unexpected()
 	default:
-		return p.fail(fmt.Sprintf("unexpected character %q", b))
+		if err := p.scanLiteral(k); err != nil {
+			return err
+		}
+		c.out = append(c.out, p.data[start:p.pos]...)
+		return nil
 	}
-}
-
-func (c *canonicalizer) literal(word string) error {
-	p := &c.p
-	end := p.pos + len(word)
-	if end > len(p.data) || string(p.data[p.pos:end]) != word {
-		return p.fail("invalid literal")
-	}
-	p.pos = end
-	c.out = append(c.out, word...)
-	return nil
 }
 
 func (c *canonicalizer) str() error {
@@ -161,60 +151,63 @@ func (c *canonicalizer) str() error {
 		c.out = append(c.out, p.data[start:p.pos]...)
 		return nil
 	}
-	c.text = appendUnescaped(c.text[:0], p.data[start+1:p.pos-1])
-	c.out = appendCanonicalString(c.out, c.text)
+	c.writeEscaped(start)
 	return nil
+}
+
+// writeEscaped writes the string token p.data[start:p.pos], which has escapes, with the canonical ones.
+func (c *canonicalizer) writeEscaped(start int) {
+	c.text = appendUnescaped(c.text[:0], c.p.data[start+1:c.p.pos-1])
+	c.out = appendCanonicalString(c.out, c.text)
+}
+
+// open moves past the '[' or '{' that starts an array or object at depth and writes it. If the
+// container is empty it also moves past and writes its end, and reports it as empty.
+func (c *canonicalizer) open(depth int, end byte) (empty bool, err error) {
+	p := &c.p
+	if depth > maxDepth {
+		return false, p.fail("nesting too deep")
+	}
+	c.out = append(c.out, p.data[p.pos])
+	p.pos++
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == end {
+		p.pos++
+		c.out = append(c.out, end)
+		return true, nil
+	}
+	return false, nil
 }
 
 func (c *canonicalizer) array(depth int) error {
 	p := &c.p
-	if depth > maxDepth {
-		return p.fail("nesting too deep")
-	}
-	p.pos++ // [
-	c.out = append(c.out, '[')
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		c.out = append(c.out, ']')
-		return nil
+	if empty, err := c.open(depth, ']'); err != nil || empty {
+		return err
 	}
 	for {
 		p.skipSpace()
 		if err := c.value(depth); err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return p.fail("unterminated array")
+		if !p.comma() {
+			closed, err := p.separator(']')
+			if err != nil {
+				return err
+			}
+			if closed {
+				c.out = append(c.out, ']')
+				return nil
+			}
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			c.out = append(c.out, ',')
-		case ']':
-			p.pos++
-			c.out = append(c.out, ']')
-			return nil
-		default:
-			return p.fail("expected ',' or ']' in array")
-		}
+		c.out = append(c.out, ',')
 	}
 }
 
 func (c *canonicalizer) object(depth int) error {
 	p := &c.p
-	if depth > maxDepth {
-		return p.fail("nesting too deep")
-	}
 	start := p.pos
-	p.pos++ // {
-	c.out = append(c.out, '{')
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		c.out = append(c.out, '}')
-		return nil
+	if empty, err := c.open(depth, '}'); err != nil || empty {
+		return err
 	}
 	base, keysBase, body := len(c.members), len(c.keys), len(c.out)
 	verbatim := false // some member is left in the input, to be copied when the object closes
@@ -237,19 +230,14 @@ func (c *canonicalizer) object(depth int) error {
 			return err
 		}
 		verbatim = verbatim || c.members[m].verbatim
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return p.fail("unterminated object")
-		}
-		if p.data[p.pos] == ',' {
-			p.pos++
+		if p.comma() {
 			continue
 		}
-		if p.data[p.pos] == '}' {
-			p.pos++
+		if closed, err := p.separator('}'); err != nil {
+			return err
+		} else if closed {
 			break
 		}
-		return p.fail("expected ',' or '}' in object")
 	}
 	if dup := c.order(base, body, verbatim); dup >= 0 {
 		key := appendCanonicalString(nil, c.keyText(&c.members[dup]))
@@ -265,16 +253,20 @@ func (c *canonicalizer) object(depth int) error {
 func (c *canonicalizer) key() error {
 	p := &c.p
 	start := p.pos
+	if end, prefix := shortPlainString(p.data, start); end > 0 {
+		// Most keys: at most eight plain ASCII bytes, read and summarized from one word.
+		p.pos = end
+		m := c.addMember()
+		m.decoded, m.verbatim = false, false
+		m.ka, m.kb = int32(start+1), int32(end-1)
+		m.prefix, m.plain = prefix, true
+		return nil
+	}
 	escaped, err := p.scanString()
 	if err != nil {
 		return err
 	}
-	i := len(c.members)
-	if i == cap(c.members) {
-		c.members = slices.Grow(c.members, 1)
-	}
-	c.members = c.members[:i+1]
-	m := &c.members[i]
+	m := c.addMember()
 	m.decoded, m.verbatim = escaped, false
 	if !escaped {
 		m.ka, m.kb = int32(start+1), int32(p.pos-1)
@@ -288,6 +280,31 @@ func (c *canonicalizer) key() error {
 	return nil
 }
 
+// addMember appends a member to c.members and returns it, its fields left to the caller.
+func (c *canonicalizer) addMember() *canonMember {
+	i := len(c.members)
+	if i == cap(c.members) {
+		c.members = slices.Grow(c.members, 1)
+	}
+	c.members = c.members[:i+1]
+	return &c.members[i]
+}
+
+// shortPlainString reads the string token at data[pos] if its text is at most eight plain ASCII bytes
+// (no escapes): it returns the end of the token (else 0) and the text's prefix as keyPrefix gives it.
+// When the eight bytes after the quote are all plain, n is 8 and the ninth must be the closing quote.
+func shortPlainString(data []byte, pos int) (end int, prefix uint64) {
+	if pos+10 > len(data) {
+		return 0, 0
+	}
+	w := binary.LittleEndian.Uint64(data[pos+1:])
+	n := bits.TrailingZeros64(specialBytes(w)) >> 3
+	if data[pos+1+n] != '"' {
+		return 0, 0
+	}
+	return pos + n + 2, bits.ReverseBytes64(w) &^ (^uint64(0) >> (8 * n))
+}
+
 // memberValue reads the value of member m of the object whose members start at out[body]. A member
 // whose key and value tokens are canonical as they stand (no escapes, a short integer, a literal) is
 // left in the input and only marked verbatim; any other is written to out now, after a comma if it
@@ -298,6 +315,11 @@ func (c *canonicalizer) memberValue(depth, m, body int) error {
 		start := p.pos
 		switch b := p.data[start]; {
 		case b == '"':
+			if end, _ := shortPlainString(p.data, start); end > 0 {
+				p.pos = end
+				c.setVerbatim(m, start)
+				return nil
+			}
 			escaped, err := p.scanString()
 			if err != nil {
 				return err
@@ -307,8 +329,7 @@ func (c *canonicalizer) memberValue(depth, m, body int) error {
 				return nil
 			}
 			c.writeKey(m, body)
-			c.text = appendUnescaped(c.text[:0], p.data[start+1:p.pos-1])
-			c.out = appendCanonicalString(c.out, c.text)
+			c.writeEscaped(start)
 			c.members[m].end = len(c.out)
 			return nil
 		case b == '-' || (b >= '0' && b <= '9'):
@@ -329,16 +350,9 @@ func (c *canonicalizer) memberValue(depth, m, body int) error {
 			c.members[m].end = len(c.out)
 			return nil
 		case b == 't' || b == 'f' || b == 'n':
-			word := "null"
-			if b == 't' {
-				word = "true"
-			} else if b == 'f' {
-				word = "false"
+			if err := p.scanLiteral(tokenKinds[b]); err != nil {
+				return err
 			}
-			if end := start + len(word); end > len(p.data) || string(p.data[start:end]) != word {
-				return p.fail("invalid literal")
-			}
-			p.pos += len(word)
 			c.setVerbatim(m, start)
 			return nil
 		}
@@ -683,21 +697,15 @@ func (c *canonicalChecker) value(depth int) bool {
 	if p.pos >= len(p.data) {
 		return false
 	}
-	switch b := p.data[p.pos]; {
-	case b == '{':
+	switch k := tokenKinds[p.data[p.pos]]; k {
+	case kindObject:
 		return c.object(depth + 1)
-	case b == '[':
+	case kindArray:
 		return c.array(depth + 1)
-	case b == '"':
+	case kindString:
 		_, ok := c.str()
 		return ok
-	case b == 't':
-		return c.literal("true")
-	case b == 'f':
-		return c.literal("false")
-	case b == 'n':
-		return c.literal("null")
-	case b == '-' || (b >= '0' && b <= '9'):
+	case kindNumber:
 		start := p.pos
 		if p.scanNumber() != nil {
 			return false
@@ -710,19 +718,11 @@ func (c *canonicalChecker) value(depth int) bool {
 		var buf [32]byte
 		out, err := appendCanonicalNumber(buf[:0], lit)
 		return err == nil && bytes.Equal(out, lit)
+	case noKind:
+		return false
 	default:
-		return false
+		return p.scanLiteral(k) == nil
 	}
-}
-
-func (c *canonicalChecker) literal(word string) bool {
-	p := &c.p
-	end := p.pos + len(word)
-	if end > len(p.data) || string(p.data[p.pos:end]) != word {
-		return false
-	}
-	p.pos = end
-	return true
 }
 
 // str accepts a string token that Canonicalize would write as it stands, and reports whether it holds
@@ -758,17 +758,11 @@ func (c *canonicalChecker) array(depth int) bool {
 		return true
 	}
 	for {
-		if !c.value(depth) || p.pos >= len(p.data) {
+		if !c.value(depth) {
 			return false
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			return true
-		default:
-			return false
+		if closed, ok := p.compactSeparator(']'); !ok || closed {
+			return ok
 		}
 	}
 }
@@ -802,17 +796,11 @@ func (c *canonicalChecker) object(depth int) bool {
 			return false
 		}
 		p.pos++
-		if !c.value(depth) || p.pos >= len(p.data) {
+		if !c.value(depth) {
 			return false
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			return true
-		default:
-			return false
+		if closed, ok := p.compactSeparator('}'); !ok || closed {
+			return ok
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // The straightforward path the fast one must agree with, byte for byte: parse into the tree, then
@@ -365,37 +364,49 @@ func TestSkipPlainString(t *testing.T) {
 	}
 }
 
-// scanStringByteByByte is scanString without its eight-byte shortcuts.
+// scanStringByteByByte is scanString without its eight-byte shortcuts: it skips plain bytes one at a
+// time and hands every other byte to stringSpecial.
 func scanStringByteByByte(p *parser) (escaped bool, err error) {
-	data := p.data
 	p.pos++
-	for p.pos < len(data) {
-		for p.pos < len(data) && plainStringByte[data[p.pos]] {
+	for {
+		for p.pos < len(p.data) && plainStringByte[p.data[p.pos]] {
 			p.pos++
 		}
-		if p.pos == len(data) {
-			break
-		}
-		switch c := data[p.pos]; {
-		case c == '"':
-			p.pos++
+		if done, err := p.stringSpecial(&escaped); err != nil {
+			return false, err
+		} else if done {
 			return escaped, nil
-		case c == '\\':
-			escaped = true
-			if err := p.scanEscape(); err != nil {
-				return false, err
-			}
-		case c < 0x20:
-			return false, p.fail("control character in string")
-		default:
-			r, size := utf8.DecodeRune(data[p.pos:])
-			if r == utf8.RuneError && size == 1 {
-				return false, p.fail("invalid UTF-8 in string")
-			}
-			p.pos += size
 		}
 	}
-	return false, p.fail("unterminated string")
+}
+
+func TestShortPlainString_MatchesScanAndKeyPrefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	alphabet := []byte("ab~ \"\\\x01\x7f\xc3\xa9")
+	hits := 0
+	for range 20000 {
+		data := []byte{'"'}
+		for range r.IntN(12) {
+			data = append(data, alphabet[r.IntN(len(alphabet))])
+		}
+		data = append(data, []byte(`":1}`)[:r.IntN(5)]...)
+		end, prefix := shortPlainString(data, 0)
+		if end == 0 {
+			continue
+		}
+		hits++
+		p := parser{data: data}
+		escaped, err := scanStringByteByByte(&p)
+		if err != nil || escaped || p.pos != end || end-2 > 8 {
+			t.Fatalf("shortPlainString(%q) = %d; byte by byte %v, %v at %d", data, end, escaped, err, p.pos)
+		}
+		if want, plain := keyPrefix(data, 1, end-1); prefix != want || !plain {
+			t.Fatalf("shortPlainString(%q) prefix %x, keyPrefix %x, %v", data, prefix, want, plain)
+		}
+	}
+	if hits < 500 {
+		t.Fatalf("only %d short plain strings among the generated ones", hits)
+	}
 }
 
 func TestScanString_MatchesByteByByte(t *testing.T) {

@@ -136,18 +136,23 @@ type parser struct {
 
 func (p *parser) fail(msg string) error { return &syntaxError{offset: p.pos, msg: msg} }
 
-// add appends a node. It writes the fields straight into the slice: appending a node value built
-// beforehand made the CPU reload a word from several narrower stores, which stalls store forwarding
-// and was the single most expensive line of parsing.
+// add appends a node, in room that reserve made. It writes the fields straight into the slice:
+// appending a node value built beforehand made the CPU reload a word from several narrower stores,
+// which stalls store forwarding and was the single most expensive line of parsing.
 func (p *parser) add(k kind, a, b int32, escaped bool) int32 {
 	d := p.d
 	i := len(d.nodes)
-	if i == cap(d.nodes) {
-		d.nodes = slices.Grow(d.nodes, 1)
-	}
 	d.nodes = d.nodes[:i+1]
 	d.nodes[i] = node{a: a, b: b, kind: k, escaped: escaped}
 	return int32(i)
+}
+
+// reserve makes room for one more node. Kept apart from add (and called once per value or key), so
+// that both are small enough to inline.
+func (p *parser) reserve() {
+	if d := p.d; len(d.nodes) == cap(d.nodes) {
+		d.nodes = slices.Grow(d.nodes, 1)
+	}
 }
 
 func (p *parser) skipSpace() {
@@ -165,34 +170,60 @@ func (p *parser) value(depth int) (int32, error) {
 	if p.pos >= len(p.data) {
 		return -1, p.fail("unexpected end of input")
 	}
-	switch c := p.data[p.pos]; {
-	case c == '{':
+	p.reserve()
+	switch k := tokenKinds[p.data[p.pos]]; k {
+	case kindObject:
 		return p.object(depth + 1)
-	case c == '[':
+	case kindArray:
 		return p.array(depth + 1)
-	case c == '"':
+	case kindString:
 		return p.stringNode()
-	case c == 't':
-		return p.literal("true", kindTrue)
-	case c == 'f':
-		return p.literal("false", kindFalse)
-	case c == 'n':
-		return p.literal("null", kindNull)
-	case c == '-' || (c >= '0' && c <= '9'):
+	case kindNumber:
 		return p.number()
+	case noKind:
+		return -1, p.unexpected()
 	default:
-		return -1, p.fail(fmt.Sprintf("unexpected character %q", c))
+		start := p.pos
+		if err := p.scanLiteral(k); err != nil {
+			return -1, err
+		}
+		return p.add(k, int32(start), int32(p.pos), false), nil
 	}
 }
 
-func (p *parser) literal(word string, k kind) (int32, error) {
+// noKind marks, in tokenKinds, the bytes that start no value.
+const noKind kind = 0xFF
+
+// tokenKinds maps the first byte of a value token to the kind of the value.
+var tokenKinds = func() (t [256]kind) {
+	for i := range t {
+		t[i] = noKind
+	}
+	t['{'], t['['], t['"'] = kindObject, kindArray, kindString
+	t['t'], t['f'], t['n'] = kindTrue, kindFalse, kindNull
+	t['-'] = kindNumber
+	for c := '0'; c <= '9'; c++ {
+		t[c] = kindNumber
+	}
+	return t
+}()
+
+var literalWords = [...]string{kindNull: "null", kindFalse: "false", kindTrue: "true"}
+
+// scanLiteral moves past the word of literal kind k (kindNull, kindFalse or kindTrue) at p.pos.
+func (p *parser) scanLiteral(k kind) error {
+	word := literalWords[k]
 	end := p.pos + len(word)
 	if end > len(p.data) || string(p.data[p.pos:end]) != word {
-		return -1, p.fail("invalid literal")
+		return p.fail("invalid literal")
 	}
-	i := p.add(k, int32(p.pos), int32(end), false)
 	p.pos = end
-	return i, nil
+	return nil
+}
+
+// unexpected reports the byte at p.pos, which starts no value.
+func (p *parser) unexpected() error {
+	return p.fail(fmt.Sprintf("unexpected character %q", p.data[p.pos]))
 }
 
 func (p *parser) number() (int32, error) {
@@ -245,6 +276,10 @@ func (p *parser) digits() int {
 
 func (p *parser) stringNode() (int32, error) {
 	start := p.pos
+	if end, _ := shortPlainString(p.data, start); end > 0 {
+		p.pos = end
+		return p.add(kindString, int32(start), int32(end), false), nil
+	}
 	escaped, err := p.scanString()
 	if err != nil {
 		return -1, err
@@ -252,47 +287,53 @@ func (p *parser) stringNode() (int32, error) {
 	return p.add(kindString, int32(start), int32(p.pos), escaped), nil
 }
 
-// scanString moves past one string token, checking escapes and UTF-8.
+// scanString moves past one string token, checking escapes and UTF-8. Most strings are short and
+// plain: shortPlainString settles those from their first eight bytes, scanStringRest the others.
 func (p *parser) scanString() (escaped bool, err error) {
-	data := p.data
+	if end, _ := shortPlainString(p.data, p.pos); end > 0 {
+		p.pos = end
+		return false, nil
+	}
 	p.pos++ // opening quote
-	if pos := p.pos; pos+8 <= len(data) {
-		// Most strings are short and plain: settle those inline, from their first eight bytes.
-		if special := specialBytes(binary.LittleEndian.Uint64(data[pos:])); special != 0 {
-			if pos += bits.TrailingZeros64(special) >> 3; data[pos] == '"' {
-				p.pos = pos + 1
-				return false, nil
-			}
-		}
-	}
-	for p.pos < len(data) {
-		pos := skipPlainString(data, p.pos)
-		p.pos = pos
-		if pos == len(data) {
-			break
-		}
-		c := data[pos]
-		switch {
-		case c == '"':
-			p.pos++
-			return escaped, nil
-		case c == '\\':
-			escaped = true
-			if err := p.scanEscape(); err != nil {
-				return false, err
-			}
-		case c < 0x20:
-			return false, p.fail("control character in string")
-		default: // non-ASCII
+	return p.scanStringRest()
+}
 
-			r, size := utf8.DecodeRune(data[p.pos:])
-			if r == utf8.RuneError && size == 1 {
-				return false, p.fail("invalid UTF-8 in string")
-			}
-			p.pos += size
+// scanStringRest moves past the rest of a string token from p.pos, inside it.
+func (p *parser) scanStringRest() (escaped bool, err error) {
+	for {
+		p.pos = skipPlainString(p.data, p.pos)
+		if done, err := p.stringSpecial(&escaped); err != nil {
+			return false, err
+		} else if done {
+			return escaped, nil
 		}
 	}
-	return false, p.fail("unterminated string")
+}
+
+// stringSpecial moves past the byte at p.pos of a string token that is not a plain one: the closing
+// quote (done), an escape (which sets *escaped) or a non-ASCII character; anything else is an error.
+func (p *parser) stringSpecial(escaped *bool) (done bool, err error) {
+	data := p.data
+	if p.pos >= len(data) {
+		return false, p.fail("unterminated string")
+	}
+	switch c := data[p.pos]; {
+	case c == '"':
+		p.pos++
+		return true, nil
+	case c == '\\':
+		*escaped = true
+		return false, p.scanEscape()
+	case c < 0x20:
+		return false, p.fail("control character in string")
+	default: // non-ASCII
+		r, size := utf8.DecodeRune(data[p.pos:])
+		if r == utf8.RuneError && size == 1 {
+			return false, p.fail("invalid UTF-8 in string")
+		}
+		p.pos += size
+		return false, nil
+	}
 }
 
 // skipPlainString returns the position of the first byte at or after pos that a string token does not
@@ -313,12 +354,12 @@ func skipPlainString(data []byte, pos int) int {
 
 // specialBytes flags, in their high bits, the bytes of the little-endian word x that a string token
 // does not hold as themselves. Each term flags one kind; a term can flag false positives only above a
-// true one, so the lowest flag of them all is exact (and the only one to rely on).
+// true one, so the lowest flag of them all is exact (and the only one to rely on). Below the lowest
+// special byte every byte is printable ASCII other than '"' and '\\', which none of the subtractions
+// borrows from or turns negative: that is why the terms need no masking with their inputs.
 func specialBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	q := x ^ ('"' * ones)
-	bs := x ^ ('\\' * ones)
-	return ((x-0x20*ones)&^x | (q-ones)&^q | (bs-ones)&^bs | x) & highs
+	return (x | (x - 0x20*ones) | ((x ^ '"'*ones) - ones) | ((x ^ '\\'*ones) - ones)) & highs
 }
 
 // plainStringByte marks the bytes a string token holds as themselves: printable ASCII but '"' and '\\'.
@@ -398,19 +439,14 @@ func (p *parser) array(depth int) (int32, error) {
 			return -1, err
 		}
 		p.d.stack = append(p.d.stack, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return -1, p.fail("unterminated array")
-		}
-		if p.data[p.pos] == ',' {
-			p.pos++
+		if p.comma() {
 			continue
 		}
-		if p.data[p.pos] == ']' {
-			p.pos++
+		if closed, err := p.separator(']'); err != nil {
+			return -1, err
+		} else if closed {
 			break
 		}
-		return -1, p.fail("expected ',' or ']' in array")
 	}
 	p.d.popChildren(idx, base)
 	return idx, nil
@@ -439,10 +475,16 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, p.fail("expected a string object key")
 		}
 		ks := p.pos
-		escaped, err := p.scanString()
-		if err != nil {
-			return -1, err
+		escaped := false
+		if end, _ := shortPlainString(p.data, ks); end > 0 {
+			p.pos = end
+		} else {
+			var err error
+			if escaped, err = p.scanString(); err != nil {
+				return -1, err
+			}
 		}
+		p.reserve()
 		k := p.add(kindString, int32(ks), int32(p.pos), escaped)
 		if n < len(prints) {
 			var f uint64
@@ -470,19 +512,14 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, err
 		}
 		p.d.stack = append(p.d.stack, k, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return -1, p.fail("unterminated object")
-		}
-		if p.data[p.pos] == ',' {
-			p.pos++
+		if p.comma() {
 			continue
 		}
-		if p.data[p.pos] == '}' {
-			p.pos++
+		if closed, err := p.separator('}'); err != nil {
+			return -1, err
+		} else if closed {
 			break
 		}
-		return -1, p.fail("expected ',' or '}' in object")
 	}
 	p.d.popChildren(idx, base)
 	if n > len(prints) {
@@ -492,6 +529,45 @@ func (p *parser) object(depth int) (int32, error) {
 		return -1, &syntaxError{offset: start, msg: fmt.Sprintf("duplicate object key %s", p.d.raw(dup))}
 	}
 	return idx, nil
+}
+
+// comma moves past a comma straight after a member of an array or object, the usual separator, and
+// reports whether there was one. It is small enough to inline; separator handles everything else.
+func (p *parser) comma() bool {
+	if p.pos < len(p.data) && p.data[p.pos] == ',' {
+		p.pos++
+		return true
+	}
+	return false
+}
+
+// separator moves past what follows a member of an array (end ']') or an object (end '}'): a comma, or
+// the end, which it reports as closed.
+func (p *parser) separator(end byte) (closed bool, err error) {
+	p.skipSpace()
+	if closed, ok := p.compactSeparator(end); ok {
+		return closed, nil
+	}
+	container := "array"
+	if end == '}' {
+		container = "object"
+	}
+	if p.pos >= len(p.data) {
+		return false, p.fail("unterminated " + container)
+	}
+	return false, p.fail(fmt.Sprintf("expected ',' or '%c' in %s", end, container))
+}
+
+// compactSeparator moves past a comma or the end byte at p.pos, without looking past whitespace, and
+// reports which it was (closed for the end); ok is false when it is neither.
+func (p *parser) compactSeparator(end byte) (closed, ok bool) {
+	if p.pos < len(p.data) {
+		if c := p.data[p.pos]; c == ',' || c == end {
+			p.pos++
+			return c == end, true
+		}
+	}
+	return false, false
 }
 
 // popChildren moves the child indices pushed since base into the shared kids array as the children of
