@@ -262,7 +262,8 @@ func (c *canonicalizer) key() error {
 		m.prefix, m.plain = prefix, true
 		return nil
 	}
-	escaped, err := p.scanString()
+	p.pos++ // opening quote; shortPlainString above settled the short plain keys
+	escaped, err := p.scanStringRest()
 	if err != nil {
 		return err
 	}
@@ -315,11 +316,6 @@ func (c *canonicalizer) memberValue(depth, m, body int) error {
 		start := p.pos
 		switch b := p.data[start]; {
 		case b == '"':
-			if end, _ := shortPlainString(p.data, start); end > 0 {
-				p.pos = end
-				c.setVerbatim(m, start)
-				return nil
-			}
 			escaped, err := p.scanString()
 			if err != nil {
 				return err

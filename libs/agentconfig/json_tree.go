@@ -276,10 +276,6 @@ func (p *parser) digits() int {
 
 func (p *parser) stringNode() (int32, error) {
 	start := p.pos
-	if end, _ := shortPlainString(p.data, start); end > 0 {
-		p.pos = end
-		return p.add(kindString, int32(start), int32(end), false), nil
-	}
 	escaped, err := p.scanString()
 	if err != nil {
 		return -1, err
@@ -475,14 +471,9 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, p.fail("expected a string object key")
 		}
 		ks := p.pos
-		escaped := false
-		if end, _ := shortPlainString(p.data, ks); end > 0 {
-			p.pos = end
-		} else {
-			var err error
-			if escaped, err = p.scanString(); err != nil {
-				return -1, err
-			}
+		escaped, err := p.scanString()
+		if err != nil {
+			return -1, err
 		}
 		p.reserve()
 		k := p.add(kindString, int32(ks), int32(p.pos), escaped)
