@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/configsync/configsync/agent/internal/command"
@@ -69,6 +71,10 @@ type Syncer struct {
 	// retry_after_ms), to be waited before the next one; 0: none. Only the goroutine fetching touches it
 	// (Startup, then Background).
 	serverDelay time.Duration
+	// undelivered lists the types the last applied reply left out with a transient error (code
+	// unavailable: for example collectors withheld while the credential service was away); Background
+	// fetches again, with backoff, until none is left. Only the fetching goroutine touches it.
+	undelivered []string
 }
 
 func (s *Syncer) tracer() trace.Tracer {
@@ -242,9 +248,14 @@ func (s *Syncer) populate(reply *protocol.FetchReply) (map[string]int64, map[str
 			cleanup = append(cleanup, configcache.Change{ConfigType: t, Version: v, Delete: true})
 		}
 	}
+	s.undelivered = s.undelivered[:0]
 	for t, e := range reply.TypeErrors {
 		s.Log.Warn("backend could not deliver config type", "config_type", t, "code", e.Code, "error", e.Message)
+		if e.Code == protocol.CodeUnavailable && agentconfig.Known(t) {
+			s.undelivered = append(s.undelivered, t)
+		}
 	}
+	slices.Sort(s.undelivered)
 	fromReply := len(changes)
 	errs, err := s.Cache.Apply(append(changes, cleanup...)...)
 	if err != nil {
@@ -308,10 +319,13 @@ func (s *Syncer) Resync(ctx context.Context, reply *protocol.FetchReply) {
 }
 
 // Background re-fetches until a fetch succeeds (when the startup fetch failed) and again each time
-// trigger fires (a reconnect), retrying with backoff. A backend that refused a fetch because it is
+// trigger fires (a reconnect), retrying with backoff. A reply that left a type out with a transient
+// error (unavailable) counts as failed for that type: what it did deliver is applied, and the fetch is
+// retried with the same backoff until every type arrives. A backend that refused a fetch because it is
 // busy says when to come back (retry_after_ms): that delay is waited before the next attempt, in place
 // of the agent's own backoff, and a reconnect does not cut it short. It returns when ctx is done.
 func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan struct{}) {
+	needFetch = needFetch || len(s.undelivered) > 0
 	for {
 		if needFetch {
 			for attempt := 0; ; attempt++ {
@@ -325,9 +339,12 @@ func (s *Syncer) Background(ctx context.Context, needFetch bool, trigger <-chan 
 				}
 				reply, err := s.fetch(ctx)
 				if err == nil {
-					s.Log.Info("config fetch succeeded", "attempt", attempt+1)
 					s.Resync(ctx, reply)
-					break
+					if len(s.undelivered) == 0 {
+						s.Log.Info("config fetch succeeded", "attempt", attempt+1)
+						break
+					}
+					err = fmt.Errorf("backend could not deliver %s yet", strings.Join(s.undelivered, ", "))
 				}
 				if ctx.Err() != nil {
 					return

@@ -347,3 +347,115 @@ func TestBackgroundHonoursServerRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// withholdingFetcher answers every fetch, but the first `withhold` replies leave collectors out as
+// delivery does while the credential service is away (type error "unavailable").
+type withholdingFetcher struct {
+	withhold int32
+	code     string
+	calls    atomic.Int32
+}
+
+func (f *withholdingFetcher) Fetch(context.Context) (*protocol.FetchReply, error) {
+	reply := &protocol.FetchReply{
+		Configs:  map[string]json.RawMessage{"labels": json.RawMessage(`{"static":{"from":"nats"}}`)},
+		Versions: map[string]int64{"labels": 3},
+	}
+	if f.calls.Add(1) <= f.withhold {
+		reply.TypeErrors = map[string]protocol.Error{"collectors": {Code: f.code, Message: "credential service unavailable, collectors withheld"}}
+		return reply, nil
+	}
+	reply.Configs["collectors"] = json.RawMessage(pgCollectors)
+	reply.Versions["collectors"] = 5
+	reply.SecretFields = map[string][]string{"collectors": {"/0/password"}}
+	return reply, nil
+}
+
+// A type the backend left out with a transient error is fetched again with backoff, after a startup
+// fetch too, until it arrives; what the reply did deliver is applied at once and not re-applied.
+func TestBackgroundRefetchesTypesLeftOut(t *testing.T) {
+	c := openCache(t, t.TempDir())
+	f := &withholdingFetcher{withhold: 2, code: protocol.CodeUnavailable}
+	s, rec := newSyncer(t, c, f, map[string]json.RawMessage{"collectors": json.RawMessage(`[]`)})
+	if !s.Startup(context.Background()) {
+		t.Fatal("startup fetch failed")
+	}
+	rec.mu.Lock()
+	if rec.data["labels"] != `{"static":{"from":"nats"}}` || rec.data["collectors"] != `[]` {
+		t.Fatalf("startup applied %v", rec.data)
+	}
+	rec.mu.Unlock()
+	var delays []int
+	s.RetryDelay = func(attempt int) time.Duration { delays = append(delays, attempt); return time.Millisecond }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { s.Background(ctx, false, nil); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec.mu.Lock()
+		col := rec.data["collectors"]
+		rec.mu.Unlock()
+		if col == pgCollectors {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("collectors never re-fetched: %s after %d fetches", col, f.calls.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if n := f.calls.Load(); n != 3 {
+		t.Fatalf("fetch calls = %d, want 3 (startup, one more withheld, then served)", n)
+	}
+	if fmt.Sprint(delays) != "[0]" {
+		t.Fatalf("backoff attempts %v, want [0]", delays)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	labels := 0
+	for _, typ := range rec.applied {
+		if typ == "labels" {
+			labels++
+		}
+	}
+	if labels != 1 {
+		t.Fatalf("labels applied %d times, want once: %v", labels, rec.applied)
+	}
+	var acked bool
+	for _, a := range rec.acks {
+		acked = acked || (a.ConfigType == "collectors" && a.Version == 5 && a.Status == protocol.AckApplied)
+	}
+	if !acked {
+		t.Fatalf("collectors v5 not acked: %+v", rec.acks)
+	}
+}
+
+// A type left out for a reason a retry cannot fix (the credential does not exist) is not re-fetched
+// in a loop: the next push or reconnect brings it.
+func TestPermanentTypeErrorIsNotRetried(t *testing.T) {
+	c := openCache(t, t.TempDir())
+	f := &withholdingFetcher{withhold: 100, code: protocol.CodeCredentialFailed}
+	s, _ := newSyncer(t, c, f, nil)
+	if !s.Startup(context.Background()) {
+		t.Fatal("startup fetch failed")
+	}
+	if len(s.undelivered) != 0 {
+		t.Fatalf("undelivered = %v", s.undelivered)
+	}
+	// The same reply with a transient code: now it is.
+	f.code = protocol.CodeUnavailable
+	f.withhold = 2
+	s.Resync(context.Background(), mustFetch(t, f))
+	if fmt.Sprint(s.undelivered) != "[collectors]" {
+		t.Fatalf("undelivered = %v, want [collectors]", s.undelivered)
+	}
+}
+
+func mustFetch(t *testing.T, f Fetcher) *protocol.FetchReply {
+	t.Helper()
+	r, err := f.Fetch(context.Background())
+	must(t, err)
+	return r
+}
