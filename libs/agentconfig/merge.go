@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 )
@@ -49,12 +48,6 @@ type ProvenanceEntry struct {
 // keeps member order and copies values verbatim. Both layers must be JSON of the type's shape (an array
 // for collectors, an object otherwise); nested values of an unexpected kind merge shallowly.
 func Merge(configType string, env, host json.RawMessage) (json.RawMessage, Provenance, error) {
-	return merge(configType, env, host, true)
-}
-
-// merge is Merge. With stream unset it always parses both layers into trees (the tests compare the
-// two ways of merging a list-rooted type).
-func merge(configType string, env, host json.RawMessage, stream bool) (json.RawMessage, Provenance, error) {
 	t, ok := registry[configType]
 	if !ok {
 		return nil, Provenance{}, unknownType(configType)
@@ -69,12 +62,6 @@ func merge(configType string, env, host json.RawMessage, stream bool) (json.RawM
 	}
 	m := mergers.Get().(*merger)
 	defer m.release()
-	if stream && hasEnv && hasHost && t.root.kind == ruleList {
-		if out, ok := m.streamedList(&collectorList, env, host); ok {
-			return out, m.provenance(), nil
-		}
-		m.restart() // something unusual or invalid: the tree path below says what
-	}
 	envRoot, hostRoot := int32(-1), int32(-1)
 	if hasEnv {
 		m.env = &m.envDoc
@@ -108,38 +95,33 @@ func merge(configType string, env, host json.RawMessage, stream bool) (json.RawM
 	if m.host.nodes[hostRoot].kind != rootKind {
 		return nil, Provenance{}, fmt.Errorf("agentconfig: merge %s: host layer is not %s", configType, shape)
 	}
-	m.out = make([]byte, 0, len(env)+len(host))
+	// Written to a buffer kept in the pool, then copied out at its exact size: a bound known before
+	// writing (the two layers' sizes) usually falls in a larger size class of the allocator, and the
+	// bytes allocated per merge set how often the garbage collector runs.
+	m.out = m.outBuf[:0]
 	t.merge(m, envRoot, hostRoot)
-	return m.out, m.provenance(), nil
+	m.outBuf = m.out
+	return bytes.Clone(m.out), m.provenance(), nil
 }
 
 var mergers = sync.Pool{New: func() any { return new(merger) }}
 
 // release resets m, keeping its buffers, and returns it to the pool.
 func (m *merger) release() {
-	if cap(m.envDoc.nodes) > 1<<16 || cap(m.hostDoc.nodes) > 1<<16 || cap(m.paths) > 1<<16 {
+	if cap(m.envDoc.nodes) > 1<<16 || cap(m.hostDoc.nodes) > 1<<16 || cap(m.paths) > 1<<16 || cap(m.outBuf) > 1<<20 {
 		return // let the garbage collector have an unusually large merge
 	}
-	if cap(m.envOut) > 1<<20 || cap(m.listOut) > 1<<20 {
-		m.envOut, m.listOut = nil, nil
-	}
-	m.restart()
-	mergers.Put(m)
-}
-
-// restart drops everything a merge has read or written so far, keeping the buffers.
-func (m *merger) restart() {
 	m.envDoc.reset()
 	m.hostDoc.reset()
 	*m = merger{
 		envDoc:  m.envDoc,
 		hostDoc: m.hostDoc,
-		envOut:  m.envOut[:0],
-		listOut: m.listOut[:0],
+		outBuf:  m.outBuf[:0],
 		paths:   m.paths[:0],
 		entries: m.entries[:0],
 		removed: m.removed[:0],
 	}
+	mergers.Put(m)
 }
 
 // merger writes a merged document and records its provenance. Node index -1 means "this layer has no
@@ -150,8 +132,7 @@ type merger struct {
 	envDoc, hostDoc document
 	env, host       *document // &envDoc / &hostDoc when that layer is present
 	out             []byte
-	envOut          []byte // streamedList: the environment entries, compact, back to back
-	listOut         []byte // streamedList: the merged list, before it is copied out
+	outBuf          []byte // out's array, kept in the pool
 	discard         bool   // describe only: the output is one layer as-is
 	paths           []byte
 	entries         []provRef
@@ -349,59 +330,52 @@ var (
 	logFileList      = listRule{prefix: "files", identity: []string{"name"}}
 )
 
-// listSlot is one entry of a list being merged: node of doc, or, when doc is nil, an environment entry
-// that streamedList wrote compact to envOut[span[0]:span[1]].
+// listSlot is one entry of a list being merged.
 type listSlot struct {
 	doc      *document
 	node     int32
-	span     [2]int32
-	id       identity
+	id       [2]int32 // identity value nodes in doc; id[0] < 0 when the entry has no identity
+	idPrint  uint64   // identityPrint of id
 	fromEnv  bool
 	replaced bool
 	removed  bool
 }
 
-// identity is the decoded text of the string members that identify a list entry (ok is false for an
-// entry without them). Equal identities have equal prints, so comparing prints first spares most
-// comparisons of strings.
-type identity struct {
-	text  [2][]byte
-	print uint64
-	ok    bool
-}
-
-// seal marks id, whose text is filled in, as an identity and computes its print.
-func (id *identity) seal(r *listRule) {
-	var f uint64
-	for p := range r.identity {
-		f = f*31 + fingerprintOf(id.text[p])
-	}
-	id.print, id.ok = f, true
-}
-
-// identityOf returns the identity of entry i of d: the string members named by r.identity.
-func (r *listRule) identityOf(d *document, i int32) identity {
+// identity returns the identity value nodes of entry i of d: string members named by r.identity.
+func (r *listRule) identityOf(d *document, i int32) [2]int32 {
+	id := [2]int32{-1, -1}
 	if d.nodes[i].kind != kindObject {
-		return identity{}
+		return id
 	}
-	var id identity
 	for p, name := range r.identity {
 		v := d.member(i, name)
 		if v < 0 || d.nodes[v].kind != kindString {
-			return identity{}
+			return [2]int32{-1, -1}
 		}
-		id.text[p] = d.text(v, nil)
+		id[p] = v
 	}
-	id.seal(r)
 	return id
 }
 
-func sameIdentity(r *listRule, a, b *identity) bool {
-	if !a.ok || !b.ok || a.print != b.print {
+// identityPrint summarizes identity id of an entry of d: equal identities have equal prints, so
+// comparing prints first spares most comparisons of strings.
+func (r *listRule) identityPrint(d *document, id [2]int32) uint64 {
+	if id[0] < 0 {
+		return 0
+	}
+	var f uint64
+	for p := range r.identity {
+		f = f*31 + d.fingerprint(id[p])
+	}
+	return f
+}
+
+func sameIdentity(r *listRule, a *document, ai [2]int32, b *document, bi [2]int32) bool {
+	if ai[0] < 0 || bi[0] < 0 {
 		return false
 	}
 	for p := range r.identity {
-		if !bytes.Equal(a.text[p], b.text[p]) {
+		if !a.sameString(b, ai[p], bi[p]) {
 			return false
 		}
 	}
@@ -425,8 +399,7 @@ func (m *merger) list(r *listRule, env, host int32) {
 		m.writeValue(d, i)
 		layer := layerOf(env, host)
 		for pos, e := range d.kidsOf(i) {
-			id := r.identityOf(d, e)
-			m.record(m.entryPath(r, &id, pos), layer)
+			m.record(m.entryPath(r, d, r.identityOf(d, e), pos), layer)
 		}
 		return
 	}
@@ -437,52 +410,44 @@ func (m *merger) list(r *listRule, env, host int32) {
 		slots = make([]listSlot, 0, n)
 	}
 	for _, e := range envKids {
-		slots = append(slots, listSlot{doc: m.env, node: e, id: r.identityOf(m.env, e), fromEnv: true})
+		id := r.identityOf(m.env, e)
+		idPrint := r.identityPrint(m.env, id)
+		slots = append(slots, listSlot{doc: m.env, node: e, id: id, idPrint: idPrint, fromEnv: true})
 	}
-	m.mergeList(r, slots, hostKids)
-}
-
-// mergeList applies the host entries hostKids to the environment entries in slots, in order, and
-// writes the merged list.
-func (m *merger) mergeList(r *listRule, slots []listSlot, hostKids []int32) {
 	var index *identityIndex
-	if len(slots)*len(hostKids) > 1024 {
+	if len(envKids)*len(hostKids) > 1024 {
 		index = newIdentityIndex(r, slots)
 	}
 	for _, h := range hostKids {
 		id := r.identityOf(m.host, h)
+		idPrint := r.identityPrint(m.host, id)
 		disabled := r.disable && isDisabled(m.host, h)
 		matched := false
 		if index != nil {
-			for _, s := range index.lookup(r, &id) {
-				matched = m.applyHostEntry(r, slots, s, h, &id, disabled) || matched
+			for _, s := range index.lookup(r, m.host, id) {
+				matched = m.applyHostEntry(r, slots, s, h, id, idPrint, disabled) || matched
 			}
 		} else {
 			for s := range slots {
-				matched = m.applyHostEntry(r, slots, s, h, &id, disabled) || matched
+				matched = m.applyHostEntry(r, slots, s, h, id, idPrint, disabled) || matched
 			}
 		}
 		if !matched && !disabled {
-			slots = append(slots, listSlot{doc: m.host, node: h, id: id})
-			index.add(r, &id, len(slots)-1)
+			slots = append(slots, listSlot{doc: m.host, node: h, id: id, idPrint: idPrint})
+			index.add(r, m.host, id, len(slots)-1)
 		}
 	}
 	m.write('[')
 	pos := 0
-	for i := range slots {
-		s := &slots[i]
+	for _, s := range slots {
 		if s.removed {
 			continue
 		}
 		if pos > 0 {
 			m.write(',')
 		}
-		if s.doc == nil {
-			m.writeRaw(m.envOut[s.span[0]:s.span[1]])
-		} else {
-			m.writeValue(s.doc, s.node)
-		}
-		start := m.entryPath(r, &s.id, pos)
+		m.writeValue(s.doc, s.node)
+		start := m.entryPath(r, s.doc, s.id, pos)
 		layer := LayerHost
 		switch {
 		case s.fromEnv && s.replaced:
@@ -496,38 +461,39 @@ func (m *merger) mergeList(r *listRule, slots []listSlot, hostKids []int32) {
 	m.write(']')
 }
 
-// applyHostEntry applies host entry h (identity id) to slot s if they share an identity, and reports
-// whether they did.
-func (m *merger) applyHostEntry(r *listRule, slots []listSlot, s int, h int32, id *identity, disabled bool) bool {
+// applyHostEntry applies host entry h (identity id, identityPrint idPrint) to slot s if they share an
+// identity, and reports whether they did.
+func (m *merger) applyHostEntry(r *listRule, slots []listSlot, s int, h int32, id [2]int32, idPrint uint64,
+	disabled bool) bool {
 	slot := &slots[s]
-	if slot.removed || !sameIdentity(r, &slot.id, id) {
+	if slot.removed || slot.idPrint != idPrint || !sameIdentity(r, slot.doc, slot.id, m.host, id) {
 		return false
 	}
 	if disabled {
 		slot.removed = true
 		if slot.fromEnv {
-			m.recordRemoved(m.entryPath(r, id, s))
+			m.recordRemoved(m.entryPath(r, m.host, id, s))
 		}
 		return true
 	}
-	slot.doc, slot.node, slot.id, slot.replaced = m.host, h, *id, true
+	slot.doc, slot.node, slot.id, slot.replaced = m.host, h, id, true
 	return true
 }
 
 // entryPath appends the provenance path of a list entry, "prefix[type/name]" (or "prefix[pos]" for an
 // entry without identity), and returns where it starts.
-func (m *merger) entryPath(r *listRule, id *identity, pos int) int {
+func (m *merger) entryPath(r *listRule, d *document, id [2]int32, pos int) int {
 	start := len(m.paths)
 	m.paths = append(m.paths, r.prefix...)
 	m.paths = append(m.paths, '[')
-	if !id.ok {
+	if id[0] < 0 {
 		m.paths = strconv.AppendInt(m.paths, int64(pos), 10)
 	} else {
 		for p := range r.identity {
 			if p > 0 {
 				m.paths = append(m.paths, '/')
 			}
-			m.paths = append(m.paths, id.text[p]...)
+			m.paths = d.appendText(m.paths, id[p])
 		}
 	}
 	m.paths = append(m.paths, ']')
@@ -543,264 +509,32 @@ type identityIndex struct {
 
 func newIdentityIndex(r *listRule, slots []listSlot) *identityIndex {
 	x := &identityIndex{slots: make(map[string][]int, len(slots))}
-	for i := range slots {
-		x.add(r, &slots[i].id, i)
+	for i, s := range slots {
+		x.add(r, s.doc, s.id, i)
 	}
 	return x
 }
 
-func (x *identityIndex) keyOf(r *listRule, id *identity) []byte {
+func (x *identityIndex) keyOf(r *listRule, d *document, id [2]int32) []byte {
 	x.key = x.key[:0]
 	for p := range r.identity {
-		x.key = append(append(x.key, id.text[p]...), 0)
+		x.key = append(d.appendText(x.key, id[p]), 0)
 	}
 	return x.key
 }
 
-func (x *identityIndex) add(r *listRule, id *identity, slot int) {
-	if x == nil || !id.ok {
+func (x *identityIndex) add(r *listRule, d *document, id [2]int32, slot int) {
+	if x == nil || id[0] < 0 {
 		return
 	}
-	k := x.keyOf(r, id)
+	k := x.keyOf(r, d, id)
 	x.slots[string(k)] = append(x.slots[string(k)], slot)
 }
 
 // lookup returns the slots that have identity id.
-func (x *identityIndex) lookup(r *listRule, id *identity) []int {
-	if !id.ok {
+func (x *identityIndex) lookup(r *listRule, d *document, id [2]int32) []int {
+	if id[0] < 0 {
 		return nil
 	}
-	return x.slots[string(x.keyOf(r, id))]
-}
-
-// streamedList merges a list-rooted type (collectors) without a tree of the environment layer, usually
-// the larger one: each environment entry is checked and written compact to envOut as it is read, and
-// only its span and identity are kept; the host layer is parsed as usual. The entries then merge as in
-// list. It reports false for input it leaves to the tree path: anything invalid (the tree path reports
-// the error) and the rare valid input it does not handle (escaped keys or identity values, objects of
-// more than 16 members, a host layer that is not an array).
-func (m *merger) streamedList(r *listRule, env, host []byte) (json.RawMessage, bool) {
-	if len(env) > math.MaxInt32 {
-		return nil, false
-	}
-	m.host = &m.hostDoc
-	hostRoot, err := m.host.parse(host)
-	if err != nil || m.host.nodes[hostRoot].kind != kindArray {
-		return nil, false
-	}
-	hostKids := m.host.kidsOf(hostRoot)
-	w := entryWriter{p: parser{data: env}, out: m.envOut[:0]}
-	defer func() { m.envOut = w.out }()
-	var slotBuf [32]listSlot
-	slots := slotBuf[:0]
-	p := &w.p
-	p.skipSpace()
-	if p.pos >= len(env) || env[p.pos] != '[' {
-		return nil, false
-	}
-	p.pos++
-	p.skipSpace()
-	if p.pos < len(env) && env[p.pos] == ']' {
-		p.pos++
-	} else {
-		for {
-			p.skipSpace()
-			start := len(w.out)
-			var id identity
-			if p.pos < len(env) && env[p.pos] == '{' {
-				if !w.object(2, r, &id) {
-					return nil, false
-				}
-			} else if !w.value(1) {
-				return nil, false
-			}
-			slots = append(slots, listSlot{span: [2]int32{int32(start), int32(len(w.out))}, id: id, fromEnv: true})
-			if p.comma() {
-				continue
-			}
-			p.skipSpace()
-			closed, ok := p.compactSeparator(']')
-			if !ok {
-				return nil, false
-			}
-			if closed {
-				break
-			}
-		}
-	}
-	p.skipSpace()
-	if p.pos < len(env) {
-		return nil, false
-	}
-	m.envOut = w.out
-	// Written to a buffer kept in the pool, then copied to its exact size: a bound on the size, known
-	// before writing, would often cross into the next size class of the allocator.
-	m.out = m.listOut[:0]
-	m.mergeList(r, slots, hostKids)
-	m.listOut = m.out
-	return bytes.Clone(m.out), true
-}
-
-// entryWriter checks JSON with the tree parser's scanners and limits and writes it as appendCompact
-// writes the parsed value: tokens as they stand, without whitespace. It reports false for invalid
-// input without saying why (the tree parser does), and for objects it does not handle: repeated keys
-// are found by comparing raw keys, so it refuses escaped keys and more than 16 members.
-type entryWriter struct {
-	p   parser // only its scanners: p.d is nil
-	out []byte
-}
-
-func (w *entryWriter) value(depth int) bool {
-	p := &w.p
-	if p.pos >= len(p.data) {
-		return false
-	}
-	start := p.pos
-	switch k := tokenKinds[p.data[start]]; k {
-	case kindObject:
-		return w.object(depth+1, nil, nil)
-	case kindArray:
-		return w.array(depth + 1)
-	case kindString:
-		if _, err := p.scanString(); err != nil {
-			return false
-		}
-	case kindNumber:
-		if p.scanNumber() != nil {
-			return false
-		}
-	case noKind:
-		return false
-	default:
-		if p.scanLiteral(k) != nil {
-			return false
-		}
-	}
-	w.out = append(w.out, p.data[start:p.pos]...)
-	return true
-}
-
-func (w *entryWriter) array(depth int) bool {
-	p := &w.p
-	if depth > maxDepth {
-		return false
-	}
-	p.pos++ // [
-	w.out = append(w.out, '[')
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		w.out = append(w.out, ']')
-		return true
-	}
-	for {
-		p.skipSpace()
-		if !w.value(depth) {
-			return false
-		}
-		if !p.comma() {
-			p.skipSpace()
-			closed, ok := p.compactSeparator(']')
-			if !ok {
-				return false
-			}
-			if closed {
-				w.out = append(w.out, ']')
-				return true
-			}
-		}
-		w.out = append(w.out, ',')
-	}
-}
-
-// object checks and writes an object. With r set it also reads the entry's identity into *id.
-func (w *entryWriter) object(depth int, r *listRule, id *identity) bool {
-	p := &w.p
-	if depth > maxDepth {
-		return false
-	}
-	p.pos++ // {
-	w.out = append(w.out, '{')
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		w.out = append(w.out, '}')
-		return true
-	}
-	var keys [16][2]int32 // the text of each key, in p.data
-	var prints [16]uint64
-	n, found, bad := 0, 0, false
-	for {
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != '"' || n == len(keys) {
-			return false
-		}
-		ks := p.pos
-		if escaped, err := p.scanString(); err != nil || escaped {
-			return false
-		}
-		ke := p.pos
-		key := p.data[ks+1 : ke-1]
-		f := fingerprintOf(key)
-		for j := range n {
-			if prints[j] == f && string(p.data[keys[j][0]:keys[j][1]]) == string(key) {
-				return false // a repeated key
-			}
-		}
-		prints[n], keys[n] = f, [2]int32{int32(ks + 1), int32(ke - 1)}
-		n++
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return false
-		}
-		if p.pos == ke {
-			w.out = append(w.out, p.data[ks:ke+1]...) // the key and its colon at once
-		} else {
-			w.out = append(w.out, p.data[ks:ke]...)
-			w.out = append(w.out, ':')
-		}
-		p.pos++
-		p.skipSpace()
-		vs := p.pos
-		if !w.value(depth) {
-			return false
-		}
-		if r != nil {
-			for q, name := range r.identity {
-				if string(key) != name {
-					continue
-				}
-				if p.data[vs] != '"' {
-					bad = true
-					break
-				}
-				text := p.data[vs+1 : p.pos-1]
-				if bytes.IndexByte(text, '\\') >= 0 {
-					return false // an escaped identity: the tree path decodes it
-				}
-				id.text[q] = text
-				found++
-			}
-		}
-		if !p.comma() {
-			p.skipSpace()
-			closed, ok := p.compactSeparator('}')
-			if !ok {
-				return false
-			}
-			if closed {
-				break
-			}
-		}
-		w.out = append(w.out, ',')
-	}
-	w.out = append(w.out, '}')
-	if r != nil {
-		if !bad && found == len(r.identity) {
-			id.seal(r)
-		} else {
-			*id = identity{}
-		}
-	}
-	return true
+	return x.slots[string(x.keyOf(r, d, id))]
 }
