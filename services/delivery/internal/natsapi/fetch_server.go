@@ -314,8 +314,13 @@ func fetchError(err error) *protocol.Error {
 // reply of up to the max payload into a subject of its choosing (a JetStream stream, another agent's
 // subjects): such a fetch is dropped unanswered and counted.
 func (s *FetchServer) allowReply(subject, reply string) bool {
-	if agent, ok := protocol.AgentIDFromSubject(subject); ok && strings.HasPrefix(reply, protocol.InboxPrefix(agent)+".") {
-		return true
+	if agent, ok := protocol.AgentIDFromSubject(subject); ok {
+		// reply starts with InboxPrefix(agent) + ".", checked without building that string.
+		if rest, ok := strings.CutPrefix(reply, protocol.InboxPrefix("")); ok {
+			if rest, ok = strings.CutPrefix(rest, agent); ok && strings.HasPrefix(rest, ".") {
+				return true
+			}
+		}
 	}
 	s.refusedReplies.Add(1)
 	return false

@@ -105,3 +105,31 @@ func BenchmarkAnswerIdentity(b *testing.B) {
 		}
 	}
 }
+
+func TestAllowReplyOnlyTheAgentsOwnInbox(t *testing.T) {
+	s := &FetchServer{}
+	subject := protocol.FetchSubject("a-1")
+	for reply, want := range map[string]bool{
+		"_INBOX.a-1.x":       true,
+		"_INBOX.a-1.x.y":     true,
+		"_INBOX.a-1.":        true,
+		"_INBOX.a-1":         false,
+		"_INBOX.a-12.x":      false,
+		"_INBOX.a-.x":        false,
+		"_INBOX.b-1.x":       false,
+		"_inbox.a-1.x":       false,
+		"x_INBOX.a-1.x":      false,
+		"configsync.cmd.a-1": false,
+		"":                   false,
+	} {
+		if got := s.allowReply(subject, reply); got != want {
+			t.Errorf("reply %q: allowed %v, want %v", reply, got, want)
+		}
+	}
+	if s.allowReply("configsync.agent", "_INBOX.a-1.x") {
+		t.Error("a subject without an agent id was allowed a reply")
+	}
+	if got := s.RefusedReplies(); got != 9 {
+		t.Errorf("refused replies counted %d, want 9", got)
+	}
+}
