@@ -121,8 +121,7 @@ type BatchOptions struct {
 	// Workers bounds the requests being answered at once; they are answered in batches of up to Batch,
 	// so Workers/Batch batches run at a time (at least one).
 	Workers int
-	// Queue is how many received requests may wait for a batch (default 4096). Beyond that, up to
-	// 8 times as many wait while the measured answering rate works them off within half the Timeout;
+	// Queue is how many received requests may wait for a batch (default 4096); when it is full,
 	// further requests are refused at once with unavailable, and the refusal says when to come back
 	// (retry_after_ms: the time to work off the queue and the recent refusals at the measured
 	// answering rate, jittered; between MinRetryAfter and twice MaxRetryAfter).
@@ -177,7 +176,7 @@ func NewBatcher(opts BatchOptions, handle BatchHandler) *Batcher {
 	return &Batcher{
 		handle:   handle,
 		opts:     opts,
-		queue:    make(chan *Request, opts.Queue*queueGrowth),
+		queue:    make(chan *Request, opts.Queue),
 		slots:    make(chan struct{}, max(1, opts.Workers/opts.Batch)),
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
@@ -201,29 +200,14 @@ func (b *Batcher) dispatch(r *Request) error {
 	if b.closed {
 		return errStopping
 	}
-	queued := len(b.queue)
-	if queued < b.opts.Queue || (queued < cap(b.queue) && admitQueued(queued, b.served.perSecond(time.Now()), b.opts.Timeout)) {
-		select {
-		case b.queue <- r:
-			return nil
-		default:
-		}
+	select {
+	case b.queue <- r:
+		return nil
+	default:
+		now := time.Now()
+		b.refused.add(1, now)
+		return &busyError{retryAfter: retryAfter(len(b.queue), b.refused.perSecond(now), b.served.perSecond(now), b.opts.Timeout)}
 	}
-	now := time.Now()
-	b.refused.add(1, now)
-	return &busyError{retryAfter: retryAfter(queued, b.refused.perSecond(now), b.served.perSecond(now), b.opts.Timeout)}
-}
-
-// queueGrowth bounds how far beyond BatchOptions.Queue a Batcher's queue grows while its measured
-// answering rate works it off in time (admitQueued).
-const queueGrowth = 8
-
-// admitQueued reports whether a request that finds queued requests waiting beyond the fixed Queue is
-// still queued rather than refused: the dispatcher, at the rate it has been answering, gets to it
-// within half the request timeout (the other half is margin for the way to the dispatcher and a
-// slower rate). Without a measured rate it is refused.
-func admitQueued(queued int, servedPerSecond float64, timeout time.Duration) bool {
-	return float64(queued+1) < servedPerSecond*(timeout/2).Seconds()
 }
 
 // close stops taking requests, answers those queued and waits for them until ctx is done (the server
