@@ -24,6 +24,9 @@ func decodeFetchRequest(subject string, data []byte) (string, error) {
 	if len(data) > maxFetchRequestBytes {
 		return "", fmt.Errorf("%w: request larger than %d bytes", deliver.ErrInvalidRequest, maxFetchRequestBytes)
 	}
+	if isPlainFetchRequest(data, token) {
+		return token, nil
+	}
 	var req protocol.FetchRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return "", fmt.Errorf("%w: %s", deliver.ErrInvalidRequest, natsrpc.JSONErrorKind(err))
@@ -35,6 +38,15 @@ func decodeFetchRequest(subject string, data []byte) (string, error) {
 		return "", fmt.Errorf("%w: agent_id does not match the subject", deliver.ErrForbidden)
 	}
 	return token, nil
+}
+
+// isPlainFetchRequest reports whether data is exactly the request an agent sends for token,
+// {"agent_id":"<token>"} as json.Marshal encodes it: then it needs no decoding (a subject token holds
+// no character JSON escapes). Anything else is decoded.
+func isPlainFetchRequest(data []byte, token string) bool {
+	const prefix, suffix = `{"agent_id":"`, `"}`
+	return len(data) == len(prefix)+len(token)+len(suffix) && string(data[:len(prefix)]) == prefix &&
+		string(data[len(prefix):len(prefix)+len(token)]) == token && string(data[len(prefix)+len(token):]) == suffix
 }
 
 // decodeConfigChanged decodes a config-change event and validates it (protocol.ConfigChanged.Validate,

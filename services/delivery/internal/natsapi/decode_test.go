@@ -105,3 +105,25 @@ func FuzzDecodeConfigChanged(f *testing.F) {
 		}
 	})
 }
+
+// The request an agent sends is recognised without decoding; near misses are decoded as before.
+func TestDecodeFetchRequestPlainForm(t *testing.T) {
+	data, _ := json.Marshal(protocol.FetchRequest{AgentID: agent})
+	if !isPlainFetchRequest(data, agent) {
+		t.Fatalf("%s is not recognised as the plain request", data)
+	}
+	for _, body := range []string{
+		`{"agent_id":"` + agent + `"} `, `{"AGENT_ID":"` + agent + `"}`, `{ "agent_id":"` + agent + `"}`,
+		`{"agent_id":"` + agent[:10] + `"}`, `{"agent_id":"` + agent + `x"}`, `{"agent_id":"` + agent + `","x":1}`,
+	} {
+		if isPlainFetchRequest([]byte(body), agent) {
+			t.Errorf("%s taken for the plain request", body)
+		}
+		got, err := decodeFetchRequest(protocol.FetchSubject(agent), []byte(body))
+		var req protocol.FetchRequest
+		uerr := json.Unmarshal([]byte(body), &req)
+		if (err == nil) != (uerr == nil && req.AgentID == agent) || (err == nil && got != agent) {
+			t.Errorf("%s: got %q, %v; json decodes %q, %v", body, got, err, req.AgentID, uerr)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package natsapi
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,9 +180,9 @@ func (s *FetchServer) serve(ctx context.Context, reqs []*natsrpc.Request) {
 		}
 	}
 	results := s.fetcher.FetchBatch(ctx, agents)
-	encoded := map[*protocol.FetchReply][]byte{} // a reply shared by several agents is encoded once
+	b := replyBuilder{encoded: map[*protocol.FetchReply][]byte{}}
 	for k, res := range results {
-		s.answer(pending[k], agents[k], res, encoded)
+		s.answer(pending[k], agents[k], res, &b)
 		if spans[k] != nil {
 			spans[k].SetAttributes(attribute.Int("batch", len(agents)))
 			if res.Err != nil {
@@ -192,8 +193,16 @@ func (s *FetchServer) serve(ctx context.Context, reqs []*natsrpc.Request) {
 	}
 }
 
-// answer sends one fetch's result; encoded caches the encodings of the batch's replies.
-func (s *FetchServer) answer(r *natsrpc.Request, agentID string, res deliver.FetchResult, encoded map[*protocol.FetchReply][]byte) {
+// replyBuilder holds what the answers of one batch share: the encoding of each distinct reply (the
+// agents of a config set share one), and the buffer a reply with an agent's own identity is spliced
+// into (Respond copies it into the connection's buffer, so it is reused for the next agent).
+type replyBuilder struct {
+	encoded map[*protocol.FetchReply][]byte
+	buf     []byte
+}
+
+// answer sends one fetch's result.
+func (s *FetchServer) answer(r *natsrpc.Request, agentID string, res deliver.FetchResult, b *replyBuilder) {
 	if res.Err != nil {
 		perr := fetchError(res.Err)
 		if perr.Code == protocol.CodeNotFound {
@@ -204,7 +213,7 @@ func (s *FetchServer) answer(r *natsrpc.Request, agentID string, res deliver.Fet
 		r.Error(perr)
 		return
 	}
-	body, ok := encoded[res.Reply]
+	body, ok := b.encoded[res.Reply]
 	if !ok {
 		var err error
 		if body, err = json.Marshal(res.Reply); err != nil {
@@ -212,37 +221,77 @@ func (s *FetchServer) answer(r *natsrpc.Request, agentID string, res deliver.Fet
 			r.Error(protocol.Errorf(protocol.CodeInternal, "internal error"))
 			return
 		}
-		encoded[res.Reply] = body
+		b.encoded[res.Reply] = body
 	}
 	if res.Identity != nil {
 		// The reply is shared by the agents of a group; the identity statement is each agent's own.
 		var err error
-		if body, err = withIdentity(body, res.Identity); err != nil {
+		if b.buf, err = appendWithIdentity(b.buf[:0], body, res.Identity); err != nil {
 			s.log.Error("fetch reply encoding failed", zap.String("agent_id", agentID), zap.Error(err))
 			r.Error(protocol.Errorf(protocol.CodeInternal, "internal error"))
 			return
 		}
+		body = b.buf
 	}
 	_ = r.Respond(body) // failures are logged (and an oversized reply answered as internal) by Respond
 }
 
-// withIdentity appends the identity member to an encoded fetch reply (a JSON object without one).
-func withIdentity(reply []byte, identity *protocol.Signed) ([]byte, error) {
-	id, err := json.Marshal(identity)
-	if err != nil {
-		return nil, fmt.Errorf("encode identity: %w", err)
-	}
+// appendWithIdentity appends to dst the encoded fetch reply (a JSON object without an identity member)
+// with the identity member added last, as encoding the reply with its Identity set gives.
+func appendWithIdentity(dst, reply []byte, identity *protocol.Signed) ([]byte, error) {
 	if len(reply) < 2 || reply[len(reply)-1] != '}' {
-		return nil, fmt.Errorf("encode identity: reply is not an object")
+		return dst, fmt.Errorf("encode identity: reply is not an object")
 	}
-	out := make([]byte, 0, len(reply)+len(id)+16)
-	out = append(out, reply[:len(reply)-1]...)
+	dst = append(dst, reply[:len(reply)-1]...)
 	if len(reply) > 2 {
-		out = append(out, ',')
+		dst = append(dst, ',')
 	}
-	out = append(out, `"identity":`...)
-	out = append(out, id...)
-	return append(out, '}'), nil
+	dst = append(dst, `"identity":`...)
+	dst, err := appendSigned(dst, identity)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
+}
+
+// appendSigned appends s encoded exactly as json.Marshal encodes it: byte slices in standard base64
+// (null when nil), the key id as a JSON string. A key id needing escapes takes json.Marshal.
+func appendSigned(dst []byte, s *protocol.Signed) ([]byte, error) {
+	if !plainJSONString(s.KeyID) {
+		id, err := json.Marshal(s)
+		if err != nil {
+			return dst, fmt.Errorf("encode identity: %w", err)
+		}
+		return append(dst, id...), nil
+	}
+	dst = append(dst, `{"statement":`...)
+	dst = appendBase64(dst, s.Statement)
+	dst = append(dst, `,"key_id":"`...)
+	dst = append(dst, s.KeyID...)
+	dst = append(dst, `","signature":`...)
+	dst = appendBase64(dst, s.Signature)
+	return append(dst, '}'), nil
+}
+
+func appendBase64(dst, b []byte) []byte {
+	if b == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
+}
+
+// plainJSONString reports whether json.Marshal encodes s as itself in quotes: printable ASCII without
+// the characters it escapes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // fetchError maps a fetch failure to the error sent to the agent, in one place. Details of upstream
@@ -265,8 +314,13 @@ func fetchError(err error) *protocol.Error {
 // reply of up to the max payload into a subject of its choosing (a JetStream stream, another agent's
 // subjects): such a fetch is dropped unanswered and counted.
 func (s *FetchServer) allowReply(subject, reply string) bool {
-	if agent, ok := protocol.AgentIDFromSubject(subject); ok && strings.HasPrefix(reply, protocol.InboxPrefix(agent)+".") {
-		return true
+	if agent, ok := protocol.AgentIDFromSubject(subject); ok {
+		// reply starts with InboxPrefix(agent) + ".", checked without building that string.
+		if rest, ok := strings.CutPrefix(reply, protocol.InboxPrefix("")); ok {
+			if rest, ok = strings.CutPrefix(rest, agent); ok && strings.HasPrefix(rest, ".") {
+				return true
+			}
+		}
 	}
 	s.refusedReplies.Add(1)
 	return false
