@@ -132,3 +132,27 @@ func encodeDecode(t *testing.T, reply protocol.ResolveSetsReply, limit int) prot
 	}
 	return got
 }
+
+// A host is encoded by hand (with its identity statement too): byte for byte what json.Marshal writes,
+// for ids and key ids that need escaping and for empty or missing statement bytes alike.
+func TestAppendSetHostIsJSONMarshal(t *testing.T) {
+	id := &protocol.Signed{Statement: []byte(`{"kind":"identity","agent_id":"a-1"}`), KeyID: "k-2026", Signature: []byte{0, 1, 2, 0xfe, 0xff}}
+	for _, h := range []protocol.SetHost{
+		{HostID: "0b7e6f0c-6a38-4f7e-9d0a-3f1c2b4a5d6e", AgentID: "agent-1"},
+		{HostID: "0b7e6f0c-6a38-4f7e-9d0a-3f1c2b4a5d6e", AgentID: "agent-1", Identity: id},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{}},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{Statement: []byte{}, KeyID: "k", Signature: []byte{}}},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{Statement: []byte("x"), KeyID: `k"<&>\`, Signature: []byte("yz")}},
+		{HostID: "h<1>", AgentID: "a", Identity: id},
+		{HostID: "h", AgentID: "a\u00e9", Identity: id},
+	} {
+		want, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendSetHost([]byte("prefix"), h)
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Fatalf("appendSetHost(%+v) = %s, %v; want prefix%s", h, got, err, want)
+		}
+	}
+}
