@@ -156,3 +156,32 @@ func TestAppendSetHostIsJSONMarshal(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEncodeSetsReplySigned encodes the reply to a batch of 64 fetches of one environment with
+// signing on (every host carries its identity statement), as delivery asks for a herd.
+func BenchmarkEncodeSetsReplySigned(b *testing.B) {
+	sig := make([]byte, 64)
+	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{},
+		TrustedKeys: &protocol.Signed{Statement: []byte(`{"kind":"trusted_keys"}`), KeyID: "k-2026", Signature: sig}}
+	set := protocol.ConfigSet{ClientID: "5f0c1c1e-0000-4000-8000-000000000001", EnvironmentID: "5f0c1c1e-0000-4000-8000-000000000002",
+		Configs: map[string]int{}}
+	for i, t := range []string{"collectors", "intervals", "labels", "healthcheck"} {
+		set.Configs[t] = i
+		reply.Configs = append(reply.Configs, protocol.EffectiveConfig{ConfigType: t, ConfigData: json.RawMessage(`{"static":{"env":"prod"}}`),
+			Version: int64(100 + i), Source: "environment",
+			Statement: &protocol.Signed{Statement: []byte(`{"kind":"config","config_type":"` + t + `"}`), KeyID: "k-2026", Signature: sig}})
+	}
+	for i := range 64 {
+		agent := fmt.Sprintf("lg-20261202t114455-6948-%06d", i)
+		set.Hosts = append(set.Hosts, protocol.SetHost{HostID: fmt.Sprintf("5f0c1c1e-0000-4000-8000-%012d", i), AgentID: agent,
+			Identity: &protocol.Signed{Statement: []byte(`{"kind":"identity","agent_id":"` + agent + `","environment_id":"5f0c1c1e-0000-4000-8000-000000000002"}`),
+				KeyID: "k-2026", Signature: sig}})
+	}
+	reply.Sets = []protocol.ConfigSet{set}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := encodeSetsReply(reply, defaultMaxPayload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
