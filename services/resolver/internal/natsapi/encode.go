@@ -1,6 +1,7 @@
 package natsapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -313,13 +314,36 @@ func appendSetHead(buf []byte, set protocol.ConfigSet) ([]byte, error) {
 	return append(buf, `},"hosts":[`...), nil
 }
 
-// appendSetHost appends h's JSON encoding, directly when no character needs escaping and it carries
-// no identity statement (the bulk of a reply is hosts).
+// appendSetHost appends h's JSON encoding, directly when no character needs escaping (the bulk of a
+// reply is hosts, each with its identity statement when signing is on), as json.Marshal writes it.
 func appendSetHost(buf []byte, h protocol.SetHost) ([]byte, error) {
-	if h.Identity != nil {
+	if h.Identity == nil {
+		return appendHostIDs(buf, h.HostID, h.AgentID, h)
+	}
+	if !plainJSON(h.HostID) || !plainJSON(h.AgentID) || !plainJSON(h.Identity.KeyID) {
 		return appendJSON(buf, h)
 	}
-	return appendHostIDs(buf, h.HostID, h.AgentID, h)
+	buf = append(buf, `{"host_id":"`...)
+	buf = append(buf, h.HostID...)
+	buf = append(buf, `","agent_id":"`...)
+	buf = append(buf, h.AgentID...)
+	buf = append(buf, `","identity":{"statement":`...)
+	buf = appendBase64(buf, h.Identity.Statement)
+	buf = append(buf, `,"key_id":"`...)
+	buf = append(buf, h.Identity.KeyID...)
+	buf = append(buf, `","signature":`...)
+	buf = appendBase64(buf, h.Identity.Signature)
+	return append(buf, `}}`...), nil
+}
+
+// appendBase64 appends b as encoding/json encodes a []byte: a standard base64 string, null when nil.
+func appendBase64(buf []byte, b []byte) []byte {
+	if b == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '"')
+	buf = base64.StdEncoding.AppendEncode(buf, b)
+	return append(buf, '"')
 }
 
 // appendList appends the encoded items as a JSON array.

@@ -132,3 +132,56 @@ func encodeDecode(t *testing.T, reply protocol.ResolveSetsReply, limit int) prot
 	}
 	return got
 }
+
+// A host is encoded by hand (with its identity statement too): byte for byte what json.Marshal writes,
+// for ids and key ids that need escaping and for empty or missing statement bytes alike.
+func TestAppendSetHostIsJSONMarshal(t *testing.T) {
+	id := &protocol.Signed{Statement: []byte(`{"kind":"identity","agent_id":"a-1"}`), KeyID: "k-2026", Signature: []byte{0, 1, 2, 0xfe, 0xff}}
+	for _, h := range []protocol.SetHost{
+		{HostID: "0b7e6f0c-6a38-4f7e-9d0a-3f1c2b4a5d6e", AgentID: "agent-1"},
+		{HostID: "0b7e6f0c-6a38-4f7e-9d0a-3f1c2b4a5d6e", AgentID: "agent-1", Identity: id},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{}},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{Statement: []byte{}, KeyID: "k", Signature: []byte{}}},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{Statement: []byte("x"), KeyID: `k"<&>\`, Signature: []byte("yz")}},
+		{HostID: "h<1>", AgentID: "a", Identity: id},
+		{HostID: "h", AgentID: "a\u00e9", Identity: id},
+	} {
+		want, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendSetHost([]byte("prefix"), h)
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Fatalf("appendSetHost(%+v) = %s, %v; want prefix%s", h, got, err, want)
+		}
+	}
+}
+
+// BenchmarkEncodeSetsReplySigned encodes the reply to a batch of 64 fetches of one environment with
+// signing on (every host carries its identity statement), as delivery asks for a herd.
+func BenchmarkEncodeSetsReplySigned(b *testing.B) {
+	sig := make([]byte, 64)
+	reply := protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract, Configs: []protocol.EffectiveConfig{},
+		TrustedKeys: &protocol.Signed{Statement: []byte(`{"kind":"trusted_keys"}`), KeyID: "k-2026", Signature: sig}}
+	set := protocol.ConfigSet{ClientID: "5f0c1c1e-0000-4000-8000-000000000001", EnvironmentID: "5f0c1c1e-0000-4000-8000-000000000002",
+		Configs: map[string]int{}}
+	for i, t := range []string{"collectors", "intervals", "labels", "healthcheck"} {
+		set.Configs[t] = i
+		reply.Configs = append(reply.Configs, protocol.EffectiveConfig{ConfigType: t, ConfigData: json.RawMessage(`{"static":{"env":"prod"}}`),
+			Version: int64(100 + i), Source: "environment",
+			Statement: &protocol.Signed{Statement: []byte(`{"kind":"config","config_type":"` + t + `"}`), KeyID: "k-2026", Signature: sig}})
+	}
+	for i := range 64 {
+		agent := fmt.Sprintf("lg-20261202t114455-6948-%06d", i)
+		set.Hosts = append(set.Hosts, protocol.SetHost{HostID: fmt.Sprintf("5f0c1c1e-0000-4000-8000-%012d", i), AgentID: agent,
+			Identity: &protocol.Signed{Statement: []byte(`{"kind":"identity","agent_id":"` + agent + `","environment_id":"5f0c1c1e-0000-4000-8000-000000000002"}`),
+				KeyID: "k-2026", Signature: sig}})
+	}
+	reply.Sets = []protocol.ConfigSet{set}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := encodeSetsReply(reply, defaultMaxPayload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -107,39 +107,47 @@ func oneHost[R any](rows []R, err error, key string, conv func(R) layerRow) (res
 
 // FetchRows returns the non-revoked hosts of agentIDs with their own rows of types, their stored
 // identity statements and the versions of their environments' rows (not their data), in one query
-// (FetchHostsByAgentIDs).
+// (FetchHostsByAgentIDs). The query returns a host's own rows of every type; those of other types are
+// left out here.
 func (s *Store) FetchRows(ctx context.Context, agentIDs, types []string) (resolve.FetchRows, error) {
 	rows, err := s.q.FetchHostsByAgentIDs(ctx, sqlcdb.FetchHostsByAgentIDsParams{AgentIds: agentIDs, ConfigTypes: types})
 	if err != nil {
 		return resolve.FetchRows{}, fmt.Errorf("postgres: read hosts and their rows: %w", err)
 	}
 	out := resolve.FetchRows{EnvironmentVersions: map[string]map[string]int64{}}
-	index := map[uuid.UUID]int{}
-	overrides := map[uuid.UUID]map[string]agentconfig.Layer{}
-	staged := map[uuid.UUID]map[string]int64{}
-	for _, r := range rows {
+	index := make(map[string]int, len(agentIDs))
+	var overrides map[string]map[string]agentconfig.Layer
+	var staged map[string]map[string]int64
+	for i := range rows {
+		r := &rows[i]
 		switch r.Level {
 		case "host":
 			index[r.HostID] = len(out.Hosts)
-			h := resolve.FetchHost{Host: resolve.Host{
-				ID: r.HostID.String(), AgentID: r.AgentID, ClientID: r.ClientID.String(), EnvironmentID: r.EnvironmentID.String(),
-			}}
+			h := resolve.FetchHost{Host: resolve.Host{ID: r.HostID, AgentID: r.AgentID, ClientID: r.ClientID, EnvironmentID: r.EnvironmentID}}
 			if r.IdentityKeyID != nil {
 				h.Identity = &protocol.Signed{Statement: r.IdentityStatement, KeyID: *r.IdentityKeyID, Signature: r.IdentitySignature}
 			}
 			out.Hosts = append(out.Hosts, h)
 		case "override":
+			if !slices.Contains(types, r.ConfigType) {
+				continue
+			}
+			if overrides == nil {
+				overrides = map[string]map[string]agentconfig.Layer{}
+			}
 			if overrides[r.HostID] == nil {
 				overrides[r.HostID] = map[string]agentconfig.Layer{}
 			}
 			overrides[r.HostID][r.ConfigType] = agentconfig.Layer{Data: r.ConfigData, Version: r.Version}
 		case "environment":
-			env := r.EnvironmentID.String()
-			if out.EnvironmentVersions[env] == nil {
-				out.EnvironmentVersions[env] = map[string]int64{}
+			if out.EnvironmentVersions[r.EnvironmentID] == nil {
+				out.EnvironmentVersions[r.EnvironmentID] = map[string]int64{}
 			}
-			out.EnvironmentVersions[env][r.ConfigType] = r.Version
+			out.EnvironmentVersions[r.EnvironmentID][r.ConfigType] = r.Version
 		case "staged":
+			if staged == nil {
+				staged = map[string]map[string]int64{}
+			}
 			if staged[r.HostID] == nil {
 				staged[r.HostID] = map[string]int64{}
 			}

@@ -92,6 +92,27 @@ func TestStore(t *testing.T) {
 		if got := rows.EnvironmentVersions; len(got) != 1 || !reflect.DeepEqual(got[env], map[string]int64{"healthcheck": envV, "tracing": envTomb}) {
 			t.Errorf("environment versions = %+v", got)
 		}
+		// Only the types asked for: h1's watch_files row stays out, and a host with rows of other types
+		// only has none.
+		watchV := db.PutHost(h1, "watch_files", `{"paths":["/etc"]}`)
+		rows, err = store.FetchRows(ctx, []string{"agent-1", "agent-2"}, []string{"tracing"})
+		if err != nil || len(rows.Hosts) != 2 {
+			t.Fatalf("FetchRows of one type = %+v, %v", rows, err)
+		}
+		for _, fh := range rows.Hosts {
+			if len(fh.Overrides) != 0 || fh.Host.EnvironmentID != env || fh.Host.ClientID != db.ClientOf(env) {
+				t.Errorf("host %s of one type: %+v", fh.Host.AgentID, fh)
+			}
+		}
+		if got := rows.EnvironmentVersions; !reflect.DeepEqual(got, map[string]map[string]int64{env: {"tracing": envTomb}}) {
+			t.Errorf("environment versions of one type = %+v", got)
+		}
+		rows, err = store.FetchRows(ctx, []string{"agent-1"}, []string{"watch_files", "healthcheck"})
+		if err != nil || len(rows.Hosts) != 1 || rows.Hosts[0].Host.ID != h1 || len(rows.Hosts[0].Overrides) != 2 ||
+			rows.Hosts[0].Overrides["healthcheck"].Version != hostV || rows.Hosts[0].Overrides["watch_files"].Version != watchV ||
+			len(rows.Hosts[0].Overrides["watch_files"].Data) == 0 {
+			t.Errorf("FetchRows of two types = %+v, %v", rows, err)
+		}
 		envRows, err := store.EnvironmentRows(ctx, []string{env}, []string{"healthcheck", "tracing", "labels"})
 		if err != nil || len(envRows[env]) != 2 || envRows[env]["healthcheck"].Version != envV || len(envRows[env]["healthcheck"].Data) == 0 ||
 			envRows[env]["tracing"].Version != envTomb || envRows[env]["tracing"].Data != nil {

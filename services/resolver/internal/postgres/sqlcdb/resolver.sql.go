@@ -179,24 +179,21 @@ WITH h AS MATERIALIZED (
     FROM hosts hs
     WHERE hs.agent_id = ANY ($1::text[]) AND hs.revoked_at IS NULL
 )
-SELECT 'host'::text AS level, h.id AS host_id, h.client_id, h.environment_id, h.agent_id,
-       ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version,
+SELECT 'host'::text AS level, h.id::text AS host_id, h.client_id::text AS client_id, h.environment_id::text AS environment_id,
+       h.agent_id, ''::text AS config_type, NULL::jsonb AS config_data, 0::bigint AS version,
        his.statement AS identity_statement, his.key_id AS identity_key_id, his.signature AS identity_signature
 FROM h
 LEFT JOIN host_identity_statements his ON his.host_id = h.id
 UNION ALL
-SELECT 'override', hc.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
-       hc.config_type, hc.config_data, hc.version, NULL, NULL, NULL
+SELECT 'override', hc.host_id::text, '', '', '', hc.config_type, hc.config_data, hc.version, NULL, NULL, NULL
 FROM host_configs hc
-WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h)) AND hc.config_type = ANY ($2::text[])
+WHERE hc.host_id = ANY (ARRAY(SELECT id FROM h))
 UNION ALL
-SELECT 'environment', '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, ec.environment_id, '',
-       ec.config_type, NULL::jsonb, ec.version, NULL, NULL, NULL
+SELECT 'environment', '', '', ec.environment_id::text, '', ec.config_type, NULL::jsonb, ec.version, NULL, NULL, NULL
 FROM environment_configs ec
 WHERE ec.environment_id = ANY (ARRAY(SELECT DISTINCT environment_id FROM h)) AND ec.config_type = ANY ($2::text[])
 UNION ALL
-SELECT 'staged', rl.host_id, '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, '',
-       rl.config_type, NULL::jsonb, rl.version, NULL, NULL, NULL
+SELECT 'staged', rl.host_id::text, '', '', '', rl.config_type, NULL::jsonb, rl.version, NULL, NULL, NULL
 FROM rollout_layers rl
 WHERE rl.host_id = ANY (ARRAY(SELECT id FROM h)) AND rl.config_type = ANY ($2::text[])
 `
@@ -208,9 +205,9 @@ type FetchHostsByAgentIDsParams struct {
 
 type FetchHostsByAgentIDsRow struct {
 	Level             string
-	HostID            uuid.UUID
-	ClientID          uuid.UUID
-	EnvironmentID     uuid.UUID
+	HostID            string
+	ClientID          string
+	EnvironmentID     string
 	AgentID           string
 	ConfigType        string
 	ConfigData        []byte
@@ -220,17 +217,20 @@ type FetchHostsByAgentIDsRow struct {
 	IdentitySignature []byte
 }
 
-// The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows of the
-// given types, in one round trip, tagged by level as in LayersByHostID; but an 'environment' row
-// carries only the version of its environment's row, never its data (config_data is always NULL): the
-// resolver keeps environments' effective configs in memory, keyed by that version, and reads an
-// environment's data only when its cached version is not the current one. This version check is how
-// every resolver replica sees every write without listening to events. A 'staged' row (version only)
-// is a host's environment layer of a type given by a staged rollout (rollout_layers); its data is
-// read by RolloutLayerData and cached by version. A 'host' row also carries the host's stored identity
+// The non-revoked hosts of the given agent ids (unknown ones are left out) with their own rows, in one
+// round trip, tagged by level as in LayersByHostID; but an 'environment' row carries only the version
+// of its environment's row, never its data (config_data is always NULL): the resolver keeps
+// environments' effective configs in memory, keyed by that version, and reads an environment's data
+// only when its cached version is not the current one. This version check is how every resolver
+// replica sees every write without listening to events. A 'staged' row (version only) is a host's
+// environment layer of a type given by a staged rollout (rollout_layers); its data is read by
+// RolloutLayerData and cached by version. A 'host' row also carries the host's stored identity
 // statement (NULL columns when it has none yet: signed at registration, else at its first fetch), so
 // a batch reads no identities apart. Every access is an index lookup by key (hosts by agent_id,
 // host_configs, environment_configs and host_identity_statements by primary key, rollout_hosts by host).
+// A host's own rows come in every type (the caller keeps those of the types it asked for; a fetch asks
+// for all): with the types as a second array key, the btree would probe each pair of host and type.
+// Ids come as text, the form the caller uses (” where a level has none).
 func (q *Queries) FetchHostsByAgentIDs(ctx context.Context, arg FetchHostsByAgentIDsParams) ([]FetchHostsByAgentIDsRow, error) {
 	rows, err := q.db.Query(ctx, fetchHostsByAgentIDs, arg.AgentIds, arg.ConfigTypes)
 	if err != nil {
