@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -161,7 +162,7 @@ func TestFetchIsWhatResolverAndCredentialsGive(t *testing.T) {
 	}
 	wantConfigs["collectors"] = injected.Results[0].Collectors
 	if len(reply.Configs) != len(wantConfigs) || len(reply.Versions) != len(wantVersions) {
-		t.Fatalf("fetch configs %v versions %v, want %v %v", keys(reply.Configs), reply.Versions, keys(wantConfigs), wantVersions)
+		t.Fatalf("fetch configs %v versions %v, want %v %v", slices.Sorted(maps.Keys(reply.Configs)), reply.Versions, slices.Sorted(maps.Keys(wantConfigs)), wantVersions)
 	}
 	for typ, want := range wantConfigs {
 		if !testinfra.JSONEqual(reply.Configs[typ], want) || reply.Versions[typ] != wantVersions[typ] {
@@ -349,13 +350,4 @@ func request(t *testing.T, s *stack, subject string, req, reply any) {
 func assertNoSecretLogged(t *testing.T, s *stack, secret string) {
 	t.Helper()
 	assertSecretsNotLogged(t, s.logs, secret)
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
