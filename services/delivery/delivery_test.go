@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +161,7 @@ func TestFetchIsWhatResolverAndCredentialsGive(t *testing.T) {
 	}
 	wantConfigs["collectors"] = injected.Results[0].Collectors
 	if len(reply.Configs) != len(wantConfigs) || len(reply.Versions) != len(wantVersions) {
-		t.Fatalf("fetch configs %v versions %v, want %v %v", slices.Sorted(maps.Keys(reply.Configs)), reply.Versions, slices.Sorted(maps.Keys(wantConfigs)), wantVersions)
+		t.Fatalf("fetch configs %v versions %v, want %v %v", keys(reply.Configs), reply.Versions, keys(wantConfigs), wantVersions)
 	}
 	for typ, want := range wantConfigs {
 		if !testinfra.JSONEqual(reply.Configs[typ], want) || reply.Versions[typ] != wantVersions[typ] {
@@ -350,4 +349,13 @@ func request(t *testing.T, s *stack, subject string, req, reply any) {
 func assertNoSecretLogged(t *testing.T, s *stack, secret string) {
 	t.Helper()
 	assertSecretsNotLogged(t, s.logs, secret)
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
