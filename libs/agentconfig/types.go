@@ -54,8 +54,16 @@ type configType struct {
 	strategy    string
 	description string
 	root        *rule
-	merge       func(m *merger, env, host int32)
+	merge       func(m *merger, env, host int32) // mergeBy[strategy]
 	schema      []byte
+}
+
+// mergeBy is the merge each strategy names.
+var mergeBy = map[string]func(m *merger, env, host int32){
+	MergeShallow:       mergeShallow,
+	MergeCollectors:    mergeCollectors,
+	MergeLabels:        mergeLabels,
+	MergeLogCollection: mergeLogCollection,
 }
 
 //go:embed schemas/*.json
@@ -63,25 +71,25 @@ var schemaFiles embed.FS
 
 var registry = func() map[string]*configType {
 	types := []*configType{
-		{name: Collectors, strategy: MergeCollectors, root: collectorsRule, merge: mergeCollectors,
+		{name: Collectors, strategy: MergeCollectors, root: collectorsRule,
 			description: "Metric collector definitions (e.g. MySQL, Redis, HTTP checks): a JSON array of collector objects."},
-		{name: Intervals, strategy: MergeShallow, root: intervalsRule, merge: mergeShallow,
+		{name: Intervals, strategy: MergeShallow, root: intervalsRule,
 			description: "Polling intervals for metrics, inventory, heartbeat and processes, as duration strings."},
-		{name: Labels, strategy: MergeLabels, root: labelsRule, merge: mergeLabels,
+		{name: Labels, strategy: MergeLabels, root: labelsRule,
 			description: "Static key-value labels and dynamic label generators (file, command, env)."},
-		{name: ChangeDetection, strategy: MergeShallow, root: changeDetectionRule, merge: mergeShallow,
+		{name: ChangeDetection, strategy: MergeShallow, root: changeDetectionRule,
 			description: "File change detection paths, interval and enable/disable toggle."},
-		{name: LogCollection, strategy: MergeLogCollection, root: logCollectionRule, merge: mergeLogCollection,
+		{name: LogCollection, strategy: MergeLogCollection, root: logCollectionRule,
 			description: "Log file paths, journald units and collection settings."},
-		{name: AgentSettings, strategy: MergeShallow, root: agentSettingsRule, merge: mergeShallow,
+		{name: AgentSettings, strategy: MergeShallow, root: agentSettingsRule,
 			description: "Agent-level tuning: collector timeout, memory limit, log level."},
-		{name: WatchFiles, strategy: MergeShallow, root: watchFilesRule, merge: mergeShallow,
+		{name: WatchFiles, strategy: MergeShallow, root: watchFilesRule,
 			description: "File watch scanner paths, exclude patterns, sensitive files and maximum file size."},
-		{name: Healthcheck, strategy: MergeShallow, root: healthcheckRule, merge: mergeShallow,
+		{name: Healthcheck, strategy: MergeShallow, root: healthcheckRule,
 			description: "Health check interval and timeout, in seconds."},
-		{name: Tracing, strategy: MergeShallow, root: tracingRule, merge: mergeShallow,
+		{name: Tracing, strategy: MergeShallow, root: tracingRule,
 			description: "Distributed-tracing toggle and trace sample ratio (0 to 1)."},
-		{name: LogShipping, strategy: MergeShallow, root: logShippingRule, merge: mergeShallow,
+		{name: LogShipping, strategy: MergeShallow, root: logShippingRule,
 			description: "Agent self-log shipping toggle and minimum level (error, warn, info, debug)."},
 	}
 	m := make(map[string]*configType, len(types))
@@ -91,6 +99,7 @@ var registry = func() map[string]*configType {
 			panic("agentconfig: missing embedded schema for " + t.name)
 		}
 		t.schema = schema
+		t.merge = mergeBy[t.strategy]
 		m[t.name] = t
 	}
 	return m

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -159,11 +160,7 @@ func (ks KeySet) Add(id, b64 string) error {
 
 // String renders the set in ParseKeys form, ordered by id.
 func (ks KeySet) String() string {
-	ids := make([]string, 0, len(ks))
-	for id := range ks {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(ks))
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = id + "=" + base64.StdEncoding.EncodeToString(ks[id])

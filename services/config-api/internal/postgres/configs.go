@@ -78,20 +78,14 @@ func lockCurrent(ctx context.Context, q *sqlcdb.Queries, filter uuid.NullUUID, r
 	switch ref.Scope {
 	case protocol.ScopeEnvironment:
 		env, err := q.LockEnvironment(ctx, sqlcdb.LockEnvironmentParams{ID: ref.ID, ClientFilter: filter})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return cur, configs.ErrNoTarget
-		}
 		if err != nil {
-			return cur, fmt.Errorf("postgres: lock environment: %w", err)
+			return cur, rowErr(err, configs.ErrNoTarget, "lock environment")
 		}
 		return readCurrent(ctx, q, configs.Target{Scope: ref.Scope, ClientID: env.ClientID, EnvironmentID: env.ID}, ref.ConfigType)
 	case protocol.ScopeHost:
 		h, err := q.LockHost(ctx, sqlcdb.LockHostParams{ID: ref.ID, ClientFilter: filter})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return cur, configs.ErrNoTarget
-		}
 		if err != nil {
-			return cur, fmt.Errorf("postgres: lock host: %w", err)
+			return cur, rowErr(err, configs.ErrNoTarget, "lock host")
 		}
 		if err := q.LockEnvironmentShared(ctx, h.EnvironmentID); err != nil {
 			return cur, fmt.Errorf("postgres: lock environment: %w", err)

@@ -34,11 +34,8 @@ func (s *Store) CreateSession(ctx context.Context, idHash []byte, tokenID uuid.U
 // Session returns the principal of a live session (not expired, token not revoked).
 func (s *Store) Session(ctx context.Context, idHash []byte) (tenancy.Principal, time.Time, error) {
 	row, err := s.q.GetConsoleSession(ctx, idHash)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return tenancy.Principal{}, time.Time{}, fault.NotFoundf("session not found")
-	}
 	if err != nil {
-		return tenancy.Principal{}, time.Time{}, fmt.Errorf("postgres: get session: %w", err)
+		return tenancy.Principal{}, time.Time{}, rowErr(err, fault.NotFoundf("session not found"), "get session")
 	}
 	return tenancy.Principal{TokenID: row.TokenID, Name: row.Name, ClientID: row.ClientID, IsAdmin: !row.ClientID.Valid}, row.ExpiresAt, nil
 }

@@ -42,11 +42,8 @@ func (s *Rollouts) Create(ctx context.Context, filter uuid.NullUUID, environment
 	var out rollouts.Rollout
 	err := s.s.inTx(ctx, func(tx pgx.Tx, q *sqlcdb.Queries) error {
 		env, err := q.LockEnvironment(ctx, sqlcdb.LockEnvironmentParams{ID: environmentID, ClientFilter: filter})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return rollouts.ErrNoEnvironment
-		}
 		if err != nil {
-			return fmt.Errorf("postgres: lock environment: %w", err)
+			return rowErr(err, rollouts.ErrNoEnvironment, "lock environment")
 		}
 		cur, err := readCurrent(ctx, q, configs.Target{Scope: protocol.ScopeEnvironment, ClientID: env.ClientID, EnvironmentID: env.ID}, configType)
 		if err != nil {
@@ -107,11 +104,8 @@ func (s *Rollouts) Update(ctx context.Context, filter uuid.NullUUID, environment
 	var out rollouts.Rollout
 	err := s.s.inTx(ctx, func(tx pgx.Tx, q *sqlcdb.Queries) error {
 		row, err := q.LockRollout(ctx, sqlcdb.LockRolloutParams{ID: id, EnvironmentID: environmentID, ConfigType: configType, ClientFilter: filter})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return rollouts.ErrNotFound
-		}
 		if err != nil {
-			return fmt.Errorf("postgres: lock rollout: %w", err)
+			return rowErr(err, rollouts.ErrNotFound, "lock rollout")
 		}
 		r, err := rolloutFrom(row)
 		if err != nil {
@@ -159,11 +153,8 @@ func (s *Rollouts) ActiveIDs(ctx context.Context) ([]uuid.UUID, error) {
 // Get is rollouts.Repository.Get.
 func (s *Rollouts) Get(ctx context.Context, filter uuid.NullUUID, environmentID uuid.UUID, configType string, id uuid.UUID) (rollouts.Rollout, error) {
 	row, err := s.s.q.GetRollout(ctx, sqlcdb.GetRolloutParams{ID: id, EnvironmentID: environmentID, ConfigType: configType, ClientFilter: filter})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return rollouts.Rollout{}, rollouts.ErrNotFound
-	}
 	if err != nil {
-		return rollouts.Rollout{}, fmt.Errorf("postgres: get rollout: %w", err)
+		return rollouts.Rollout{}, rowErr(err, rollouts.ErrNotFound, "get rollout")
 	}
 	return rolloutFrom(row)
 }

@@ -83,6 +83,15 @@ func classify(err error, what string) error {
 	return err
 }
 
+// rowErr is the error of a failed read of one row: missing (the domain's "not found") when there is
+// no row, else err wrapped with what.
+func rowErr(err, missing error, what string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return missing
+	}
+	return fmt.Errorf("postgres: %s: %w", what, err)
+}
+
 // oneOf turns the result of a read of one row into a domain value with from; what names the row in
 // the fault classify makes of an error.
 func oneOf[R, T any](row R, err error, what string, from func(R) T) (T, error) {

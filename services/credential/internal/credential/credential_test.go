@@ -9,6 +9,7 @@ import (
 
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/credential/internal/credential"
+	"github.com/configsync/configsync/services/credential/internal/credential/credentialtest"
 	"github.com/configsync/configsync/services/credential/internal/keyring"
 )
 
@@ -217,8 +218,8 @@ func TestRotateReencryptsUnderNewestKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newMemStore()
-	store.addClient(clientA, envA1)
+	store := credentialtest.NewMemStore()
+	store.AddClient(clientA, envA1)
 	svc := credential.NewService(store, ringV1)
 	meta, err := svc.Create(ctx, protocol.CredentialCreateRequest{ClientID: clientA, Name: "db", Secret: map[string]string{"password": secretValue}})
 	if err != nil {
@@ -255,8 +256,8 @@ func TestCiphersMigrateBetweenSchemes(t *testing.T) {
 	ctx := context.Background()
 	kOld, _ := keyring.GenerateKey()
 	oldRing, _ := keyring.New(map[uint32][]byte{1: kOld})
-	store := newMemStore()
-	store.addClient(clientA, envA1)
+	store := credentialtest.NewMemStore()
+	store.AddClient(clientA, envA1)
 	meta, err := credential.NewService(store, oldRing).Create(ctx, protocol.CredentialCreateRequest{ClientID: clientA, Name: "db",
 		Secret: map[string]string{"password": secretValue}})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/credential/internal/credential"
+	"github.com/configsync/configsync/services/credential/internal/credential/credentialtest"
 	"github.com/configsync/configsync/services/credential/internal/seed"
 )
 
@@ -29,7 +30,7 @@ const (
 )
 
 type fixture struct {
-	store    *memStore
+	store    *credentialtest.MemStore
 	cipher   *countingCipher
 	service  *credential.Service
 	injector *credential.Injector
@@ -42,9 +43,9 @@ func newFixture(t testing.TB) *fixture {
 	if _, ok := t.(*testing.B); ok {
 		log = zap.NewNop()
 	}
-	f := &fixture{store: newMemStore(), cipher: &countingCipher{Cipher: seed.Keyring(t)}, logs: logs}
-	f.store.addClient(clientA, envA1, envA2)
-	f.store.addClient(clientB, envB1)
+	f := &fixture{store: credentialtest.NewMemStore(), cipher: &countingCipher{Cipher: seed.Keyring(t)}, logs: logs}
+	f.store.AddClient(clientA, envA1, envA2)
+	f.store.AddClient(clientB, envB1)
 	f.service = credential.NewService(f.store, f.cipher)
 	f.injector = credential.NewInjector(f.store, f.cipher, log)
 	return f
@@ -88,10 +89,10 @@ func TestInjectRules(t *testing.T) {
 	swapped := f.create(t, clientA, "", "db-swapped", map[string]string{"password": secretValue + "-s"})
 	missing := "0a000000-0000-4000-8000-00000000dead"
 
-	ct := f.store.ciphertext(tampered)
-	f.store.setCiphertext(tampered, ct[:len(ct)-6]+"AAAAA=")
+	ct := f.store.Ciphertext(tampered)
+	f.store.SetCiphertext(tampered, ct[:len(ct)-6]+"AAAAA=")
 	// A ciphertext moved from another row fails its AAD check, even between rows of one client.
-	f.store.setCiphertext(swapped, f.store.ciphertext(anyEnv))
+	f.store.SetCiphertext(swapped, f.store.Ciphertext(anyEnv))
 
 	cases := []struct {
 		name     string
@@ -303,7 +304,7 @@ func TestInjectStoreFailure(t *testing.T) {
 	}
 }
 
-type failingStore struct{ *memStore }
+type failingStore struct{ *credentialtest.MemStore }
 
 func (failingStore) SealedByIDs(context.Context, []string) (map[string]credential.Sealed, error) {
 	return nil, errors.New("connection refused")

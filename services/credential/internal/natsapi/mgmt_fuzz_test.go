@@ -3,104 +3,16 @@ package natsapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/credential/internal/credential"
+	"github.com/configsync/configsync/services/credential/internal/credential/credentialtest"
 )
-
-// mgmtStore is a credential.Store holding fuzzCred of fuzzClient (environment fuzzEnv); writes are kept
-// only until the next reset, so every fuzz input starts from the same state.
-type mgmtStore struct {
-	mu   sync.Mutex
-	seed credential.Record
-	rows map[string]credential.Record
-}
-
-func (s *mgmtStore) reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rows = map[string]credential.Record{fuzzCred: s.seed}
-}
-
-func (s *mgmtStore) Create(_ context.Context, r credential.Record) (credential.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.ClientID != fuzzClient || (r.EnvironmentID != "" && r.EnvironmentID != fuzzEnv) {
-		return credential.Record{}, fmt.Errorf("%w: client or environment", credential.ErrNotFound)
-	}
-	for _, o := range s.rows {
-		if o.Name == r.Name {
-			return credential.Record{}, fmt.Errorf("%w: name", credential.ErrConflict)
-		}
-	}
-	r.CreatedAt, r.UpdatedAt = s.seed.CreatedAt, s.seed.UpdatedAt
-	s.rows[r.ID] = r
-	return r, nil
-}
-
-func (s *mgmtStore) get(clientID, id string) (credential.Record, error) {
-	r, ok := s.rows[id]
-	if !ok || r.ClientID != clientID {
-		return credential.Record{}, fmt.Errorf("%w: credential", credential.ErrNotFound)
-	}
-	return r, nil
-}
-
-func (s *mgmtStore) Get(_ context.Context, clientID, id string) (credential.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.get(clientID, id)
-}
-
-func (s *mgmtStore) List(_ context.Context, clientID, environmentID string) ([]credential.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []credential.Record
-	for _, r := range s.rows {
-		if r.ClientID == clientID && (environmentID == "" || r.EnvironmentID == environmentID) {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (s *mgmtStore) Update(_ context.Context, clientID, id string, fn func(credential.Record) (credential.Record, error)) (credential.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.get(clientID, id)
-	if err != nil {
-		return credential.Record{}, err
-	}
-	if r, err = fn(r); err != nil {
-		return credential.Record{}, err
-	}
-	s.rows[id] = r
-	return r, nil
-}
-
-func (s *mgmtStore) Delete(_ context.Context, clientID, id string) (credential.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.get(clientID, id)
-	if err != nil {
-		return credential.Record{}, err
-	}
-	delete(s.rows, id)
-	return r, nil
-}
-
-func (s *mgmtStore) SealedByIDs(context.Context, []string) (map[string]credential.Sealed, error) {
-	return nil, errors.New("not used by the management endpoints")
-}
 
 // FuzzManagementRequests feeds arbitrary bodies to create, rotate, delete, get and list: nothing panics,
 // every refusal is a client error (invalid_request, not_found or conflict) whose message holds no secret
@@ -130,15 +42,18 @@ func FuzzManagementRequests(f *testing.F) {
 		f.Add(seed.endpoint, []byte(seed.body))
 	}
 	ring, ct := sealedFuzzSecret(f)
-	created := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	store := &mgmtStore{seed: credential.Record{ID: fuzzCred, ClientID: fuzzClient, EnvironmentID: fuzzEnv, Name: "db",
-		Fields: []string{"password", "username"}, Ciphertext: ct, KeyVersion: credential.KeyVersion(ct),
-		CreatedAt: created, UpdatedAt: created}}
-	s := New(credential.NewService(store, ring), credential.NewInjector(store, ring, zap.NewNop()), Options{}, zap.NewNop())
+	stored := credential.Record{ID: fuzzCred, ClientID: fuzzClient, EnvironmentID: fuzzEnv, Name: "db",
+		Fields: []string{"password", "username"}, Ciphertext: ct, KeyVersion: credential.KeyVersion(ct)}
 	endpoints := []string{"create", "rotate", "delete", "get", "list"}
 
 	f.Fuzz(func(t *testing.T, endpoint uint8, data []byte) {
-		store.reset()
+		// Every input starts from the same state: fuzzClient with fuzzEnv, holding the stored credential.
+		store := credentialtest.NewMemStore()
+		store.AddClient(fuzzClient, fuzzEnv)
+		if _, err := store.Create(context.Background(), stored); err != nil {
+			t.Fatal(err)
+		}
+		s := New(credential.NewService(store, ring), credential.NewInjector(store, ring, zap.NewNop()), Options{}, zap.NewNop())
 		name := endpoints[int(endpoint)%len(endpoints)]
 		secrets := requestSecrets(data)
 		// The handlers zero request bodies after use (they may hold secrets): hand them a copy.
