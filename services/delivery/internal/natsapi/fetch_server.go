@@ -6,7 +6,6 @@ package natsapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,51 +246,11 @@ func appendWithIdentity(dst, reply []byte, identity *protocol.Signed) ([]byte, e
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"identity":`...)
-	dst, err := appendSigned(dst, identity)
+	dst, err := identity.AppendJSON(dst)
 	if err != nil {
-		return dst, err
+		return dst, fmt.Errorf("encode identity: %w", err)
 	}
 	return append(dst, '}'), nil
-}
-
-// appendSigned appends s encoded exactly as json.Marshal encodes it: byte slices in standard base64
-// (null when nil), the key id as a JSON string. A key id needing escapes takes json.Marshal.
-func appendSigned(dst []byte, s *protocol.Signed) ([]byte, error) {
-	if !plainJSONString(s.KeyID) {
-		id, err := json.Marshal(s)
-		if err != nil {
-			return dst, fmt.Errorf("encode identity: %w", err)
-		}
-		return append(dst, id...), nil
-	}
-	dst = append(dst, `{"statement":`...)
-	dst = appendBase64(dst, s.Statement)
-	dst = append(dst, `,"key_id":"`...)
-	dst = append(dst, s.KeyID...)
-	dst = append(dst, `","signature":`...)
-	dst = appendBase64(dst, s.Signature)
-	return append(dst, '}'), nil
-}
-
-func appendBase64(dst, b []byte) []byte {
-	if b == nil {
-		return append(dst, "null"...)
-	}
-	dst = append(dst, '"')
-	dst = base64.StdEncoding.AppendEncode(dst, b)
-	return append(dst, '"')
-}
-
-// plainJSONString reports whether json.Marshal encodes s as itself in quotes: printable ASCII without
-// the characters it escapes.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20, c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
 }
 
 // fetchError maps a fetch failure to the error sent to the agent, in one place. Details of upstream

@@ -1,7 +1,6 @@
 package natsapi
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +18,7 @@ var errReplyTooLarge = errors.New("reply too large")
 // appendHostIDs appends {"host_id":…,"agent_id":…}, directly when no character needs escaping, else
 // the JSON encoding of v (which must encode to the same object).
 func appendHostIDs(buf []byte, hostID, agentID string, v any) ([]byte, error) {
-	if !plainJSON(hostID) || !plainJSON(agentID) {
+	if !protocol.PlainJSONString(hostID) || !protocol.PlainJSONString(agentID) {
 		return appendJSON(buf, v)
 	}
 	buf = append(buf, `{"host_id":"`...)
@@ -40,17 +39,6 @@ func appendJSON(buf []byte, v any) ([]byte, error) {
 // appendField appends key (`,"name":`) and the JSON encoding of v.
 func appendField(buf []byte, key string, v any) ([]byte, error) {
 	return appendJSON(append(buf, key...), v)
-}
-
-// plainJSON reports whether s encodes as a JSON string without escapes.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
 }
 
 // encodeSetsReply encodes reply within maxBytes (no limit when not positive), each config once. This is
@@ -278,9 +266,9 @@ func prefixReply(reply protocol.ResolveSetsReply, hosts []protocol.SetHost) prot
 // appendSetHead appends a set's object up to the opening of its hosts list, as json.Marshal writes it,
 // directly when no character needs escaping (a push page is mostly sets of one host).
 func appendSetHead(buf []byte, set protocol.ConfigSet) ([]byte, error) {
-	plain := set.Configs != nil && plainJSON(set.ClientID) && plainJSON(set.EnvironmentID)
+	plain := set.Configs != nil && protocol.PlainJSONString(set.ClientID) && protocol.PlainJSONString(set.EnvironmentID)
 	for t := range set.Configs {
-		plain = plain && plainJSON(t)
+		plain = plain && protocol.PlainJSONString(t)
 	}
 	if !plain {
 		head, err := json.Marshal(struct {
@@ -320,30 +308,19 @@ func appendSetHost(buf []byte, h protocol.SetHost) ([]byte, error) {
 	if h.Identity == nil {
 		return appendHostIDs(buf, h.HostID, h.AgentID, h)
 	}
-	if !plainJSON(h.HostID) || !plainJSON(h.AgentID) || !plainJSON(h.Identity.KeyID) {
+	if !protocol.PlainJSONString(h.HostID) || !protocol.PlainJSONString(h.AgentID) {
 		return appendJSON(buf, h)
 	}
 	buf = append(buf, `{"host_id":"`...)
 	buf = append(buf, h.HostID...)
 	buf = append(buf, `","agent_id":"`...)
 	buf = append(buf, h.AgentID...)
-	buf = append(buf, `","identity":{"statement":`...)
-	buf = appendBase64(buf, h.Identity.Statement)
-	buf = append(buf, `,"key_id":"`...)
-	buf = append(buf, h.Identity.KeyID...)
-	buf = append(buf, `","signature":`...)
-	buf = appendBase64(buf, h.Identity.Signature)
-	return append(buf, `}}`...), nil
-}
-
-// appendBase64 appends b as encoding/json encodes a []byte: a standard base64 string, null when nil.
-func appendBase64(buf []byte, b []byte) []byte {
-	if b == nil {
-		return append(buf, "null"...)
+	buf = append(buf, `","identity":`...)
+	buf, err := h.Identity.AppendJSON(buf)
+	if err != nil {
+		return buf, err
 	}
-	buf = append(buf, '"')
-	buf = base64.StdEncoding.AppendEncode(buf, b)
-	return append(buf, '"')
+	return append(buf, '}'), nil
 }
 
 // appendList appends the encoded items as a JSON array.
