@@ -242,13 +242,15 @@ func TestPoolRecoversPanics(t *testing.T) {
 func TestReplyOverMaxPayload(t *testing.T) {
 	srv := testinfra.NATS(t, testinfra.WithServerOptions(func(o *server.Options) { o.MaxPayload = 4096 }))
 	nc := srv.Connect(t)
-	var respondErr atomic.Value
+	// Respond sends the error reply before it returns, so the client can read it before the handler
+	// has Respond's result: the result is handed over on a channel.
+	respondErr := make(chan error, 1)
 	serve(t, nc, natsrpc.NewPool(natsrpc.PoolOptions{Workers: 1}, func(_ context.Context, r *natsrpc.Request) (any, error) {
 		body := make([]byte, 0, 8192)
 		body = append(body, '"')
 		body = append(body, strings.Repeat("x", 8000)...)
 		body = append(body, '"')
-		respondErr.Store(r.Respond(body))
+		respondErr <- r.Respond(body)
 		return nil, nil
 	}), natsrpc.Config{})
 	msg, err := srv.Connect(t).Request("test.echo", []byte("big"), wait)
@@ -258,8 +260,13 @@ func TestReplyOverMaxPayload(t *testing.T) {
 	if e := assertError(t, msg, protocol.CodeInternal); !strings.Contains(e.Message, "max payload") {
 		t.Fatalf("message %q", e.Message)
 	}
-	if err, _ := respondErr.Load().(error); !errors.Is(err, natsrpc.ErrPayloadTooLarge) {
-		t.Fatalf("Respond returned %v", err)
+	select {
+	case err := <-respondErr:
+		if !errors.Is(err, natsrpc.ErrPayloadTooLarge) {
+			t.Fatalf("Respond returned %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the handler's Respond did not return")
 	}
 }
 
