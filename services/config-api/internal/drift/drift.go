@@ -190,14 +190,69 @@ func (d *Detector) walk(ctx context.Context, p tenancy.Principal, environmentID 
 	}
 }
 
+// expectedSet is what the hosts of one resolved config set should hold: type -> effective config
+// (deleted types left out), and what follows from it alone — the expected hash, versions and
+// undeliverable reasons — computed once for all its hosts (summarize), not once per host: at 100,000
+// hosts of one environment the pass would otherwise redact and hash the same configs 100,000 times.
+type expectedSet struct {
+	configs map[string]protocol.EffectiveConfig
+
+	done          bool
+	hash          string
+	types         []string // the keys of versions, sorted
+	versions      map[string]int64
+	undeliverable []string
+}
+
+// summarize computes the set's expected hash, versions and undeliverable reasons on first call (h is
+// the host being compared, named in an error).
+func (e *expectedSet) summarize(ctx context.Context, h hosts.Host, fields *credentialFields) error {
+	if e.done {
+		return nil
+	}
+	entries := make([]agentconfig.CacheEntry, 0, len(e.configs))
+	versions := make(map[string]int64, len(e.configs))
+	var undeliverable []string
+	for _, t := range slices.Sorted(maps.Keys(e.configs)) {
+		ec := e.configs[t]
+		entry := agentconfig.CacheEntry{ConfigType: t, ConfigData: ec.ConfigData, Version: ec.Version}
+		if t == agentconfig.Collectors {
+			byCred, err := fields.forCollectors(ctx, ec.ConfigData)
+			if err != nil {
+				return err
+			}
+			if len(byCred) > 0 {
+				redacted, pointers, err := agentconfig.RedactForCache(ec.ConfigData, byCred)
+				if errors.Is(err, agentconfig.ErrCredentialMissing) {
+					// Delivery is all-or-nothing: the agent cannot get these collectors at all.
+					undeliverable = append(undeliverable, "collectors reference a credential that does not exist, so they cannot be delivered")
+					versions[t] = ec.Version
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("drift: redact collectors of host %s: %w", h.ID, err)
+				}
+				entry.ConfigData, entry.SecretFields, entry.Redacted = redacted, pointers, len(pointers) > 0
+			}
+		}
+		entries = append(entries, entry)
+		versions[t] = ec.Version
+	}
+	e.hash, e.versions, e.undeliverable = agentconfig.ConfigHash(entries), versions, undeliverable
+	e.types, e.done = slices.Sorted(maps.Keys(versions)), true
+	return nil
+}
+
 // expected resolves every config type for a page of hosts, as the resolver answers their fetches:
-// host id -> type -> effective config (deleted types left out). A host revoked meanwhile has none.
-func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page []hosts.Host) (map[uuid.UUID]map[string]protocol.EffectiveConfig, error) {
-	out := make(map[uuid.UUID]map[string]protocol.EffectiveConfig, len(page))
+// host id -> the expected set it belongs to, shared by every host of the page that resolved to the
+// same set. A host revoked meanwhile has an empty one.
+func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page []hosts.Host) (map[uuid.UUID]*expectedSet, error) {
+	out := make(map[uuid.UUID]*expectedSet, len(page))
 	byAgent := make(map[string]uuid.UUID, len(page))
 	ids := make([]string, 0, len(page))
+	none := &expectedSet{configs: map[string]protocol.EffectiveConfig{}}
 	for _, h := range page {
-		out[h.ID] = map[string]protocol.EffectiveConfig{}
+		out[h.ID] = none
 		byAgent[h.AgentID] = h.ID
 		ids = append(ids, h.AgentID)
 	}
@@ -218,15 +273,15 @@ func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page [
 			if set.EnvironmentID != environmentID.String() {
 				continue
 			}
-			for _, h := range set.Hosts {
-				id, ok := byAgent[h.AgentID]
-				if !ok {
-					continue
+			want := &expectedSet{configs: make(map[string]protocol.EffectiveConfig, len(set.Configs))}
+			for typ, n := range set.Configs {
+				if ec := reply.Configs[n]; !agentconfig.IsNull(ec.ConfigData) {
+					want.configs[typ] = ec
 				}
-				for typ, n := range set.Configs {
-					if ec := reply.Configs[n]; !agentconfig.IsNull(ec.ConfigData) {
-						out[id][typ] = ec
-					}
+			}
+			for _, h := range set.Hosts {
+				if id, ok := byAgent[h.AgentID]; ok {
+					out[id] = want
 				}
 			}
 		}
@@ -238,37 +293,12 @@ func (d *Detector) expected(ctx context.Context, environmentID uuid.UUID, page [
 	return out, nil
 }
 
-// compare checks one host's report against its expected configs.
-func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.EffectiveConfig, fields *credentialFields) (Host, bool, error) {
-	var undeliverable []string
-	entries := make([]agentconfig.CacheEntry, 0, len(expected))
-	versions := make(map[string]int64, len(expected))
-	for _, t := range slices.Sorted(maps.Keys(expected)) {
-		ec := expected[t]
-		entry := agentconfig.CacheEntry{ConfigType: t, ConfigData: ec.ConfigData, Version: ec.Version}
-		if t == agentconfig.Collectors {
-			byCred, err := fields.forCollectors(ctx, ec.ConfigData)
-			if err != nil {
-				return Host{}, false, err
-			}
-			if len(byCred) > 0 {
-				redacted, pointers, err := agentconfig.RedactForCache(ec.ConfigData, byCred)
-				if errors.Is(err, agentconfig.ErrCredentialMissing) {
-					// Delivery is all-or-nothing: the agent cannot get these collectors at all.
-					undeliverable = append(undeliverable, "collectors reference a credential that does not exist, so they cannot be delivered")
-					versions[t] = ec.Version
-					continue
-				}
-				if err != nil {
-					return Host{}, false, fmt.Errorf("drift: redact collectors of host %s: %w", h.ID, err)
-				}
-				entry.ConfigData, entry.SecretFields, entry.Redacted = redacted, pointers, len(pointers) > 0
-			}
-		}
-		entries = append(entries, entry)
-		versions[t] = ec.Version
+// compare checks one host's report against its expected set.
+func compare(ctx context.Context, h hosts.Host, expected *expectedSet, fields *credentialFields) (Host, bool, error) {
+	if err := expected.summarize(ctx, h, fields); err != nil {
+		return Host{}, false, err
 	}
-	hash := agentconfig.ConfigHash(entries)
+	hash, versions := expected.hash, expected.versions
 	out := Host{
 		HostID:           h.ID,
 		Hostname:         h.Hostname,
@@ -279,10 +309,10 @@ func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.Eff
 		ReportedVersions: h.ConfigVersions,
 		ExpectedVersions: versions,
 	}
-	out.Reasons = append(out.Reasons, undeliverable...)
+	out.Reasons = append(out.Reasons, expected.undeliverable...)
 	// A failed apply of the version the host should hold (its local policy refused it, or it did not
 	// apply) is drift whatever its heartbeat says: it runs something else.
-	for _, t := range slices.Sorted(maps.Keys(versions)) {
+	for _, t := range expected.types {
 		if a, ok := h.ApplyStatus[t]; ok && a.Status == protocol.AckFailed && a.Version >= versions[t] {
 			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: version %d failed to apply: %s", t, a.Version, a.Error))
 		}
@@ -297,7 +327,7 @@ func compare(ctx context.Context, h hosts.Host, expected map[string]protocol.Eff
 		return ok && a.Status == protocol.AckApplied && a.Version >= versions[t]
 	}
 	var behind []string
-	for _, t := range slices.Sorted(maps.Keys(versions)) {
+	for _, t := range expected.types {
 		got, ok := h.ConfigVersions[t]
 		switch {
 		case ok && got == versions[t]:
