@@ -17,16 +17,25 @@ func decodeResolveRequest(data []byte) (protocol.ResolveRequest, error) {
 // decodeResolveSetsRequest decodes a resolve_sets request body.
 func decodeResolveSetsRequest(data []byte) (protocol.ResolveSetsRequest, error) {
 	var req protocol.ResolveSetsRequest
+	if protocol.DecodeStrict(data, &req) == nil && req.Contract == protocol.ResolveSetsContract {
+		return req, nil // the common case, decoded once
+	}
+	req = protocol.ResolveSetsRequest{}
 	return req, decodeContract(data, &req)
 }
 
 // decodeResolvePushRequest decodes a resolve_push request body.
 func decodeResolvePushRequest(data []byte) (protocol.ResolvePushRequest, error) {
 	var req protocol.ResolvePushRequest
+	if protocol.DecodeStrict(data, &req) == nil && req.Contract == protocol.ResolveSetsContract {
+		return req, nil
+	}
+	req = protocol.ResolvePushRequest{}
 	return req, decodeContract(data, &req)
 }
 
-// decodeContract decodes a request of the resolve_sets contract. Its contract is read first,
+// decodeContract decodes a request of the resolve_sets contract that a strict decode refused or found
+// of another contract, and says why. Its contract is read first,
 // leniently: a request of another contract (which may have fields this resolver does not know) is
 // refused as a contract mismatch, which the caller retries, not as a malformed request.
 func decodeContract(data []byte, dst any) error {
