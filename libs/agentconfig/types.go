@@ -99,7 +99,9 @@ var registry = func() map[string]*configType {
 			panic("agentconfig: missing embedded schema for " + t.name)
 		}
 		t.schema = schema
-		t.merge = mergeBy[t.strategy]
+		if t.merge = mergeBy[t.strategy]; t.merge == nil {
+			panic("agentconfig: no merge for strategy " + t.strategy + " of " + t.name)
+		}
 		m[t.name] = t
 	}
 	return m
