@@ -7,9 +7,11 @@
 // It pulls in one of two shapes. With Batch 1 each worker pulls one message with its own pull request
 // only when it is free, so no message waits in a client buffer, aging towards its ack wait, while the
 // workers are busy (and no worker waits on a Consume pull of one message that nats.go v1.55.0 may
-// forget to renew, which left a consumer idle until its missed-heartbeat reset). With Batch > 1 a
-// Consume stream pulls ahead up to Batch*(Workers+1) messages, and each worker takes up to Batch of
-// them (waiting at most BatchWait) per handler call: the large pulls a high-throughput ingest needs.
+// forget to renew, which left a consumer idle until its missed-heartbeat reset). With Batch > 1 one
+// goroutine fetches Batch messages at a time, the next fetch as soon as one ends, into a buffer that
+// holds MaxAckPending messages (JetStream delivers no more unsettled), and each worker takes up to
+// Batch of them (waiting at most BatchWait) per handler call: the large pulls a high-throughput ingest
+// needs.
 package jsconsumer
 
 import (
@@ -329,16 +331,15 @@ func (c *Consumer) pullLoop(ctx, workCtx context.Context, cons jetstream.Consume
 
 // runBatches keeps a buffer of messages pulled ahead and lets Workers goroutines each take up to Batch
 // of them per handler call.
+//
+// One goroutine pulls: a Fetch of Batch messages (waiting at most batchPullWait), its messages into the
+// buffer, and the next Fetch as soon as that one ends, whatever the workers are doing. It replaced a
+// Consume stream whose callback blocked on a full buffer while every worker was writing: nats.go renews
+// a Consume's pulls only from that callback (and its own count of the messages still owed), so no pull
+// was issued meanwhile; under a heartbeat burst the consumer was seen with no pull at the server,
+// nothing in hand and 20,000 messages pending.
 func (c *Consumer) runBatches(ctx, workCtx context.Context, cons jetstream.Consumer) error {
-	buf := make(chan jetstream.Msg, c.cfg.Batch)
-	cc, err := cons.Consume(func(m jetstream.Msg) { buf <- m },
-		jetstream.PullMaxMessages(c.cfg.Batch*(c.cfg.Workers+1)),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			c.log.Warn("consume error", zap.Error(err))
-		}))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", c.cfg.Consumer.Durable, err)
-	}
+	buf := make(chan jetstream.Msg, c.bufferSize())
 	c.running.Store(true)
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
@@ -352,18 +353,49 @@ func (c *Consumer) runBatches(ctx, workCtx context.Context, cons jetstream.Consu
 			}
 		})
 	}
-	var ended error
-	select {
-	case <-ctx.Done():
-	case <-cc.Closed(): // for example the consumer was deleted; the caller starts over
-		ended = fmt.Errorf("consume %s: ended unexpectedly", c.cfg.Consumer.Durable)
-	}
+	ended := c.pullAhead(ctx, cons, buf)
 	c.running.Store(false)
-	cc.Drain() // buffered messages still reach the callback, hence buf, and are handled
-	<-cc.Closed()
-	close(buf)
+	close(buf) // every message fetched is in buf: the workers handle them all, then return
 	wg.Wait()
 	return ended
+}
+
+// batchPullWait bounds one Fetch of runBatches: how long a pull waits at the server for messages
+// before the next one is issued, and how long Stop waits for the pull in flight.
+const batchPullWait = time.Second
+
+// pullAhead fetches batches into buf until ctx is done. Every message of a fetch reaches buf, the
+// last fetch's too. It returns an error only when the durable consumer is gone.
+func (c *Consumer) pullAhead(ctx context.Context, cons jetstream.Consumer, buf chan<- jetstream.Msg) error {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(c.cfg.Batch, jetstream.FetchMaxWait(batchPullWait))
+		if err == nil {
+			for m := range batch.Messages() {
+				buf <- m
+			}
+			err = batch.Error()
+		}
+		switch {
+		case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			delay = 100 * time.Millisecond
+			continue
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("pull from %s: %w", c.cfg.Consumer.Durable, err)
+		}
+		c.log.Warn("pull failed, retrying", zap.Duration("retry_in", delay), zap.Error(err))
+		if !backoff.Sleep(ctx, delay) {
+			return nil
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+	return nil
+}
+
+// bufferSize is the capacity of runBatches' buffer: every message JetStream may have delivered and not
+// yet seen settled, so the puller never waits for a worker but when a redelivery exceeds it.
+func (c *Consumer) bufferSize() int {
+	return max(c.cfg.Consumer.MaxAckPending, c.cfg.Batch*(c.cfg.Workers+1))
 }
 
 // collect takes one message (blocking) and then up to limit-1 more, waiting at most wait for them. It

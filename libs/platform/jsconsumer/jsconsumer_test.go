@@ -178,6 +178,56 @@ func TestBatchShapeHandsOverBatches(t *testing.T) {
 	}
 }
 
+// With Batch > 1 the pulls go on while every worker is busy: JetStream delivers up to MaxAckPending
+// messages (the workers' batches and the next ones, buffered), so a worker that finishes finds a full
+// batch waiting, and no more than that. Once the workers are free, every message is handled, in batches
+// of at most Batch.
+func TestBatchShapeKeepsPullingWhileWorkersAreBusy(t *testing.T) {
+	f := newFixture(t)
+	f.publish(t, 200)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var sizes []int
+	total, calls := 0, 0
+	f.start(t, jsconsumer.Config{Workers: 2, Batch: 10, BatchWait: 50 * time.Millisecond},
+		func(_ context.Context, msgs []jetstream.Msg) []jsconsumer.Outcome {
+			mu.Lock()
+			calls++
+			first := calls <= 2
+			sizes = append(sizes, len(msgs))
+			total += len(msgs)
+			mu.Unlock()
+			if first {
+				<-release
+			}
+			out := make([]jsconsumer.Outcome, len(msgs))
+			for i := range out {
+				out[i] = jsconsumer.Ack
+			}
+			return out
+		})
+	// MaxAckPending is 10*(2+2): both workers hold a batch and two more are delivered meanwhile.
+	eventually(t, "JetStream delivered up to MaxAckPending while both workers were busy", func() bool {
+		return f.info(t).NumAckPending == 40
+	})
+	mu.Lock()
+	busyCalls := calls
+	mu.Unlock()
+	if busyCalls != 2 {
+		t.Fatalf("%d handler calls while both workers were blocked", busyCalls)
+	}
+	close(release)
+	eventually(t, "every message acked", func() bool {
+		info := f.info(t)
+		return info.NumAckPending == 0 && info.AckFloor.Stream == 200
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if total != 200 || slices.Max(sizes) > 10 {
+		t.Fatalf("batch sizes %v (total %d): want batches of at most 10 adding up to 200", sizes, total)
+	}
+}
+
 // A retried message comes back with its delivery count, each time after a delay doubled from the
 // last, capped; once acked it is done.
 func TestRetryBacksOffByDeliveryCount(t *testing.T) {
@@ -298,4 +348,37 @@ func TestStopFinishesTheMessagesInHand(t *testing.T) {
 	if info := f.info(t); info.AckFloor.Stream != 1 || info.NumAckPending != 0 {
 		t.Fatalf("after stop: ack floor %d, %d pending", info.AckFloor.Stream, info.NumAckPending)
 	}
+}
+
+// With Batch > 1 a deleted durable is created again and consumed from: the puller sees it gone and the
+// consumer starts over.
+func TestBatchShapeStartsOverWhenTheConsumerIsDeleted(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	total := 0
+	f.start(t, jsconsumer.Config{Workers: 2, Batch: 10, BatchWait: 10 * time.Millisecond},
+		func(_ context.Context, msgs []jetstream.Msg) []jsconsumer.Outcome {
+			mu.Lock()
+			total += len(msgs)
+			mu.Unlock()
+			out := make([]jsconsumer.Outcome, len(msgs))
+			for i := range out {
+				out[i] = jsconsumer.Ack
+			}
+			return out
+		})
+	f.publish(t, 5)
+	eventually(t, "the first messages acked", func() bool { return f.info(t).AckFloor.Stream == 5 })
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := f.js.DeleteConsumer(ctx, stream, durable); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the durable created again", func() bool { return f.info(t).Config.Durable == durable })
+	f.publish(t, 5)
+	eventually(t, "every message handled once more after the restart", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return total >= 15 // the new durable delivers all 10 stored messages again (DeliverAll)
+	})
 }

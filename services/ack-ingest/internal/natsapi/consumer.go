@@ -30,8 +30,8 @@ type BatchOptions struct {
 	Observer jsconsumer.Observer
 }
 
-// consumerConfig is the jsconsumer configuration of one batched consumer: a Consume stream pulls
-// ahead BatchSize*(Writers+1) messages and each writer takes up to BatchSize of them per statement.
+// consumerConfig is the jsconsumer configuration of one batched consumer: jsconsumer fetches BatchSize
+// messages at a time, back to back, and each writer takes up to BatchSize of them per statement.
 // Only the batch size and the writers have defaults of ack-ingest's own; jsconsumer defaults the rest,
 // MaxAckPending included (BatchSize*(Writers+2): enough in flight for every writer to hold a batch
 // while the next ones are pulled).
