@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -640,6 +641,10 @@ func (d *setsDecoder) rawString(buf []byte) ([]byte, error) {
 	data := d.data
 	ascii := true
 	for p := start; p < len(data); p++ {
+		// Eight bytes at a time while none is special (the base64 of statements is most of a reply).
+		for p+8 <= len(data) && !specialWord(binary.LittleEndian.Uint64(data[p:])) {
+			p += 8
+		}
 		for p < len(data) && plainByte[data[p]] {
 			p++
 		}
@@ -746,6 +751,14 @@ func (d *setsDecoder) unquote(out []byte) ([]byte, error) {
 	}
 	d.pos = len(data)
 	return nil, d.syntax("unexpected end of input in string")
+}
+
+// specialWord reports whether any byte of x is not plain: a control character, '"', '\\' or not
+// ASCII.
+func specialWord(x uint64) bool {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	return (x|(x-ones*0x20)&^x|(quote-ones)&^quote|(backslash-ones)&^backslash)&high != 0
 }
 
 // plainByte holds the bytes a string holds as themselves: printable ASCII but '"' and '\\'.

@@ -389,3 +389,35 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// specialWord flags a word exactly when one of its bytes is not plain.
+func TestSpecialWord(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 200000 {
+		var w [8]byte
+		for k := range w {
+			w[k] = byte('a' + r.IntN(26))
+		}
+		// every byte value at every position, then random words
+		if i < 256*8 {
+			w[i/256] = byte(i % 256)
+		} else {
+			for k := range w {
+				if r.IntN(4) == 0 {
+					w[k] = byte(r.Uint32())
+				}
+			}
+		}
+		want := false
+		for _, c := range w {
+			want = want || !plainByte[c]
+		}
+		x := uint64(0)
+		for k := 7; k >= 0; k-- {
+			x = x<<8 | uint64(w[k])
+		}
+		if got := specialWord(x); got != want {
+			t.Fatalf("specialWord(%q) = %v", w, got)
+		}
+	}
+}
