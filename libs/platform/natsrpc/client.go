@@ -59,10 +59,24 @@ func (c *Client) Call(ctx context.Context, subject string, req, reply any) error
 	if reply == nil {
 		return nil
 	}
-	if err := json.Unmarshal(msg.Data, reply); err != nil {
+	if err := decodeReply(msg.Data, reply); err != nil {
 		return fmt.Errorf("%s: %w: %s", subject, ErrBadReply, JSONErrorKind(err))
 	}
 	return nil
+}
+
+// JSONDecoder is a reply type that decodes its JSON body itself, validating all of it, exactly as
+// json.Unmarshal would (protocol.ResolveSetsReply: a herd's replies are large). Call hands it the body
+// directly, sparing encoding/json's own validation passes over it.
+type JSONDecoder interface {
+	DecodeJSON(data []byte) error
+}
+
+func decodeReply(data []byte, reply any) error {
+	if d, ok := reply.(JSONDecoder); ok {
+		return d.DecodeJSON(data)
+	}
+	return json.Unmarshal(data, reply)
 }
 
 // CallFor is Call decoding the reply into a new R: one line per endpoint in a service's client.
@@ -95,7 +109,10 @@ func ReplyError(msg *nats.Msg) *protocol.Error {
 func JSONErrorKind(err error) string {
 	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
+	var setsErr *protocol.SetsDecodeError
 	switch {
+	case errors.As(err, &setsErr):
+		return setsErr.Error() // an offset and a field name, never the payload
 	case errors.As(err, &syntax):
 		return fmt.Sprintf("invalid JSON at offset %d", syntax.Offset)
 	case errors.As(err, &typeErr):

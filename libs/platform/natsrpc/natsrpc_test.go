@@ -351,6 +351,30 @@ func TestCallReportsUndecodableReplyWithoutPayload(t *testing.T) {
 	}
 }
 
+// A reply type that decodes itself (protocol.ResolveSetsReply) is handed the body as it came; its
+// errors are ErrBadReply, without the payload, like encoding/json's.
+func TestCallHandsTheBodyToAJSONDecoder(t *testing.T) {
+	srv := testinfra.NATS(t)
+	nc := srv.Connect(t)
+	body := make(chan string, 1)
+	serve(t, nc, natsrpc.NewPool(natsrpc.PoolOptions{Workers: 1}, func(_ context.Context, r *natsrpc.Request) (any, error) {
+		return json.RawMessage(<-body), nil
+	}), natsrpc.Config{})
+	client := natsrpc.NewClient(srv.Connect(t), wait)
+
+	body <- `{"contract":1,"configs":[],"sets":[{"client_id":"c","environment_id":"e","configs":{},"hosts":[{"host_id":"h","agent_id":"a","identity":{"statement":"e30=","key_id":"k","signature":"AAE="}}]}]}`
+	reply, err := natsrpc.CallFor[protocol.ResolveSetsReply](context.Background(), client, "test.echo", map[string]int{})
+	if err != nil || reply.Check() != nil || len(reply.Sets) != 1 || string(reply.Sets[0].Hosts[0].Identity.Statement) != "{}" {
+		t.Fatalf("got %+v, %v", reply, err)
+	}
+
+	body <- `{"contract":1,"next_after":"hunter2","sets":{"hunter2":1}}`
+	_, err = natsrpc.CallFor[protocol.ResolveSetsReply](context.Background(), client, "test.echo", map[string]int{})
+	if !errors.Is(err, natsrpc.ErrBadReply) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "sets must be an array") {
+		t.Fatalf("got %v", err)
+	}
+}
+
 // A refused reply subject gets no answer and never reaches the handler; allowed ones are answered.
 func TestAllowReplyDropsRefusedReplySubjects(t *testing.T) {
 	srv := testinfra.NATS(t)

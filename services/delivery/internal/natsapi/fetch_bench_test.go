@@ -52,8 +52,70 @@ func cpuTime() time.Duration {
 // reply carrying the agent's identity. cpu-us/fetch is this process's CPU (client, delivery and the
 // in-process resolver; the NATS server's only when it runs in-process too) per fetch.
 func BenchmarkFetchServer(b *testing.B) {
+	benchFetchServer(b, func(*testinfra.NATSServer) deliver.Resolver { return setsResolver{} })
+}
+
+// BenchmarkFetchServerUpstream is BenchmarkFetchServer with the resolver's replies coming over NATS as
+// the resolver encodes them (hosts and statements by hand), so delivery's CPU per fetch includes
+// decoding them (UpstreamClient). The replying side is in this process too: its CPU is counted.
+func BenchmarkFetchServerUpstream(b *testing.B) {
+	benchFetchServer(b, func(srv *testinfra.NATSServer) deliver.Resolver {
+		nc := srv.Connect(b)
+		sub, err := nc.Subscribe(protocol.ResolveSetsSubject, func(m *nats.Msg) {
+			var req protocol.ResolveSetsRequest
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				b.Error(err)
+				return
+			}
+			reply, _ := setsResolver{}.ResolveSets(context.Background(), req)
+			if err := m.Respond(encodeSetsLikeResolver(b, reply)); err != nil {
+				b.Error(err)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = sub.Unsubscribe() })
+		if err := nc.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		return NewUpstreamClient(srv.Connect(b), 10*time.Second)
+	})
+}
+
+// encodeSetsLikeResolver writes a reply as the resolver's encoder does: hosts with their identity
+// statements by hand (Signed.AppendJSON), the configs by json.Marshal.
+func encodeSetsLikeResolver(b *testing.B, reply protocol.ResolveSetsReply) []byte {
+	configs, err := json.Marshal(reply.Configs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := fmt.Appendf(nil, `{"contract":%d,"configs":%s,"sets":[`, reply.Contract, configs)
+	for i, set := range reply.Sets {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		head, _ := json.Marshal(protocol.ConfigSet{ClientID: set.ClientID, EnvironmentID: set.EnvironmentID, Configs: set.Configs})
+		buf = append(buf, head[:len(head)-len(`"hosts":null}`)]...)
+		buf = append(buf, `"hosts":[`...)
+		for k, h := range set.Hosts {
+			if k > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, `{"host_id":"`+h.HostID+`","agent_id":"`+h.AgentID+`","identity":`...)
+			if buf, err = h.Identity.AppendJSON(buf); err != nil {
+				b.Fatal(err)
+			}
+			buf = append(buf, '}')
+		}
+		buf = append(buf, "]}"...)
+	}
+	return append(buf, "]}"...)
+}
+
+func benchFetchServer(b *testing.B, resolver func(*testinfra.NATSServer) deliver.Resolver) {
 	srv := testinfra.NATS(b)
-	s := NewFetchServer(deliver.NewFetcher(setsResolver{}, nil, zap.NewNop()), FetchOptions{Workers: 256, Batch: 64, BatchWait: 2 * time.Millisecond, Queue: 1 << 16}, zap.NewNop())
+	s := NewFetchServer(deliver.NewFetcher(resolver(srv), nil, zap.NewNop()), FetchOptions{Workers: 256, Batch: 64, BatchWait: 2 * time.Millisecond, Queue: 1 << 16}, zap.NewNop())
 	nc := srv.Connect(b)
 	if err := s.Start(nc); err != nil {
 		b.Fatal(err)
