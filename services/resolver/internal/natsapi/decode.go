@@ -14,17 +14,20 @@ func decodeResolveRequest(data []byte) (protocol.ResolveRequest, error) {
 	return req, decodeStrict(data, &req)
 }
 
-// decodeResolveSetsRequest decodes a resolve_sets request body.
+// decodeResolveSetsRequest decodes a resolve_sets request body. A well-formed request of this contract
+// (every request of a herd batch) takes one strict decode; any other body takes decodeContract's two,
+// which tell a contract mismatch from a malformed request. Both give the same result for the first kind:
+// a body the strict decode accepts is an object in which the lenient read finds the same contract.
 func decodeResolveSetsRequest(data []byte) (protocol.ResolveSetsRequest, error) {
 	var req protocol.ResolveSetsRequest
 	if protocol.DecodeStrict(data, &req) == nil && req.Contract == protocol.ResolveSetsContract {
-		return req, nil // the common case, decoded once
+		return req, nil
 	}
 	req = protocol.ResolveSetsRequest{}
 	return req, decodeContract(data, &req)
 }
 
-// decodeResolvePushRequest decodes a resolve_push request body.
+// decodeResolvePushRequest decodes a resolve_push request body, as decodeResolveSetsRequest does.
 func decodeResolvePushRequest(data []byte) (protocol.ResolvePushRequest, error) {
 	var req protocol.ResolvePushRequest
 	if protocol.DecodeStrict(data, &req) == nil && req.Contract == protocol.ResolveSetsContract {
@@ -34,8 +37,7 @@ func decodeResolvePushRequest(data []byte) (protocol.ResolvePushRequest, error) 
 	return req, decodeContract(data, &req)
 }
 
-// decodeContract decodes a request of the resolve_sets contract that a strict decode refused or found
-// of another contract, and says why. Its contract is read first,
+// decodeContract decodes a request of the resolve_sets contract. Its contract is read first,
 // leniently: a request of another contract (which may have fields this resolver does not know) is
 // refused as a contract mismatch, which the caller retries, not as a malformed request.
 func decodeContract(data []byte, dst any) error {

@@ -1,6 +1,7 @@
 package natsapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,7 +103,7 @@ func encodeSetsReply(reply protocol.ResolveSetsReply, maxBytes int) (json.RawMes
 			added = append(added, b)
 			grow += len(b) + 1
 		}
-		buf, err := appendSetHead(nil, set)
+		buf, err := appendSetHead(make([]byte, 0, setSize(set)), set)
 		if err != nil {
 			return nil, fmt.Errorf("encode set %d: %w", i, err)
 		}
@@ -300,6 +301,32 @@ func appendSetHead(buf []byte, set protocol.ConfigSet) ([]byte, error) {
 		buf = strconv.AppendInt(buf, int64(set.Configs[t]), 10)
 	}
 	return append(buf, `},"hosts":[`...), nil
+}
+
+// setSize is about the length of set's encoding (exact for hosts without characters to escape), so that
+// its buffer is allocated once: with signing on, a herd batch's set is tens of kilobytes of identity
+// statements, which a growing buffer would allocate and copy about twice over.
+func setSize(set protocol.ConfigSet) int {
+	n := len(`{"client_id":"","environment_id":"","configs":{},"hosts":[]}`) + len(set.ClientID) + len(set.EnvironmentID)
+	for t := range set.Configs {
+		n += len(`"":,`) + len(t) + 20
+	}
+	for _, h := range set.Hosts {
+		n += len(`{"host_id":"","agent_id":""},`) + len(h.HostID) + len(h.AgentID)
+		if id := h.Identity; id != nil {
+			n += len(`,"identity":{"statement":,"key_id":"","signature":}`) + len(id.KeyID) +
+				base64Size(id.Statement) + base64Size(id.Signature)
+		}
+	}
+	return n
+}
+
+// base64Size is the length of appendBase64's encoding of b (null when nil).
+func base64Size(b []byte) int {
+	if b == nil {
+		return len("null")
+	}
+	return base64.StdEncoding.EncodedLen(len(b)) + 2
 }
 
 // appendSetHost appends h's JSON encoding, directly when no character needs escaping (the bulk of a

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,6 +155,58 @@ func TestAppendSetHostIsJSONMarshal(t *testing.T) {
 		if err != nil || string(got) != "prefix"+string(want) {
 			t.Fatalf("appendSetHost(%+v) = %s, %v; want prefix%s", h, got, err, want)
 		}
+	}
+}
+
+// TestSetSizeIsTheEncodedSize checks that a set's buffer is sized to its encoding when nothing needs
+// escaping (it is then allocated once); a host that needs escaping is encoded by json.Marshal and only
+// makes the estimate short (the buffer grows), never the encoding different.
+func TestSetSizeIsTheEncodedSize(t *testing.T) {
+	id := &protocol.Signed{Statement: []byte(`{"kind":"identity","agent_id":"a-1"}`), KeyID: "k-2026", Signature: make([]byte, 64)}
+	hosts := []protocol.SetHost{
+		{HostID: "0b7e6f0c-6a38-4f7e-9d0a-3f1c2b4a5d6e", AgentID: "agent-1"},
+		{HostID: "0b7e6f0c-6a38-4f7e-9d0a-3f1c2b4a5d6f", AgentID: "agent-2", Identity: id},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{}},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{Statement: []byte{}, KeyID: "k", Signature: []byte{}}},
+		{HostID: "h", AgentID: "a", Identity: &protocol.Signed{Statement: []byte("x"), KeyID: "k", Signature: []byte("yz")}},
+	}
+	for _, tc := range []struct {
+		name    string
+		configs map[string]int
+		hosts   []protocol.SetHost
+	}{
+		{"no hosts", map[string]int{}, nil},
+		{"one config", map[string]int{"labels": 0}, hosts[:1]},
+		{"every kind of host", map[string]int{"labels": 3, "collectors": 12, "healthcheck": 0}, hosts},
+		{"herd batch", map[string]int{"labels": 1}, slices.Repeat(hosts[1:2], 64)},
+	} {
+		set := protocol.ConfigSet{ClientID: "5f0c1c1e-0000-4000-8000-000000000001", EnvironmentID: "e", Configs: tc.configs, Hosts: tc.hosts}
+		buf, err := appendSetHead(nil, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, h := range set.Hosts {
+			if k > 0 {
+				buf = append(buf, ',')
+			}
+			if buf, err = appendSetHost(buf, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		buf = append(buf, `]}`...)
+		// The estimate allows 20 digits per config index and a comma per entry.
+		slack := 21*len(set.Configs) + len(set.Hosts)
+		if got := setSize(set); got < len(buf) || got > len(buf)+slack {
+			t.Errorf("%s: setSize = %d, encoding is %d bytes (allowed slack %d)", tc.name, got, len(buf), slack)
+		}
+	}
+	escaped := protocol.ConfigSet{ClientID: "c", EnvironmentID: "e", Configs: map[string]int{"labels": 0},
+		Hosts: []protocol.SetHost{{HostID: "h<1>", AgentID: "a", Identity: id}}}
+	got, err := encodeSetsReply(protocol.ResolveSetsReply{Contract: protocol.ResolveSetsContract,
+		Configs: []protocol.EffectiveConfig{{ConfigType: "labels", ConfigData: json.RawMessage(`{}`), Version: 1}},
+		Sets:    []protocol.ConfigSet{escaped}}, 0)
+	if err != nil || !strings.Contains(string(got), `"host_id":"h\u003c1\u003e"`) {
+		t.Fatalf("escaped host: %s, %v", got, err)
 	}
 }
 

@@ -1,11 +1,19 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/services/resolver/internal/postgres"
 	"github.com/configsync/configsync/services/resolver/internal/resolve"
 	"github.com/configsync/configsync/services/resolver/internal/seed"
 )
@@ -74,4 +82,65 @@ func BenchmarkResolveSets32(b *testing.B) {
 		}
 		i += 32
 	}
+}
+
+// BenchmarkFetchRows reads batches of 1 to 64 hosts with FetchRows, as delivery's fetch batches do.
+// Besides ns/op it reports the PostgreSQL backend's CPU per batch (pg-µs/op, from /proc: the store runs
+// on a pool of one connection), which wall time hides on a shared machine: a batch's fixed cost against
+// its cost per host is what decides how much batching saves the database.
+func BenchmarkFetchRows(b *testing.B) {
+	pool, db, _ := newDB(b)
+	agents := seedFetch(db)
+	cfg := pool.Config().Copy()
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(one.Close)
+	store := postgres.NewStore(one)
+	ctx := context.Background()
+	var pid int
+	if err := one.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	types := []string{"labels", "intervals", "watch_files", "collectors"}
+	for _, n := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			batch := make([]string, n)
+			i := 0
+			start, local := backendCPU(pid)
+			for b.Loop() {
+				for k := range batch {
+					batch[k] = agents[(i+k)%len(agents)]
+				}
+				rows, err := store.FetchRows(ctx, batch, types)
+				if err != nil || len(rows.Hosts) != n {
+					b.Fatalf("fetch rows: %d hosts, %v", len(rows.Hosts), err)
+				}
+				i += n
+			}
+			if end, ok := backendCPU(pid); local && ok {
+				b.ReportMetric(float64((end-start).Microseconds())/float64(b.N), "pg-µs/op")
+			}
+		})
+	}
+}
+
+// backendCPU is the user and system CPU time the PostgreSQL backend pid has used; false when the
+// database does not run on this machine (or in a container whose processes /proc does not show by pid).
+func backendCPU(pid int) (time.Duration, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil || !bytes.Contains(stat, []byte("(postgres")) {
+		return 0, false
+	}
+	// Fields after the command name (in parentheses, may hold spaces): utime and stime are 14 and 15.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true // USER_HZ is 100 on Linux
 }
