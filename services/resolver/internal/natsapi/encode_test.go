@@ -238,21 +238,3 @@ func BenchmarkEncodeSetsReplySigned(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkDecodeResolveSetsRequest is the resolver's decode of a batch of 500 agents' fetches.
-func BenchmarkDecodeResolveSetsRequest(b *testing.B) {
-	req := protocol.ResolveSetsRequest{Contract: protocol.ResolveSetsContract}
-	for i := range 500 {
-		req.AgentIDs = append(req.AgentIDs, fmt.Sprintf("agent-%08d-of-the-benchmark-fleet", i))
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if got, err := decodeResolveSetsRequest(data); err != nil || len(got.AgentIDs) != 500 {
-			b.Fatal(len(got.AgentIDs), err)
-		}
-	}
-}
