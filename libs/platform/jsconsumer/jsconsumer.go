@@ -302,19 +302,28 @@ func (c *Consumer) runSingle(ctx, workCtx context.Context, cons jetstream.Consum
 // pullLoop pulls and handles one message at a time until ctx is done. It returns an error only when
 // the durable consumer is gone and must be created again.
 func (c *Consumer) pullLoop(ctx, workCtx context.Context, cons jetstream.Consumer) error {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	return c.pullUntilDone(ctx, func() error {
 		pctx, cancel := context.WithTimeout(ctx, c.cfg.PullWait)
 		msg, err := cons.Next(jetstream.FetchContext(pctx))
 		cancel()
-		switch {
-		case err == nil:
-			delay = 100 * time.Millisecond
+		if err == nil {
 			c.process(workCtx, []jetstream.Msg{msg})
-			continue
+		}
+		return err
+	})
+}
+
+// pullUntilDone calls pull until ctx is done: at once again after a pull that succeeded or timed out
+// waiting for messages, after a delay doubled from 100 ms up to 5 s after any other failure (logged).
+// It returns an error only when the durable consumer is gone and must be created again.
+func (c *Consumer) pullUntilDone(ctx context.Context, pull func() error) error {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := pull()
+		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 			delay = 100 * time.Millisecond
 			continue
 		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -367,29 +376,16 @@ const batchPullWait = time.Second
 // pullAhead fetches batches into buf until ctx is done. Every message of a fetch reaches buf, the
 // last fetch's too. It returns an error only when the durable consumer is gone.
 func (c *Consumer) pullAhead(ctx context.Context, cons jetstream.Consumer, buf chan<- jetstream.Msg) error {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	return c.pullUntilDone(ctx, func() error {
 		batch, err := cons.Fetch(c.cfg.Batch, jetstream.FetchMaxWait(batchPullWait))
-		if err == nil {
-			for m := range batch.Messages() {
-				buf <- m
-			}
-			err = batch.Error()
+		if err != nil {
+			return err
 		}
-		switch {
-		case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-			delay = 100 * time.Millisecond
-			continue
-		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
-			return fmt.Errorf("pull from %s: %w", c.cfg.Consumer.Durable, err)
+		for m := range batch.Messages() {
+			buf <- m
 		}
-		c.log.Warn("pull failed, retrying", zap.Duration("retry_in", delay), zap.Error(err))
-		if !backoff.Sleep(ctx, delay) {
-			return nil
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-	return nil
+		return batch.Error()
+	})
 }
 
 // bufferSize is the capacity of runBatches' buffer: every message JetStream may have delivered and not
