@@ -158,11 +158,7 @@ func TestBatchShapeHandsOverBatches(t *testing.T) {
 			sizes = append(sizes, len(msgs))
 			total += len(msgs)
 			mu.Unlock()
-			out := make([]jsconsumer.Outcome, len(msgs))
-			for i := range out {
-				out[i] = jsconsumer.Ack
-			}
-			return out
+			return ackAll(msgs)
 		})
 	eventually(t, "every message acked", func() bool {
 		info := f.info(t)
@@ -200,11 +196,7 @@ func TestBatchShapeKeepsPullingWhileWorkersAreBusy(t *testing.T) {
 			if first {
 				<-release
 			}
-			out := make([]jsconsumer.Outcome, len(msgs))
-			for i := range out {
-				out[i] = jsconsumer.Ack
-			}
-			return out
+			return ackAll(msgs)
 		})
 	// MaxAckPending is 10*(2+2): both workers hold a batch and two more are delivered meanwhile.
 	eventually(t, "JetStream delivered up to MaxAckPending while both workers were busy", func() bool {
@@ -361,11 +353,7 @@ func TestBatchShapeStartsOverWhenTheConsumerIsDeleted(t *testing.T) {
 			mu.Lock()
 			total += len(msgs)
 			mu.Unlock()
-			out := make([]jsconsumer.Outcome, len(msgs))
-			for i := range out {
-				out[i] = jsconsumer.Ack
-			}
-			return out
+			return ackAll(msgs)
 		})
 	f.publish(t, 5)
 	eventually(t, "the first messages acked", func() bool { return f.info(t).AckFloor.Stream == 5 })
@@ -381,4 +369,13 @@ func TestBatchShapeStartsOverWhenTheConsumerIsDeleted(t *testing.T) {
 		defer mu.Unlock()
 		return total >= 15 // the new durable delivers all 10 stored messages again (DeliverAll)
 	})
+}
+
+// ackAll is the outcome of a handler that settles every message of its batch: Ack each.
+func ackAll(msgs []jetstream.Msg) []jsconsumer.Outcome {
+	out := make([]jsconsumer.Outcome, len(msgs))
+	for i := range out {
+		out[i] = jsconsumer.Ack
+	}
+	return out
 }
