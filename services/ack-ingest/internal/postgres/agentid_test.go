@@ -104,50 +104,121 @@ func agentIDChecks(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	return checks
 }
 
-// TestAgentIDCheckIsValidAgentID: the hosts.agent_id CHECK without a regex (migration 00017) accepts
-// and refuses exactly the ids protocol.ValidAgentID does, and is the only CHECK on agent_id.
-func TestAgentIDCheckIsValidAgentID(t *testing.T) {
-	pool := testinfra.Postgres(t)
-	seed.Hosts(t, pool, 1)
-	checks := agentIDChecks(t, pool)
-	if len(checks) != 1 || checks["hosts_agent_id_chars"] == "" || strings.Contains(checks["hosts_agent_id_chars"], "~") {
-		t.Fatalf("agent_id checks = %v, want hosts_agent_id_chars alone, without a regex", checks)
+// agentIDTrigger returns the columns an UPDATE must set for hosts' agent id trigger to run, and the
+// events it runs on, or ok false when there is no such trigger.
+func agentIDTrigger(t *testing.T, pool *pgxpool.Pool) (columns []string, insert, update, ok bool) {
+	t.Helper()
+	err := pool.QueryRow(context.Background(), `SELECT ARRAY(SELECT a.attname::text FROM unnest(tg.tgattr) AS k(attnum)
+			JOIN pg_attribute a ON a.attrelid = tg.tgrelid AND a.attnum = k.attnum),
+		(tg.tgtype & 4) <> 0, (tg.tgtype & 16) <> 0
+		FROM pg_trigger tg WHERE tg.tgrelid = 'hosts'::regclass AND tg.tgname = 'hosts_agent_id_chars'`).Scan(&columns, &insert, &update)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, false, false
 	}
-	checkAgentIDs(t, pool, "hosts_agent_id_chars")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return columns, insert, update, true
 }
 
-// TestAgentIDCheckMigrationDown: 00017's Down restores the regex CHECK, which gives the same answers, on
-// a table that holds hosts (the constraint is validated against them), and Up applies again after it.
-func TestAgentIDCheckMigrationDown(t *testing.T) {
+// TestAgentIDCheckIsValidAgentID: hosts.agent_id's rule (a trigger since migration 00018, run only when
+// agent_id is written) accepts and refuses exactly the ids protocol.ValidAgentID does, on INSERT and on
+// an UPDATE that sets agent_id, and no CHECK on agent_id is left for every other UPDATE to evaluate.
+func TestAgentIDCheckIsValidAgentID(t *testing.T) {
 	pool := testinfra.Postgres(t)
 	ctx := context.Background()
-	seed.Hosts(t, pool, 50)
-	src, err := fs.ReadFile(migrations.FS, "00017_agent_id_check_without_regex.sql")
+	seed.Hosts(t, pool, 1)
+	if checks := agentIDChecks(t, pool); len(checks) != 0 {
+		t.Fatalf("agent_id checks = %v, want none (the rule is a trigger)", checks)
+	}
+	columns, insert, update, ok := agentIDTrigger(t, pool)
+	if !ok || !insert || !update || len(columns) != 1 || columns[0] != "agent_id" {
+		t.Fatalf("agent id trigger: found %v, insert %v, update %v of %v; want INSERT OR UPDATE OF agent_id", ok, insert, update, columns)
+	}
+	checkAgentIDs(t, pool, "hosts_agent_id_chars")
+
+	// An UPDATE that sets agent_id runs the rule; one that does not (a heartbeat) writes the row.
+	var hostID string
+	if err := pool.QueryRow(ctx, `SELECT id::text FROM hosts WHERE agent_id = 'agent-0'`).Scan(&hostID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pool.Exec(ctx, `UPDATE hosts SET agent_id = 'agent.0' WHERE id = $1`, hostID)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "hosts_agent_id_chars" ||
+		pgErr.TableName != "hosts" || pgErr.ColumnName != "agent_id" {
+		t.Fatalf("UPDATE to agent id %q: %v, want a check violation of hosts_agent_id_chars", "agent.0", err)
+	}
+	if strings.Contains(pgErr.Message+pgErr.Detail, "agent.0") {
+		t.Errorf("the refusal names the refused value: %q %q", pgErr.Message, pgErr.Detail)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE hosts SET agent_id = 'agent-0b' WHERE id = $1`, hostID); err != nil {
+		t.Fatalf("UPDATE to a valid agent id: %v", err)
+	}
+	tag, err := pool.Exec(ctx, `UPDATE hosts SET last_heartbeat_at = now(), config_hash = 'x' WHERE id = $1`, hostID)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("heartbeat-like UPDATE: %v (%d rows)", err, tag.RowsAffected())
+	}
+	// NOT NULL still reports a missing agent id as itself.
+	_, err = pool.Exec(ctx, `UPDATE hosts SET agent_id = NULL WHERE id = $1`, hostID)
+	if !errors.As(err, &pgErr) || pgErr.Code != "23502" {
+		t.Fatalf("UPDATE to a NULL agent id: %v, want a not-null violation", err)
+	}
+}
+
+// migrationSections returns the Up and Down sections of a migration file.
+func migrationSections(t *testing.T, name string) (up, down string) {
+	t.Helper()
+	src, err := fs.ReadFile(migrations.FS, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	up, down, ok := strings.Cut(string(src), "-- +goose Down")
 	if !ok {
-		t.Fatal("00017 has no Down section")
+		t.Fatalf("%s has no Down section", name)
 	}
-	if _, err := pool.Exec(ctx, down); err != nil {
-		t.Fatalf("down: %v", err)
+	return up, down
+}
+
+// TestAgentIDCheckMigrationDown: 00018's Down restores the CHECK of 00017 and 00017's Down the regex
+// CHECK, each giving the same answers, on a table that holds hosts (the constraints are validated
+// against them); each section runs again after itself, and Up applies again after Down.
+func TestAgentIDCheckMigrationDown(t *testing.T) {
+	pool := testinfra.Postgres(t)
+	ctx := context.Background()
+	seed.Hosts(t, pool, 50)
+	up17, down17 := migrationSections(t, "00017_agent_id_check_without_regex.sql")
+	up18, down18 := migrationSections(t, "00018_agent_id_rule_on_write.sql")
+	exec := func(what, sql string) {
+		t.Helper()
+		for i := range 2 { // every section must be re-runnable
+			if _, err := pool.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s (run %d): %v", what, i+1, err)
+			}
+		}
 	}
-	checks := agentIDChecks(t, pool)
-	if len(checks) != 1 || !strings.Contains(checks["hosts_agent_id_check"], "~") {
-		t.Fatalf("after down, agent_id checks = %v, want the regex hosts_agent_id_check alone", checks)
+
+	exec("00018 down", down18)
+	if checks := agentIDChecks(t, pool); len(checks) != 1 || checks["hosts_agent_id_chars"] == "" || strings.Contains(checks["hosts_agent_id_chars"], "~") {
+		t.Fatalf("after 00018 down, agent_id checks = %v, want hosts_agent_id_chars alone, without a regex", checks)
 	}
-	if _, err := pool.Exec(ctx, down); err != nil {
-		t.Fatalf("down again (it must be re-runnable): %v", err)
+	if _, _, _, ok := agentIDTrigger(t, pool); ok {
+		t.Fatal("after 00018 down, the agent id trigger is still there")
+	}
+	checkAgentIDs(t, pool, "hosts_agent_id_chars")
+
+	exec("00017 down", down17)
+	if checks := agentIDChecks(t, pool); len(checks) != 1 || !strings.Contains(checks["hosts_agent_id_check"], "~") {
+		t.Fatalf("after 00017 down, agent_id checks = %v, want the regex hosts_agent_id_check alone", checks)
 	}
 	checkAgentIDs(t, pool, "hosts_agent_id_check")
-	if _, err := pool.Exec(ctx, up); err != nil {
-		t.Fatalf("up: %v", err)
+
+	exec("00017 up", up17)
+	exec("00018 up", up18)
+	if checks := agentIDChecks(t, pool); len(checks) != 0 {
+		t.Fatalf("after up, agent_id checks = %v, want none", checks)
 	}
-	if _, err := pool.Exec(ctx, up); err != nil {
-		t.Fatalf("up again (it must be re-runnable): %v", err)
+	if _, _, _, ok := agentIDTrigger(t, pool); !ok {
+		t.Fatal("after up, no agent id trigger")
 	}
-	if checks := agentIDChecks(t, pool); len(checks) != 1 || checks["hosts_agent_id_chars"] == "" {
-		t.Fatalf("after up, agent_id checks = %v", checks)
-	}
+	checkAgentIDs(t, pool, "hosts_agent_id_chars")
 }
