@@ -36,6 +36,38 @@ func (r *ResolveSetsReply) DecodeJSON(data []byte) error {
 // through natsrpc; tests through json.Unmarshal).
 func (r *ResolveSetsReply) UnmarshalJSON(data []byte) error { return r.DecodeJSON(data) }
 
+// DecodeJSON decodes data, one JSON value, into s as json.Unmarshal(data, s) does (same result, same
+// inputs refused), with the decoder of DecodeJSON on a ResolveSetsReply and without reflection: a
+// herd's fetch replies carry one identity statement per agent (tools/loadgen decodes them). Statement
+// and Signature share one allocation. Nothing of data is retained; errors (a *SetsDecodeError) name an
+// offset and what was wrong, never the payload.
+func (s *Signed) DecodeJSON(data []byte) error {
+	if s == nil {
+		return &SetsDecodeError{What: "decode into a nil *Signed"}
+	}
+	// Room for every base64 string of data: the decoded bytes of all of them never need more.
+	d := setsDecoder{data: data, arena: make([]byte, base64.StdEncoding.DecodedLen(len(data)))}
+	d.ws()
+	switch {
+	case d.null():
+		// json.Unmarshal leaves the value as it is.
+	case d.peek() != '{':
+		if err := d.skipValue(); err != nil {
+			return err
+		}
+		return d.typeErr("signed statement", "an object")
+	default:
+		if err := d.signedObject(s); err != nil {
+			return err
+		}
+	}
+	d.ws()
+	if d.pos != len(d.data) {
+		return d.syntax("data after the top-level value")
+	}
+	return nil
+}
+
 // SetsDecodeError is a malformed or mistyped resolve_sets reply: where and what, never the payload.
 type SetsDecodeError struct {
 	Offset int
@@ -415,6 +447,11 @@ func (d *setsDecoder) signedPtr(p **Signed, field string) error {
 		s, d.signed = &d.signed[0], d.signed[1:]
 		*p = s
 	}
+	return d.signedObject(s)
+}
+
+// signedObject decodes the members of a Signed object (next in data) into s.
+func (d *setsDecoder) signedObject(s *Signed) error {
 	return d.object(func(key []byte) error {
 		switch name := fieldName(key, "statement", "key_id", "signature"); name {
 		case "statement":
