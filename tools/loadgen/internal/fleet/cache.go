@@ -35,26 +35,29 @@ func newEntryTable() *entryTable {
 // intern returns the shared entry of (configType, version, payload, secretFields), redacting payload at
 // secretFields the first time that content is seen.
 func (t *entryTable) intern(configType string, version int64, payload json.RawMessage, secretFields []string) (*entry, error) {
-	var k strings.Builder
-	k.Grow(len(configType) + len(payload) + 32)
-	k.WriteString(configType)
-	k.WriteByte(0)
-	k.WriteString(strconv.FormatInt(version, 10))
-	k.WriteByte(0)
+	// The key is built in a pooled buffer and looked up without a string copy: every agent's fetch
+	// interns each of its types, nearly always a hit.
+	bp := internKeys.Get().(*[]byte)
+	defer internKeys.Put(bp)
+	k := append((*bp)[:0], configType...)
+	k = append(k, 0)
+	k = strconv.AppendInt(k, version, 10)
+	k = append(k, 0)
 	for _, f := range secretFields {
-		k.WriteString(f)
-		k.WriteByte(1)
+		k = append(k, f...)
+		k = append(k, 1)
 	}
-	k.WriteByte(0)
-	k.Write(payload)
-	key := k.String()
+	k = append(k, 0)
+	k = append(k, payload...)
+	*bp = k
 
 	t.mu.Lock()
-	e, ok := t.byKey[key]
+	e, ok := t.byKey[string(k)]
 	t.mu.Unlock()
 	if ok {
 		return e, nil
 	}
+	key := string(k)
 	ce := agentconfig.CacheEntry{ConfigType: configType, ConfigData: slices.Clone(payload), Version: version}
 	if len(secretFields) > 0 {
 		red, err := agentconfig.Redact(payload, secretFields)
@@ -73,6 +76,9 @@ func (t *entryTable) intern(configType string, version int64, payload json.RawMe
 	t.byKey[key] = e
 	return e, nil
 }
+
+// internKeys are the buffers intern builds its keys in.
+var internKeys = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // hash returns the config_hash of entries (any order), computed once per distinct set.
 func (t *entryTable) hash(entries []*entry) string {

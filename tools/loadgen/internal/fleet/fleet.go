@@ -400,11 +400,9 @@ func (f *Fleet) fetch(a *Agent) error {
 // fetchOnce makes one fetch request and applies the reply: its round trip, or why it failed (a short
 // kind for the report, and the error).
 func (f *Fleet) fetchOnce(a *Agent) (time.Duration, string, error) {
-	req, _ := json.Marshal(protocol.FetchRequest{AgentID: a.ID})
-	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.FetchTimeout)
-	defer cancel()
+	req, _ := encodeFetchRequest(a.ID)
 	start := time.Now()
-	msg, err := a.replies.request(ctx, a.ID, protocol.FetchSubject(a.ID), req)
+	msg, err := a.replies.request(f.cfg.FetchTimeout, a.ID, protocol.FetchSubject(a.ID), req)
 	elapsed := time.Since(start)
 	if err != nil {
 		return elapsed, fetchErrorKind(err), err

@@ -70,3 +70,15 @@ func plainJSON(s string) bool {
 	}
 	return true
 }
+
+// encodeFetchRequest is json.Marshal(protocol.FetchRequest{AgentID: agentID}) written directly (one
+// per agent in a herd); an id encoding/json would escape takes json.Marshal (agent ids never do).
+func encodeFetchRequest(agentID string) ([]byte, error) {
+	if !plainJSON(agentID) {
+		return json.Marshal(protocol.FetchRequest{AgentID: agentID})
+	}
+	b := make([]byte, 0, len(`{"agent_id":""}`)+len(agentID))
+	b = append(b, `{"agent_id":"`...)
+	b = append(b, agentID...)
+	return append(b, `"}`...), nil
+}

@@ -33,6 +33,22 @@ func TestEncodeHeartbeatIsJSONMarshal(t *testing.T) {
 	}
 }
 
+func TestEncodeFetchRequestIsJSONMarshal(t *testing.T) {
+	for _, id := range []string{"lg-20261202t114455-6948-000001", "a", "", "a_B-9", "x\"y", "<&>", "é\n", "\x7f", "\xff"} {
+		got, err := encodeFetchRequest(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(protocol.FetchRequest{AgentID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("encodeFetchRequest(%q) = %s, json.Marshal %s", id, got, want)
+		}
+	}
+}
+
 func BenchmarkEncodeHeartbeat(b *testing.B) {
 	hb := protocol.Heartbeat{AgentID: "lg-20261202-12345", SentAt: time.Now().UTC(), AgentVersion: "loadgen/1.0.0+hb.42",
 		ConfigHash: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", ConfigVersion: 9,

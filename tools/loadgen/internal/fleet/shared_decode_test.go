@@ -48,7 +48,15 @@ func TestSharedDecodesEqualWholeDecodes(t *testing.T) {
 		// As delivery's withIdentity writes it.
 		return append(append(append(body[:len(body)-1:len(body)-1], `,"identity":`...), id...), '}')
 	}
+	// The per-agent part written otherwise than delivery writes it, after the shared part was kept.
+	withIdentity := func(identity string) []byte {
+		return append(append(append(body[:len(body)-1:len(body)-1], `,"identity":`...), identity...), '}')
+	}
 	for _, data := range [][]byte{reply("a-1"), reply("a-2"), reply("a-3"), body,
+		withIdentity(`null`), withIdentity(` null `), withIdentity(`{}`), withIdentity(`{"KEY_ID":"k","statement":[1,2],"x":{}}`),
+		withIdentity(`{"statement":"aGVs\nbG8=","signature":null}`), withIdentity(`{"statement":"!!!!"}`),
+		withIdentity(`{"statement":"aGVsbG8"}`), withIdentity(`{"key_id":7}`), withIdentity(`[]`), withIdentity(`"x"`),
+		withIdentity(`{"key_id":"k"} x`), withIdentity(`{"key_id":"k"`), withIdentity(``), withIdentity(`nul`),
 		[]byte(`{"configs":{"x":{"identity":1}},"versions":{}}`),
 		[]byte(`{"configs":{},"error":{"code":"unavailable","message":"later"}}`),
 		[]byte(`{"configs":{},"identity":{"key_id":"k2"},"versions":{},"identity":{"key_id":"k1"}}`),
