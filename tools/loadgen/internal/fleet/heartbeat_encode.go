@@ -15,12 +15,12 @@ import (
 // would escape (a quote, a backslash, a control character, <, >, &, non-ASCII) sends it to json.Marshal;
 // otherwise the bytes are the same (TestEncodeHeartbeatIsJSONMarshal).
 func encodeHeartbeat(hb protocol.Heartbeat) ([]byte, error) {
-	if !plainJSON(hb.AgentID) || !plainJSON(hb.AgentVersion) || !plainJSON(hb.ConfigHash) || hb.SentAt.Year() < 0 || hb.SentAt.Year() > 9999 {
+	if !protocol.PlainJSONString(hb.AgentID) || !protocol.PlainJSONString(hb.AgentVersion) || !protocol.PlainJSONString(hb.ConfigHash) || hb.SentAt.Year() < 0 || hb.SentAt.Year() > 9999 {
 		return json.Marshal(hb)
 	}
 	keys := make([]string, 0, len(hb.ConfigVersions))
 	for k := range hb.ConfigVersions {
-		if !plainJSON(k) {
+		if !protocol.PlainJSONString(k) {
 			return json.Marshal(hb)
 		}
 		keys = append(keys, k)
@@ -60,21 +60,10 @@ func encodeHeartbeat(hb protocol.Heartbeat) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// plainJSON reports whether encoding/json writes s between quotes as it is.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
-}
-
 // encodeFetchRequest is json.Marshal(protocol.FetchRequest{AgentID: agentID}) written directly (one
 // per agent in a herd); an id encoding/json would escape takes json.Marshal (agent ids never do).
 func encodeFetchRequest(agentID string) ([]byte, error) {
-	if !plainJSON(agentID) {
+	if !protocol.PlainJSONString(agentID) {
 		return json.Marshal(protocol.FetchRequest{AgentID: agentID})
 	}
 	b := make([]byte, 0, len(`{"agent_id":""}`)+len(agentID))
