@@ -84,6 +84,62 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 	if hc := hb.CachedInfo().Config; hc.MaxMsgsPerSubject != 1 || hc.Subjects[0] != protocol.HeartbeatSubjectAll {
 		t.Fatalf("heartbeats stream config %+v", hc)
 	}
+	// On one replica heartbeats are persisted asynchronously; events and acks never are.
+	for name, want := range map[string]jetstream.PersistModeType{protocol.EventsStream: jetstream.DefaultPersistMode,
+		protocol.AcksStream: jetstream.DefaultPersistMode, protocol.HeartbeatsStream: jetstream.AsyncPersistMode} {
+		if got := stream(t, ctx, js, name).CachedInfo().Config.PersistMode; got != want {
+			t.Errorf("%s persist mode %v, want %v", name, got, want)
+		}
+	}
+}
+
+// A heartbeats stream created before it was persisted asynchronously keeps its mode (JetStream refuses to
+// change it) and is still brought up to date otherwise.
+func TestEnsureStreamsKeepsAnExistingPersistMode(t *testing.T) {
+	ctx := context.Background()
+	js := jsFor(t, testinfra.NATS(t))
+	old := StreamConfigs(StreamOptions{})[2]
+	old.PersistMode, old.MaxAge = jetstream.DefaultPersistMode, time.Hour
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := EnsureStreams(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hc := stream(t, ctx, js, protocol.HeartbeatsStream).CachedInfo().Config
+	if hc.PersistMode != jetstream.DefaultPersistMode || hc.MaxAge != 24*time.Hour {
+		t.Fatalf("heartbeats stream: persist mode %v, max age %v; want the default mode kept and 24h", hc.PersistMode, hc.MaxAge)
+	}
+}
+
+// planUpdate keeps a stream's persistence mode, but for the asynchronous heartbeats stream of one
+// replica asked for more, which JetStream can only have created again.
+func TestPlanUpdate(t *testing.T) {
+	cfg := func(name string, replicas int, mode jetstream.PersistModeType) jetstream.StreamConfig {
+		return jetstream.StreamConfig{Name: name, Replicas: replicas, PersistMode: mode, MaxAge: time.Hour}
+	}
+	const async, sync = jetstream.AsyncPersistMode, jetstream.DefaultPersistMode
+	hb, acks := protocol.HeartbeatsStream, protocol.AcksStream
+	for _, c := range []struct {
+		name       string
+		have, want jetstream.StreamConfig
+		mode       jetstream.PersistModeType
+		recreate   bool
+	}{
+		{"same mode", cfg(hb, 1, async), cfg(hb, 1, async), async, false},
+		{"an older synchronous heartbeats stream stays so", cfg(hb, 1, sync), cfg(hb, 1, async), sync, false},
+		{"scaled down from a replicated one", cfg(hb, 3, sync), cfg(hb, 1, async), sync, false},
+		{"async heartbeats asked for replicas", cfg(hb, 1, async), cfg(hb, 3, sync), sync, true},
+		{"replicated again", cfg(hb, 3, sync), cfg(hb, 3, sync), sync, false},
+		{"any other stream is never recreated", cfg(acks, 1, async), cfg(acks, 3, sync), async, false},
+	} {
+		update, recreate := planUpdate(c.have, c.want)
+		if recreate != c.recreate || update.PersistMode != c.mode || update.Replicas != c.want.Replicas || update.Name != c.want.Name {
+			t.Errorf("%s: update %+v, recreate %v; want mode %v, recreate %v", c.name, update, recreate, c.mode, c.recreate)
+		}
+	}
 }
 
 // An existing stream with an older configuration is brought up to date.
