@@ -22,15 +22,21 @@ func cpuNow() time.Duration {
 // BenchmarkStreamStore measures the CPU (server and client, one process) of storing a message published
 // with core NATS, as agents publish acks and heartbeats, in the acks stream (removed once the pull
 // consumer acks it, as ack-ingest does) and in the heartbeats stream (one kept per agent: each new
-// heartbeat removes the agent's previous one), with the stream's storage as configured and in memory.
+// heartbeat removes the agent's previous one), with the stream's storage as configured, in memory, and
+// (file-sync, file-async) with the other persistence mode than configured: heartbeats are persisted
+// asynchronously on one replica, acks are not (see heartbeatsPersistMode).
 func BenchmarkStreamStore(b *testing.B) {
+	asyncMode, syncMode := jetstream.AsyncPersistMode, jetstream.DefaultPersistMode
 	for _, c := range []struct {
 		name    string
 		stream  int
 		storage jetstream.StorageType
+		mode    *jetstream.PersistModeType // nil: as configured
 	}{
-		{"acks/file", 1, jetstream.FileStorage}, {"acks/memory", 1, jetstream.MemoryStorage},
-		{"heartbeats/file", 2, jetstream.FileStorage}, {"heartbeats/memory", 2, jetstream.MemoryStorage},
+		{"acks/file", 1, jetstream.FileStorage, nil}, {"acks/file-async", 1, jetstream.FileStorage, &asyncMode},
+		{"acks/memory", 1, jetstream.MemoryStorage, nil},
+		{"heartbeats/file", 2, jetstream.FileStorage, nil}, {"heartbeats/file-sync", 2, jetstream.FileStorage, &syncMode},
+		{"heartbeats/memory", 2, jetstream.MemoryStorage, nil},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -42,6 +48,12 @@ func BenchmarkStreamStore(b *testing.B) {
 			}
 			cfg := StreamConfigs(StreamOptions{})[c.stream]
 			cfg.Storage = c.storage
+			if c.storage == jetstream.MemoryStorage {
+				cfg.PersistMode = jetstream.DefaultPersistMode // asynchronous persistence is for files only
+			}
+			if c.mode != nil {
+				cfg.PersistMode = *c.mode
+			}
 			cfg.MaxBytes = 256 << 20
 			if _, err := js.CreateStream(ctx, cfg); err != nil {
 				b.Fatal(err)
