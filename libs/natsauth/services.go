@@ -54,6 +54,10 @@ func jsConsumer(stream string) []string {
 	}
 }
 
+// jsStreamInfo is reading stream's info (read-only): the services that consume it export its size
+// and limits (libs/platform/metrics RegisterStreams).
+func jsStreamInfo(stream string) string { return "$JS.API.STREAM.INFO." + stream }
+
 // jsStreamAdmin is what natsconn.EnsureStreams needs for stream: read, create, update.
 func jsStreamAdmin(stream string) []string {
 	return []string{
@@ -89,14 +93,15 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 //   - delivery: answers agents' fetches (subscribes configsync.agent.*.config.fetch, replies to the
 //     agents' _INBOX.<id>.> inboxes), pushes configsync.cmd.<id>, requests resolver (the resolve_sets
 //     contract: resolve_sets.v1 for fetches, resolve_push.v1 for fan-outs) and credential inject,
-//     consumes CONFIGSYNC_EVENTS.
+//     consumes CONFIGSYNC_EVENTS (and reads its stream info for its metrics).
 //   - resolver and credential: micro services; they reply only to config-api's and delivery's inboxes
 //     (and answer $SRV requests on MonitorInboxPrefix). The credential service also answers
 //     account_update (covered by configsync.svc.credential.>); it looks the account up and pushes it
 //     as a system-account user (SystemCreds) on a connection of its own, not with this user.
-//   - ack-ingest: consumes CONFIGSYNC_ACKS and CONFIGSYNC_HEARTBEATS, and hands the gaps its
-//     anti-entropy check finds to delivery on configsync.repair.request; it publishes nothing else
-//     (never to agents). Only delivery subscribes repair requests.
+//   - ack-ingest: consumes CONFIGSYNC_ACKS and CONFIGSYNC_HEARTBEATS (and reads their stream info for
+//     its metrics), and hands the gaps its anti-entropy check finds to delivery on
+//     configsync.repair.request; it publishes nothing else (never to agents). Only delivery subscribes
+//     repair requests.
 func ServicePermissions() []ServicePermission {
 	return []ServicePermission{
 		{
@@ -134,14 +139,18 @@ func ServicePermissions() []ServicePermission {
 					// Read-only: how far ack-ingest's heartbeat consumer is behind (while it lags, delivery
 					// pushes regardless of the stored heartbeats).
 					"$JS.API.CONSUMER.INFO." + protocol.HeartbeatsStream + "." + protocol.HeartbeatsIngestDurable,
+					jsStreamInfo(protocol.EventsStream),
 				},
 				jsConsumer(protocol.EventsStream),
 			),
 			Subscribe: []string{protocol.FetchSubjectAll, protocol.RepairSubject, microService, inboxOf(DeliveryService)},
 		},
 		{
-			Service:   AckIngestService,
-			Publish:   join([]string{protocol.RepairSubject}, jsConsumer(protocol.AcksStream), jsConsumer(protocol.HeartbeatsStream)),
+			Service: AckIngestService,
+			Publish: join(
+				[]string{protocol.RepairSubject, jsStreamInfo(protocol.AcksStream), jsStreamInfo(protocol.HeartbeatsStream)},
+				jsConsumer(protocol.AcksStream), jsConsumer(protocol.HeartbeatsStream),
+			),
 			Subscribe: []string{inboxOf(AckIngestService)},
 		},
 	}

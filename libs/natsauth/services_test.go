@@ -235,6 +235,21 @@ func TestServiceUsersAllowedPaths(t *testing.T) {
 	if _, err := apiJS.Publish(ctx, protocol.ConfigChangedSubject, []byte(`{"event":1}`)); err != nil {
 		t.Fatalf("outbox publish as config-api: %v", err)
 	}
+	// delivery and ack-ingest read the info of the streams they consume (their stream metrics).
+	for _, c := range []struct {
+		conn    serviceConn
+		streams []string
+	}{
+		{del, []string{protocol.EventsStream}},
+		{ack, []string{protocol.AcksStream, protocol.HeartbeatsStream}},
+	} {
+		js := must(jetstream.New(c.conn.nc))
+		for _, name := range c.streams {
+			if _, err := js.Stream(ctx, name); err != nil {
+				t.Fatalf("%s stream info %s: %v", c.conn.name, name, err)
+			}
+		}
+	}
 	// delivery consumes the event; ack-ingest the agent's ack and heartbeat.
 	if got := consumeOne(t, del, protocol.EventsStream, protocol.ConfigChangedSubject); string(got) != `{"event":1}` {
 		t.Fatalf("delivery consumed %q", got)
@@ -303,12 +318,16 @@ func TestServiceUsersDenied(t *testing.T) {
 			protocol.ConfigChangedSubject, apiInbox, "$JS.API.STREAM.UPDATE." + protocol.EventsStream,
 			"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE." + protocol.AcksStream + ".x", protocol.AccountUpdateSubject,
 			protocol.RepairSubject, "$JS.API.CONSUMER.DELETE." + protocol.HeartbeatsStream + "." + protocol.HeartbeatsIngestDurable,
-			protocol.ResolveSubject},
+			protocol.ResolveSubject,
+			// Stream info only of the stream it consumes.
+			"$JS.API.STREAM.INFO." + protocol.AcksStream, "$JS.API.STREAM.INFO." + protocol.HeartbeatsStream, "$JS.API.STREAM.LIST"},
 		// ack-ingest may not publish to agents at all.
 		natsauth.AckIngestService: {cmd, agentInbox, protocol.FetchSubject("agent-a"), protocol.ConfigChangedSubject,
 			protocol.CredentialInjectSubject, protocol.ResolveSubject, "$JS.API.STREAM.UPDATE." + protocol.AcksStream,
 			"$JS.API.CONSUMER.CREATE." + protocol.EventsStream + ".x", protocol.AccountUpdateSubject, protocol.ResolvePushSubject,
-			protocol.ResolveSetsSubject},
+			protocol.ResolveSetsSubject,
+			// Stream info only of the streams it consumes.
+			"$JS.API.STREAM.INFO." + protocol.EventsStream, "$JS.API.STREAM.INFO.EVIL", "$JS.API.STREAM.LIST"},
 	}
 	// Only config-api answers agents' credential renewals (the renewal request carries the agent's key).
 	subDenied := map[string][]string{
