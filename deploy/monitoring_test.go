@@ -111,7 +111,8 @@ func TestKubernetesPodsAreAnnotatedForScraping(t *testing.T) {
 }
 
 // TestGrafanaDashboard: the dashboard is valid JSON whose panels query the families an on-call needs
-// (fleet online, drift, push latency, fetch errors, ingest lag, outbox age), all ConfigSync names.
+// (fleet online, drift, push latency, fetch errors, ingest lag, outbox age, how full the JetStream
+// streams are and the consumers' backlog), all ConfigSync names.
 func TestGrafanaDashboard(t *testing.T) {
 	raw, err := os.ReadFile("grafana/dashboards/configsync.json")
 	if err != nil {
@@ -145,6 +146,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		"configsync_fleet_hosts_online", "configsync_fleet_hosts_drifted", "configsync_fleet_hosts_failed_apply",
 		"configsync_consumer_handle_duration_seconds_bucket", "configsync_rpc_requests_total",
 		"configsync_consumer_lag_seconds_bucket", "configsync_outbox_oldest_age_seconds",
+		"configsync_stream_bytes", "configsync_stream_max_bytes", "configsync_consumer_pending_messages",
 	} {
 		if !used[want] {
 			t.Errorf("the dashboard never queries %s", want)

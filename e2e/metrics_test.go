@@ -136,6 +136,28 @@ func TestMetricsMoveWithTheWork(t *testing.T) {
 	moved("ack-ingest", "configsync_ingest_commit_duration_seconds", map[string]string{"kind": "acks", "result": "ok"}, 1)
 	moved("ack-ingest", "configsync_ingest_commit_duration_seconds", map[string]string{"kind": "heartbeats", "result": "ok"}, 1)
 	moved("ack-ingest", "configsync_db_pool_acquires_total", nil, 1)
+	// The streams and durables each consuming service reads from JetStream with its own NATS user (its
+	// permissions allow exactly these stream and consumer infos).
+	for _, c := range []struct{ kind, family, label, value string }{
+		{"ack-ingest", "configsync_stream_info_up", "stream", protocol.AcksStream},
+		{"ack-ingest", "configsync_stream_info_up", "stream", protocol.HeartbeatsStream},
+		{"ack-ingest", "configsync_consumer_info_up", "consumer", "configsync-ack-ingest-acks"},
+		{"ack-ingest", "configsync_consumer_info_up", "consumer", protocol.HeartbeatsIngestDurable},
+		{"delivery", "configsync_stream_info_up", "stream", protocol.EventsStream},
+		{"delivery", "configsync_consumer_info_up", "consumer", "configsync-delivery-push"},
+	} {
+		if got := after[c.kind].Value(c.family, map[string]string{c.label: c.value}); got != 1 {
+			t.Errorf("%s: %s{%s=%q} = %v, want 1", c.kind, c.family, c.label, c.value, got)
+		}
+	}
+	for _, stream := range []string{protocol.AcksStream, protocol.HeartbeatsStream} {
+		if after["ack-ingest"].Value("configsync_stream_max_bytes", map[string]string{"stream": stream}) <= 0 {
+			t.Errorf("ack-ingest: no max bytes for %s", stream)
+		}
+	}
+	if after["delivery"].Value("configsync_stream_messages", map[string]string{"stream": protocol.EventsStream}) < 1 {
+		t.Error("delivery: the events stream holds no message after a PUT")
+	}
 
 	// A config the agent's policy refuses: a failed apply, and the host drifts (it keeps reporting the
 	// previous version).

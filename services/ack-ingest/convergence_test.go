@@ -13,6 +13,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/metrics"
 	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
+	"github.com/configsync/configsync/libs/platform/natsconn"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	ackingest "github.com/configsync/configsync/services/ack-ingest"
@@ -345,4 +346,77 @@ func TestAntiEntropyChecksAgainAfterTheGrace(t *testing.T) {
 func eventually(t testing.TB, what string, check func() (bool, string)) {
 	t.Helper()
 	testinfra.EventuallyNoError(t, 30*time.Second, testinfra.Explain(check), what)
+}
+
+// ack-ingest exports the streams it consumes and its durables' backlog, read from JetStream at each
+// scrape: while it is down, acks pile up in CONFIGSYNC_ACKS as its durable's pending messages (in the
+// export of a replica still running, here the stopped one's registry); once a replica drains them, the
+// backlog and the work-queue stream are empty again. Heartbeats keep one message per agent.
+func TestStreamBacklogIsExported(t *testing.T) {
+	s := newStack(t, 3)
+	m := metrics.New()
+	down := ackingest.NewWithMetrics(testConfig(), s.pool, s.js, s.log, m)
+	down.Start()
+	srv := httptest.NewServer(m.Handler())
+	t.Cleanup(srv.Close)
+	scrape := func() metricstest.Scrape { return metricstest.Get(t, srv.URL) }
+	acks, heartbeats := map[string]string{"stream": protocol.AcksStream}, map[string]string{"stream": protocol.HeartbeatsStream}
+	acksDurable := map[string]string{"consumer": "configsync-ack-ingest-acks"}
+	heartbeatsDurable := map[string]string{"consumer": protocol.HeartbeatsIngestDurable}
+	eventually(t, "both durables created and read", func() (bool, string) {
+		sc := scrape()
+		return sc.Value("configsync_consumer_info_up", acksDurable) == 1 && sc.Value("configsync_consumer_info_up", heartbeatsDurable) == 1,
+			fmt.Sprint(sc.Labels("configsync_consumer_info_up"))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := down.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 3 {
+		agent := fmt.Sprintf("agent-%d", i)
+		s.publish(t, protocol.AckSubject(agent), ack(agent, "labels", 4, protocol.AckApplied, ""))
+		s.publish(t, protocol.HeartbeatSubject(agent), heartbeat(agent, "h", 4))
+		s.publish(t, protocol.HeartbeatSubject(agent), heartbeat(agent, "h", 4)) // the stream keeps the last
+	}
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var backlog metricstest.Scrape
+	eventually(t, "3 acks and 3 heartbeats waiting", func() (bool, string) {
+		backlog = scrape()
+		return backlog.Value("configsync_consumer_pending_messages", acksDurable) == 3 &&
+				backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable) == 3,
+			fmt.Sprint(backlog.Value("configsync_consumer_pending_messages", acksDurable), backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable))
+	})
+	for _, l := range []map[string]string{acks, heartbeats} {
+		if got := backlog.Value("configsync_stream_messages", l); got != 3 {
+			t.Errorf("stream messages %v = %v, want 3", l, got)
+		}
+		if got := backlog.Value("configsync_stream_bytes", l); got < 3*50 {
+			t.Errorf("stream bytes %v = %v for 3 messages", l, got)
+		}
+		if got := backlog.Value("configsync_stream_max_bytes", l); got != natsconn.StreamMaxBytes {
+			t.Errorf("stream max bytes %v = %v, want %d", l, got, natsconn.StreamMaxBytes)
+		}
+		if got := backlog.Value("configsync_stream_info_up", l); got != 1 {
+			t.Errorf("stream info_up %v = %v", l, got)
+		}
+	}
+	if backlog.Has("configsync_stream_messages", map[string]string{"stream": protocol.EventsStream}) {
+		t.Error("ack-ingest exports the events stream it does not consume")
+	}
+
+	s.startService(t, testConfig())
+	s.drained(t)
+	eventually(t, "the backlog drained", func() (bool, string) {
+		sc := scrape()
+		return sc.Value("configsync_consumer_pending_messages", acksDurable) == 0 &&
+				sc.Value("configsync_consumer_pending_messages", heartbeatsDurable) == 0 &&
+				sc.Value("configsync_consumer_ack_pending_messages", acksDurable) == 0 &&
+				sc.Value("configsync_stream_messages", acks) == 0 && sc.Value("configsync_stream_messages", heartbeats) == 3,
+			fmt.Sprint(sc.Value("configsync_consumer_pending_messages", acksDurable), sc.Value("configsync_stream_messages", acks),
+				sc.Value("configsync_stream_messages", heartbeats))
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingest"
 	"github.com/configsync/configsync/services/ack-ingest/internal/ingestmetrics"
 	"github.com/configsync/configsync/services/ack-ingest/internal/natsapi"
@@ -93,6 +94,10 @@ func newService(cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, log *zap
 		Backoff: cfg.RepairBackoff, MaxBackoff: cfg.RepairMaxBackoff, Grace: cfg.RepairGrace,
 	}, log)
 	ingestmetrics.Repairs(m, entropy.Stats)
+	// The backlog still waiting in JetStream, and how full the streams are.
+	m.RegisterStreams(js,
+		metrics.StreamTarget{Stream: protocol.AcksStream, Consumers: []string{natsapi.AcksDurable}},
+		metrics.StreamTarget{Stream: protocol.HeartbeatsStream, Consumers: []string{natsapi.HeartbeatsDurable}})
 	ingester := ingest.NewIngester(ingestmetrics.Store(store, m), ingest.NewHostDirectory(store, cfg.HostCacheSize), entropy, log)
 	return &Service{ingester: ingester, entropy: entropy, consumers: natsapi.NewConsumers(js, ingester, natsapi.BatchOptions{
 		BatchSize:     cfg.BatchSize,

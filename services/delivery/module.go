@@ -23,6 +23,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 	"github.com/configsync/configsync/services/delivery/internal/deliverymetrics"
 	"github.com/configsync/configsync/services/delivery/internal/natsapi"
@@ -122,6 +123,8 @@ func newService(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logg
 	}, log)
 	deliverymetrics.QueueDepth(m, fetch.Queued)
 	deliverymetrics.Repairs(m, repairer.Stats)
+	// The events still waiting in JetStream, and how full the stream is.
+	m.RegisterStreams(js, metrics.StreamTarget{Stream: protocol.EventsStream, Consumers: []string{natsapi.PushDurable}})
 	return &Service{
 		nc:       nc,
 		repairer: repairer,

@@ -1,11 +1,13 @@
 // Package metrics holds ConfigSync's Prometheus plumbing: one registry per process (Go and process
 // collectors, configsync_build_info, the pgx pool), the /metrics listener on its own address
 // (METRICS_ADDR, never on a service's public port), and the Prometheus side of the observer hooks
-// libs/platform/natsrpc, libs/platform/jsconsumer, libs/platform/outbox and HTTP routers expose.
+// libs/platform/natsrpc, libs/platform/jsconsumer, libs/platform/outbox and HTTP routers expose, and
+// the state of the JetStream streams and durable consumers a service reads (RegisterStreams).
 //
 // Several services may share one process (tools/devstack): they share one *Metrics, whose shared
-// families (RPC, consumer, HTTP, outbox) are registered once and carry the service in a label. No
-// label ever carries a host, agent, client or environment id.
+// families (RPC, consumer, HTTP, outbox) are registered once and carry the service in a label, and
+// one stream collector reads the streams every service added. No label ever carries a host, agent,
+// client or environment id.
 //
 // A nil *Metrics is valid and records nothing (a service composed without Module): its observers are
 // nil pointers whose methods do nothing, so callers never test for it.
@@ -36,6 +38,7 @@ type Metrics struct {
 	consumers *Consumers
 	http      *HTTP
 	outbox    *Outbox
+	streams   *streamCollector
 	pools     map[any]bool
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/configsync/configsync/libs/platform/jsconsumer"
@@ -402,6 +403,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	var m *metrics.Metrics
 	m.BuildInfo("x")
 	m.RegisterPool("p", nil)
+	m.RegisterStreams(nil, metrics.StreamTarget{Stream: "TEST"})
 	if m.RPC() != nil || m.Consumers() != nil || m.Outbox(nil) != nil {
 		t.Fatal("nil metrics handed out a non-nil observer")
 	}
@@ -415,5 +417,150 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	if !called {
 		t.Fatal("the middleware of nil metrics did not call the handler")
+	}
+}
+
+// TestStreamCollectorReadsStreamsAndConsumers: published messages a durable has not consumed show as
+// the stream's messages and bytes (against its MaxBytes) and the consumer's pending backlog; delivered
+// ones as ack-pending until acknowledged. A stream that does not exist does not fail the scrape: its
+// info_up is 0, and the other stream is read all the same.
+func TestStreamCollectorReadsStreamsAndConsumers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	const maxBytes = 1 << 20
+	_, js := jetStream(t, ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}, MaxBytes: maxBytes, Discard: jetstream.DiscardOld})
+		return err
+	})
+	cons, err := js.CreateOrUpdateConsumer(ctx, "TEST", jetstream.ConsumerConfig{Durable: "obs", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	m.RegisterStreams(js, metrics.StreamTarget{Stream: "TEST", Consumers: []string{"obs"}})
+	// A second service of the process adds its own (and repeats one): each is read once.
+	m.RegisterStreams(js, metrics.StreamTarget{Stream: "TEST", Consumers: []string{"obs"}},
+		metrics.StreamTarget{Stream: "MISSING", Consumers: []string{"ghost"}})
+	url := listen(t, m)
+
+	const n = 7
+	for i := range n {
+		if _, err := js.Publish(ctx, "test.x", []byte(strings.Repeat("m", 100+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := js.Stream(ctx, "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := st.CachedInfo().State.Bytes
+	if stored < n*100 {
+		t.Fatalf("stream holds %d bytes for %d messages of 100+ bytes", stored, n)
+	}
+	expected := fmt.Sprintf(`
+# HELP configsync_consumer_ack_pending_messages Messages the durable consumer delivered and that are not acknowledged yet.
+# TYPE configsync_consumer_ack_pending_messages gauge
+configsync_consumer_ack_pending_messages{consumer="obs"} 0
+# HELP configsync_consumer_info_up 1 when the last scrape read the durable consumer's info from JetStream, else 0 (consumer or stream missing, no permission, timeout).
+# TYPE configsync_consumer_info_up gauge
+configsync_consumer_info_up{consumer="ghost"} 0
+configsync_consumer_info_up{consumer="obs"} 1
+# HELP configsync_consumer_pending_messages Messages of the stream the durable consumer has not delivered yet (its backlog).
+# TYPE configsync_consumer_pending_messages gauge
+configsync_consumer_pending_messages{consumer="obs"} %d
+# HELP configsync_stream_bytes Bytes stored in the JetStream stream.
+# TYPE configsync_stream_bytes gauge
+configsync_stream_bytes{stream="TEST"} %d
+# HELP configsync_stream_info_up 1 when the last scrape read the stream's info from JetStream, else 0 (stream missing, no permission, timeout).
+# TYPE configsync_stream_info_up gauge
+configsync_stream_info_up{stream="MISSING"} 0
+configsync_stream_info_up{stream="TEST"} 1
+# HELP configsync_stream_max_bytes The stream's MaxBytes limit (left out when unlimited): when bytes reach it, JetStream discards the oldest messages.
+# TYPE configsync_stream_max_bytes gauge
+configsync_stream_max_bytes{stream="TEST"} %d
+# HELP configsync_stream_messages Messages stored in the JetStream stream.
+# TYPE configsync_stream_messages gauge
+configsync_stream_messages{stream="TEST"} %d
+`, n, stored, maxBytes, n)
+	families := []string{"configsync_stream_messages", "configsync_stream_bytes", "configsync_stream_max_bytes", "configsync_stream_info_up",
+		"configsync_consumer_pending_messages", "configsync_consumer_ack_pending_messages", "configsync_consumer_info_up"}
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(expected), families...); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := testutil.GatherAndLint(m.Registry, families...); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+
+	// Three delivered, not yet acknowledged: they leave the backlog for ack-pending.
+	batch, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delivered []jetstream.Msg
+	for msg := range batch.Messages() {
+		delivered = append(delivered, msg)
+	}
+	if len(delivered) != 3 {
+		t.Fatalf("fetched %d messages, want 3 (%v)", len(delivered), batch.Error())
+	}
+	obs := map[string]string{"consumer": "obs"}
+	scrape := metricstest.Get(t, url)
+	if p, a := scrape.Value("configsync_consumer_pending_messages", obs), scrape.Value("configsync_consumer_ack_pending_messages", obs); p != n-3 || a != 3 {
+		t.Fatalf("after delivering 3: pending %v, ack pending %v; want %d and 3", p, a, n-3)
+	}
+	for _, msg := range delivered {
+		if err := msg.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scrape = metricstest.Get(t, url)
+	if p, a := scrape.Value("configsync_consumer_pending_messages", obs), scrape.Value("configsync_consumer_ack_pending_messages", obs); p != n-3 || a != 0 {
+		t.Fatalf("after acknowledging 3: pending %v, ack pending %v; want %d and 0", p, a, n-3)
+	}
+	// The stream keeps them (limits retention): the backlog is the consumer's, not the stream's size.
+	if got := scrape.Value("configsync_stream_messages", map[string]string{"stream": "TEST"}); got != n {
+		t.Fatalf("stream messages %v after consuming, want %d", got, n)
+	}
+	if scrape.Has("configsync_stream_messages", map[string]string{"stream": "MISSING"}) ||
+		scrape.Has("configsync_consumer_pending_messages", map[string]string{"consumer": "ghost"}) {
+		t.Fatal("values exported for a stream and consumer that do not exist")
+	}
+}
+
+// TestStreamCollectorWithoutNATSKeepsTheScrapeShort: with the server gone, a scrape still answers,
+// within the collector's timeout, with every info_up at 0.
+func TestStreamCollectorWithoutNATSKeepsTheScrapeShort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	srv, js := jetStream(t, ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}, MaxBytes: 1 << 20}); err != nil {
+			return err
+		}
+		_, err := js.CreateOrUpdateConsumer(ctx, "TEST", jetstream.ConsumerConfig{Durable: "obs", AckPolicy: jetstream.AckExplicitPolicy})
+		return err
+	})
+	m := metrics.New()
+	m.RegisterStreams(js, metrics.StreamTarget{Stream: "TEST", Consumers: []string{"obs"}})
+	url := listen(t, m)
+	if s := metricstest.Get(t, url); s.Value("configsync_stream_info_up", nil) != 1 || s.Value("configsync_consumer_info_up", nil) != 1 {
+		t.Fatal("stream or consumer not read while the server runs")
+	}
+	srv.Shutdown()
+	start := time.Now()
+	s := metricstest.Get(t, url) // fails the test unless the scrape answers 200
+	if took := time.Since(start); took > metrics.ScrapeTimeout+2*time.Second {
+		t.Fatalf("a scrape without NATS took %v (timeout %v)", took, metrics.ScrapeTimeout)
+	}
+	if got := s.Value("configsync_stream_info_up", map[string]string{"stream": "TEST"}); got != 0 || !s.Has("configsync_stream_info_up", nil) {
+		t.Fatalf("stream info_up %v without NATS, want 0", got)
+	}
+	if got := s.Value("configsync_consumer_info_up", map[string]string{"consumer": "obs"}); got != 0 || !s.Has("configsync_consumer_info_up", nil) {
+		t.Fatalf("consumer info_up %v without NATS, want 0", got)
+	}
+	if s.Has("configsync_stream_messages", nil) || s.Has("configsync_consumer_pending_messages", nil) {
+		t.Fatal("values exported without NATS")
+	}
+	if s.Value("go_goroutines", nil) <= 0 {
+		t.Fatal("the rest of the registry is missing from the scrape")
 	}
 }
