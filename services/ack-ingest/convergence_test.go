@@ -383,12 +383,17 @@ func TestStreamBacklogIsExported(t *testing.T) {
 	if err := s.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// A flush returns once the server has the messages; each stream stores them on its own goroutine,
+	// and a scrape reads the streams and the durables with separate requests, so the wait is for one
+	// scrape that saw all of them stored and pending.
 	var backlog metricstest.Scrape
-	eventually(t, "3 acks and 3 heartbeats waiting", func() (bool, string) {
+	eventually(t, "3 acks and 3 heartbeats stored and waiting", func() (bool, string) {
 		backlog = scrape()
 		return backlog.Value("configsync_consumer_pending_messages", acksDurable) == 3 &&
-				backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable) == 3,
-			fmt.Sprint(backlog.Value("configsync_consumer_pending_messages", acksDurable), backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable))
+				backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable) == 3 &&
+				backlog.Value("configsync_stream_messages", acks) == 3 && backlog.Value("configsync_stream_messages", heartbeats) == 3,
+			fmt.Sprint(backlog.Value("configsync_consumer_pending_messages", acksDurable), backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable),
+				backlog.Value("configsync_stream_messages", acks), backlog.Value("configsync_stream_messages", heartbeats))
 	})
 	for _, l := range []map[string]string{acks, heartbeats} {
 		if got := backlog.Value("configsync_stream_messages", l); got != 3 {
