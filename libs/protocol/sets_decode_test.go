@@ -15,28 +15,52 @@ import (
 // reference DecodeJSON must agree with.
 type refReply ResolveSetsReply
 
-// checkSame decodes data with DecodeJSON and with encoding/json's reflection (starting from a copy of
-// into each): both refuse it, or both accept it with the same result.
-func checkSame(t *testing.T, into ResolveSetsReply, data []byte) {
+// checkDecodeSame decodes data with decode and with reference, encoding/json's reflection (each into a
+// copy of into): both refuse it, or both accept it with the same result; decode never panics.
+func checkDecodeSame[T any](t *testing.T, name string, into T, data []byte, decode, reference func(*T, []byte) error) {
 	t.Helper()
-	ref := refReply(into)
-	refErr := json.Unmarshal(data, &ref)
+	ref := into
+	refErr := reference(&ref, data)
 	got := into
 	var err error
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				t.Fatalf("DecodeJSON panicked on %q: %v", data, p)
+				t.Fatalf("%s panicked on %q: %v", name, data, p)
 			}
 		}()
-		err = got.DecodeJSON(data)
+		err = decode(&got, data)
 	}()
 	switch {
 	case (err == nil) != (refErr == nil):
-		t.Fatalf("DecodeJSON(%q) error %v, encoding/json error %v", data, err, refErr)
-	case err == nil && !reflect.DeepEqual(got, ResolveSetsReply(ref)):
-		t.Fatalf("DecodeJSON(%q):\n got %#v\nwant %#v", data, got, ResolveSetsReply(ref))
+		t.Fatalf("%s(%q) error %v, encoding/json error %v", name, data, err, refErr)
+	case err == nil && !reflect.DeepEqual(got, ref):
+		t.Fatalf("%s(%q):\n got %#v\nwant %#v", name, data, got, ref)
 	}
+}
+
+// checkDamaged runs check on data, on every prefix of it when prefixes is set (truncated input), and on
+// 40 copies of it with one byte replaced by one of mutations.
+func checkDamaged(t *testing.T, r *rand.Rand, data []byte, prefixes bool, mutations []byte, check func(*testing.T, []byte)) {
+	t.Helper()
+	check(t, data)
+	if prefixes {
+		for n := range data {
+			check(t, data[:n])
+		}
+	}
+	for range 40 {
+		m := []byte(string(data))
+		m[r.IntN(len(m))] = mutations[r.IntN(len(mutations))]
+		check(t, m)
+	}
+}
+
+// checkSame checks ResolveSetsReply.DecodeJSON against encoding/json, decoding into copies of into.
+func checkSame(t *testing.T, into ResolveSetsReply, data []byte) {
+	t.Helper()
+	checkDecodeSame(t, "DecodeJSON", into, data, (*ResolveSetsReply).DecodeJSON,
+		func(v *ResolveSetsReply, data []byte) error { return json.Unmarshal(data, (*refReply)(v)) })
 }
 
 func check(t *testing.T, data []byte) { t.Helper(); checkSame(t, ResolveSetsReply{}, data) }
@@ -147,21 +171,11 @@ func TestDecodeJSONMatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, data)
 		var back ResolveSetsReply
 		if err := back.DecodeJSON(data); err != nil {
 			t.Fatalf("reply %d: %v", i, err)
 		}
-		if i%10 == 0 {
-			for n := range data {
-				check(t, data[:n])
-			}
-		}
-		for range 40 {
-			m := []byte(string(data))
-			m[r.IntN(len(m))] = mutations[r.IntN(len(mutations))]
-			check(t, m)
-		}
+		checkDamaged(t, r, data, i%10 == 0, mutations, check)
 	}
 }
 
