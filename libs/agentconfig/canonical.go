@@ -488,25 +488,28 @@ func (c *canonicalizer) order(base, body int, verbatim bool) int {
 		return -1 // out[body:] is the object already
 	}
 	// Everything written here lies within this object, after any span an enclosing object recorded.
-	c.moved = append(c.moved[:0], c.out[body:]...)
-	c.out = c.out[:body]
+	// The output is appended to in local variables and stored back once: c is in the heap, and storing
+	// a slice there at every member costs a write barrier each while the garbage collector marks.
+	held := append(c.moved[:0], c.out[body:]...)
+	out := c.out[:body]
 	data := c.p.data
 	for i, k := range perm {
 		if i > 0 {
-			c.out = append(c.out, ',')
+			out = append(out, ',')
 		}
 		m := &ms[k]
 		switch ke := m.kb + 1; {
 		case !m.verbatim:
-			c.out = append(c.out, c.moved[m.start-body:m.end-body]...)
+			out = append(out, held[m.start-body:m.end-body]...)
 		case ke+1 == m.vs && data[ke] == ':':
-			c.out = append(c.out, data[m.ka-1:m.ve]...) // compact input: the member at once
+			out = append(out, data[m.ka-1:m.ve]...) // compact input: the member at once
 		default:
-			c.out = append(c.out, data[m.ka-1:ke]...)
-			c.out = append(c.out, ':')
-			c.out = append(c.out, data[m.vs:m.ve]...)
+			out = append(out, data[m.ka-1:ke]...)
+			out = append(out, ':')
+			out = append(out, data[m.vs:m.ve]...)
 		}
 	}
+	c.out, c.moved = out, held
 	return -1
 }
 

@@ -563,10 +563,20 @@ func (p *parser) compactSeparator(end byte) (closed, ok bool) {
 
 // popChildren moves the child indices pushed since base into the shared kids array as the children of
 // container node idx.
+//
+// It extends d.kids in place and copies rather than appending: d is in the heap, and appending a slice
+// stores the result back even when it did not grow, which costs a write barrier while the garbage
+// collector marks; reslicing a field to itself stores only the length.
 func (d *document) popChildren(idx int32, base int) {
-	d.nodes[idx].a = int32(len(d.kids))
-	d.nodes[idx].b = int32(len(d.stack) - base)
-	d.kids = append(d.kids, d.stack[base:]...)
+	children := d.stack[base:]
+	n := len(d.kids)
+	d.nodes[idx].a = int32(n)
+	d.nodes[idx].b = int32(len(children))
+	if len(children) > cap(d.kids)-n {
+		d.kids = slices.Grow(d.kids, len(children))
+	}
+	d.kids = d.kids[:n+len(children)]
+	copy(d.kids[n:], children)
 	d.stack = d.stack[:base]
 }
 

@@ -141,7 +141,24 @@ type merger struct {
 
 type provRef struct {
 	start, end int
-	layer      string
+	layer      layerID
+}
+
+// layerID names a provenance layer by its index in layerNames. provRef holds it rather than the name:
+// m.entries is in the heap, and storing a string there costs a write barrier while the garbage
+// collector marks.
+type layerID uint8
+
+const (
+	layerEnvironment layerID = iota
+	layerHost
+	layerHostReplacedEnvironment
+)
+
+var layerNames = [...]string{
+	layerEnvironment:             LayerEnvironment,
+	layerHost:                    LayerHost,
+	layerHostReplacedEnvironment: LayerHostReplacedEnvironment,
 }
 
 func (m *merger) write(c byte) {
@@ -170,38 +187,38 @@ func (m *merger) layerDoc(host int32) *document {
 	return m.env
 }
 
-func (m *merger) record(start int, layer string) {
+func (m *merger) record(start int, layer layerID) {
 	m.entries = append(m.entries, provRef{start: start, end: len(m.paths), layer: layer})
 }
 
 func (m *merger) recordRemoved(start int) {
-	m.removed = append(m.removed, provRef{start: start, end: len(m.paths), layer: LayerHost})
+	m.removed = append(m.removed, provRef{start: start, end: len(m.paths), layer: layerHost})
 }
 
 func (m *merger) provenance() Provenance {
 	all := string(m.paths)
 	p := Provenance{Entries: make([]ProvenanceEntry, len(m.entries))}
 	for i, r := range m.entries {
-		p.Entries[i] = ProvenanceEntry{Path: all[r.start:r.end], Layer: r.layer}
+		p.Entries[i] = ProvenanceEntry{Path: all[r.start:r.end], Layer: layerNames[r.layer]}
 	}
 	if len(m.removed) > 0 {
 		p.Removed = make([]ProvenanceEntry, len(m.removed))
 		for i, r := range m.removed {
-			p.Removed[i] = ProvenanceEntry{Path: all[r.start:r.end], Layer: r.layer}
+			p.Removed[i] = ProvenanceEntry{Path: all[r.start:r.end], Layer: layerNames[r.layer]}
 		}
 	}
 	return p
 }
 
 // layerOf names the provenance layer of a unit present in env and/or host.
-func layerOf(env, host int32) string {
+func layerOf(env, host int32) layerID {
 	switch {
 	case env >= 0 && host >= 0:
-		return LayerHostReplacedEnvironment
+		return layerHostReplacedEnvironment
 	case host >= 0:
-		return LayerHost
+		return layerHost
 	default:
-		return LayerEnvironment
+		return layerEnvironment
 	}
 }
 
@@ -437,28 +454,37 @@ func (m *merger) list(r *listRule, env, host int32) {
 			index.add(r, m.host, id, len(slots)-1)
 		}
 	}
-	m.write('[')
+	// Written to a local slice and stored back once, for the reason entryPath gives.
+	out, write := m.out, !m.discard
+	if write {
+		out = append(out, '[')
+	}
 	pos := 0
 	for _, s := range slots {
 		if s.removed {
 			continue
 		}
-		if pos > 0 {
-			m.write(',')
+		if write {
+			if pos > 0 {
+				out = append(out, ',')
+			}
+			out = s.doc.appendCompact(out, s.node)
 		}
-		m.writeValue(s.doc, s.node)
 		start := m.entryPath(r, s.doc, s.id, pos)
-		layer := LayerHost
+		layer := layerHost
 		switch {
 		case s.fromEnv && s.replaced:
-			layer = LayerHostReplacedEnvironment
+			layer = layerHostReplacedEnvironment
 		case s.fromEnv:
-			layer = LayerEnvironment
+			layer = layerEnvironment
 		}
 		m.record(start, layer)
 		pos++
 	}
-	m.write(']')
+	if write {
+		out = append(out, ']')
+	}
+	m.out = out
 }
 
 // applyHostEntry applies host entry h (identity id, identityPrint idPrint) to slot s if they share an
@@ -482,21 +508,26 @@ func (m *merger) applyHostEntry(r *listRule, slots []listSlot, s int, h int32, i
 
 // entryPath appends the provenance path of a list entry, "prefix[type/name]" (or "prefix[pos]" for an
 // entry without identity), and returns where it starts.
+//
+// It appends to a local slice and stores it back once: m is in the heap, and every slice stored there
+// costs a write barrier while the garbage collector marks (appending a slice stores the result even
+// when it did not grow).
 func (m *merger) entryPath(r *listRule, d *document, id [2]int32, pos int) int {
-	start := len(m.paths)
-	m.paths = append(m.paths, r.prefix...)
-	m.paths = append(m.paths, '[')
+	paths := m.paths
+	start := len(paths)
+	paths = append(paths, r.prefix...)
+	paths = append(paths, '[')
 	if id[0] < 0 {
-		m.paths = strconv.AppendInt(m.paths, int64(pos), 10)
+		paths = strconv.AppendInt(paths, int64(pos), 10)
 	} else {
 		for p := range r.identity {
 			if p > 0 {
-				m.paths = append(m.paths, '/')
+				paths = append(paths, '/')
 			}
-			m.paths = d.appendText(m.paths, id[p])
+			paths = d.appendText(paths, id[p])
 		}
 	}
-	m.paths = append(m.paths, ']')
+	m.paths = append(paths, ']')
 	return start
 }
 
