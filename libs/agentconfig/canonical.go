@@ -777,20 +777,38 @@ func (c *canonicalChecker) object(depth int) bool {
 		return true
 	}
 	prevStart, prevEnd, prevEscaped := -1, -1, false // the previous key's token
+	prevShort, prevPrefix := false, uint64(0)        // it is short and plain, with that prefix
 	for {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return false
 		}
 		start := p.pos
-		escaped, ok := c.str()
-		if !ok {
-			return false
+		if end, prefix := shortPlainString(p.data, start); end > 0 {
+			// Most keys: at most eight plain ASCII bytes, whose zero-padded prefix is the whole key (a
+			// plain byte is never zero). Two such keys order as their prefixes do, and only equal keys
+			// have equal prefixes.
+			p.pos = end
+			switch {
+			case prevStart < 0:
+			case prevShort:
+				if prevPrefix >= prefix {
+					return false
+				}
+			case !c.ascending(prevStart, prevEnd, prevEscaped, start, end, false):
+				return false
+			}
+			prevStart, prevEnd, prevEscaped, prevShort, prevPrefix = start, end, false, true, prefix
+		} else {
+			escaped, ok := c.str()
+			if !ok {
+				return false
+			}
+			end := p.pos
+			if prevStart >= 0 && !c.ascending(prevStart, prevEnd, prevEscaped, start, end, escaped) {
+				return false
+			}
+			prevStart, prevEnd, prevEscaped, prevShort = start, end, escaped, false
 		}
-		end := p.pos
-		if prevStart >= 0 && !c.ascending(prevStart, prevEnd, prevEscaped, start, end, escaped) {
-			return false
-		}
-		prevStart, prevEnd, prevEscaped = start, end, escaped
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
 			return false
 		}
