@@ -464,3 +464,25 @@ func TestIsCanonical_Spellings(t *testing.T) {
 		checkAgainstTree(t, []byte(raw))
 	}
 }
+
+// The parser finds repeated keys by fingerprints, taken from the key's first word when the key is short
+// and plain and from its decoded text otherwise: every pair of keys, escaped or not, short or long,
+// must be a repeat exactly when their decoded texts are equal.
+func TestParse_RepeatedKeysByFingerprint(t *testing.T) {
+	keys := append(slices.Clone(genKeys), `abcdefg\u0068`, `\u0061bcdefgh`, `abcdefgh\u0031`, `credential\u005fid`)
+	for _, a := range keys {
+		for _, b := range keys {
+			var d document
+			doc := []byte(`{"` + a + `":1,"` + b + `":2}`)
+			_, err := d.parse(doc)
+			var ta, tb []byte
+			var da, db document
+			ra, _ := da.parse([]byte(`"` + a + `"`))
+			rb, _ := db.parse([]byte(`"` + b + `"`))
+			ta, tb = da.text(ra, nil), db.text(rb, nil)
+			if repeated := err != nil && strings.Contains(err.Error(), "duplicate"); repeated != bytes.Equal(ta, tb) {
+				t.Errorf("parse %s: %v; decoded keys %q and %q", doc, err, ta, tb)
+			}
+		}
+	}
+}

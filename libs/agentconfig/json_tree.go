@@ -471,17 +471,27 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, p.fail("expected a string object key")
 		}
 		ks := p.pos
-		escaped, err := p.scanString()
-		if err != nil {
-			return -1, err
+		// Most keys are short and plain: shortPlainString reads them and gives their fingerprint (the
+		// prefix, see fingerprintOf) from one word.
+		escaped, short := false, uint64(0)
+		if end, prefix := shortPlainString(p.data, ks); end > 0 {
+			p.pos, short = end, prefix
+		} else {
+			p.pos++ // opening quote
+			var err error
+			if escaped, err = p.scanStringRest(); err != nil {
+				return -1, err
+			}
 		}
 		p.reserve()
 		k := p.add(kindString, int32(ks), int32(p.pos), escaped)
 		if n < len(prints) {
-			var f uint64
-			if escaped {
+			f := short
+			switch {
+			case short != 0:
+			case escaped:
 				f = p.d.fingerprint(k)
-			} else {
+			default:
 				f = fingerprintOf(p.data[ks+1 : p.pos-1])
 			}
 			for j := 0; j < n && dup < 0; j++ {
@@ -605,7 +615,15 @@ func (d *document) fingerprint(i int32) uint64 {
 	return fingerprintOf(s)
 }
 
+// Texts of at most eight bytes are their own fingerprint: the bytes big-endian, zero-padded, as
+// shortPlainString and keyPrefix give them (which is how the parser gets most keys' fingerprints for
+// free). Longer ones are summarized by their length and three of their bytes.
 func fingerprintOf(s []byte) uint64 {
+	if len(s) <= 8 {
+		var b [8]byte
+		copy(b[:], s)
+		return binary.BigEndian.Uint64(b[:])
+	}
 	f := uint64(len(s)) << 32
 	if len(s) > 0 {
 		f |= uint64(s[0])<<24 | uint64(s[len(s)-1])<<16 | uint64(s[len(s)/2])<<8
