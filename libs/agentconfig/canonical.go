@@ -441,17 +441,26 @@ func (c *canonicalizer) order(base, body int, verbatim bool) int {
 	moved, settled := false, false
 	if plain && len(ms) <= 32 {
 		// Usually the prefixes alone decide: sort them (insertion sort, with the permutation alongside),
-		// and if no two are equal, that is the order.
-		settled = true
+		// and if no two are equal, that is the order. Equal prefixes end up side by side, so one look
+		// at the neighbours finds them.
 		for i := 1; i < len(prefixes); i++ {
-			x, k := prefixes[i], perm[i]
-			j := i
-			for ; j > 0 && prefixes[j-1] >= x; j-- { // moving past equal prefixes finds every tie
-				settled = settled && prefixes[j-1] != x
+			x := prefixes[i]
+			if prefixes[i-1] < x {
+				continue
+			}
+			k, j := perm[i], i
+			for ; j > 0 && prefixes[j-1] > x; j-- {
 				prefixes[j], perm[j] = prefixes[j-1], perm[j-1]
 			}
 			prefixes[j], perm[j] = x, k
 			moved = moved || j != i
+		}
+		settled = true
+		for i := 1; i < len(prefixes); i++ {
+			if prefixes[i-1] == prefixes[i] {
+				settled = false
+				break
+			}
 		}
 	}
 	switch {
