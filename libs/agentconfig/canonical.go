@@ -437,7 +437,8 @@ func (c *canonicalizer) order(base, body int, verbatim bool) int {
 		prefixes = append(prefixes, ms[i].prefix)
 		plain = plain && ms[i].plain
 	}
-	c.perm, c.prefixes = perm, prefixes
+	keep(&c.perm, perm)
+	keep(&c.prefixes, prefixes)
 	moved, settled := false, false
 	if plain && len(ms) <= 32 {
 		// Usually the prefixes alone decide: sort them (insertion sort, with the permutation alongside),
@@ -518,7 +519,8 @@ func (c *canonicalizer) order(base, body int, verbatim bool) int {
 			out = append(out, data[m.vs:m.ve]...)
 		}
 	}
-	c.out, c.moved = out, held
+	keep(&c.out, out)
+	keep(&c.moved, held)
 	return -1
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // The straightforward path the fast one must agree with, byte for byte: parse into the tree, then
@@ -483,6 +484,19 @@ func TestParse_RepeatedKeysByFingerprint(t *testing.T) {
 			if repeated := err != nil && strings.Contains(err.Error(), "duplicate"); repeated != bytes.Equal(ta, tb) {
 				t.Errorf("parse %s: %v; decoded keys %q and %q", doc, err, ta, tb)
 			}
+		}
+	}
+}
+
+// keep leaves the field equal to the slice it is given, whether that slice grew out of the field's
+// array or not.
+func TestKeep(t *testing.T) {
+	field := make([]byte, 2, 4)
+	for _, n := range []int{1, 2, 5, 0, 40} {
+		s := append(field[:0], bytes.Repeat([]byte{'x'}, n)...)
+		keep(&field, s)
+		if len(field) != len(s) || cap(field) != cap(s) || unsafe.SliceData(field) != unsafe.SliceData(s) {
+			t.Fatalf("after appending %d bytes: field len %d cap %d, slice len %d cap %d", n, len(field), cap(field), len(s), cap(s))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file holds the one JSON reader of the package. Merge, Validate, Redact and the credential
@@ -569,6 +570,18 @@ func (p *parser) compactSeparator(end byte) (closed, ok bool) {
 		}
 	}
 	return false, false
+}
+
+// keep stores s, which was appended to from *field, back into *field. When s still lies in the field's
+// array (the usual case once pooled buffers have grown) only the length is stored: storing a slice's
+// pointer into a heap object costs a write barrier while the garbage collector marks, and reslicing a
+// field to itself does not store the pointer.
+func keep[T any](field *[]T, s []T) {
+	if cap(s) == cap(*field) && unsafe.SliceData(s) == unsafe.SliceData(*field) {
+		*field = (*field)[:len(s)]
+		return
+	}
+	*field = s
 }
 
 // popChildren moves the child indices pushed since base into the shared kids array as the children of

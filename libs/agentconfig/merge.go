@@ -527,7 +527,7 @@ func (m *merger) entryPath(r *listRule, d *document, id [2]int32, pos int) int {
 			paths = d.appendText(paths, id[p])
 		}
 	}
-	m.paths = append(paths, ']')
+	keep(&m.paths, append(paths, ']'))
 	return start
 }
 
