@@ -93,9 +93,11 @@ type Fleet struct {
 	subs    []*nats.Subscription
 
 	fetchLatency latency.Recorder
-	counters     counters
-	errMu        sync.Mutex
-	fetchErrors  map[string]int64
+	// fetchTimeline: every successful first fetch by when it began, from the boot.
+	fetchTimeline latency.Timeline
+	counters      counters
+	errMu         sync.Mutex
+	fetchErrors   map[string]int64
 
 	workers sync.WaitGroup
 	bgStop  context.CancelFunc
@@ -349,7 +351,9 @@ func (f *Fleet) Start(opts StartOptions) <-chan struct{} {
 	done := make(chan struct{})
 	var booted sync.WaitGroup
 	booted.Add(len(f.agents))
-	f.retry.begin(time.Now(), opts.RetryFor)
+	now := time.Now()
+	f.retry.begin(now, opts.RetryFor)
+	f.fetchTimeline.Begin(now)
 	for _, a := range f.agents {
 		boot := func() {
 			defer booted.Done()
@@ -387,6 +391,7 @@ func (f *Fleet) Start(opts StartOptions) <-chan struct{} {
 // fetch runs one agent's startup fetch and records its latency and outcome. It returns why it failed
 // (a *protocol.Error for an error reply), nil on success.
 func (f *Fleet) fetch(a *Agent) error {
+	began := time.Now()
 	elapsed, kind, err := f.fetchOnce(a)
 	if err != nil {
 		f.fetchFailed(kind)
@@ -394,7 +399,14 @@ func (f *Fleet) fetch(a *Agent) error {
 	}
 	f.counters.fetchOK.Add(1)
 	f.fetchLatency.Record(elapsed)
+	f.fetchTimeline.Record(began, elapsed)
 	return nil
+}
+
+// FetchTimeline summarises the successful first fetches of the last Start by when they began, in
+// buckets of width from the boot.
+func (f *Fleet) FetchTimeline(width time.Duration) []latency.Bucket {
+	return f.fetchTimeline.Buckets(width)
 }
 
 // fetchOnce makes one fetch request and applies the reply: its round trip, or why it failed (a short

@@ -82,3 +82,65 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	rank = min(max(rank, 1), len(sorted))
 	return sorted[rank-1]
 }
+
+// Timeline records durations by when the operation began, relative to a start, so that a run's slow
+// operations can be placed in time (a tail that comes from a few stalled seconds looks different from
+// one spread over the whole window). It is safe for concurrent use; Begin must be called before Record.
+type Timeline struct {
+	mu      sync.Mutex
+	start   time.Time
+	samples []timedSample
+}
+
+type timedSample struct {
+	at, d time.Duration
+}
+
+// Begin sets the moment offsets are measured from and drops earlier samples.
+func (t *Timeline) Begin(start time.Time) {
+	t.mu.Lock()
+	t.start, t.samples = start, nil
+	t.mu.Unlock()
+}
+
+// Record adds one operation that began at began and took d.
+func (t *Timeline) Record(began time.Time, d time.Duration) {
+	t.mu.Lock()
+	t.samples = append(t.samples, timedSample{at: began.Sub(t.start), d: d})
+	t.mu.Unlock()
+}
+
+// Bucket summarises the operations that began in [At, At+Width).
+type Bucket struct {
+	At      time.Duration `json:"at_ns"`
+	Width   time.Duration `json:"width_ns"`
+	Summary Summary       `json:"summary"`
+}
+
+// Buckets summarises the samples in consecutive buckets of width from the start, up to the last one
+// that holds a sample (empty buckets in between are kept, with a zero Summary).
+func (t *Timeline) Buckets(width time.Duration) []Bucket {
+	if width <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	samples := slices.Clone(t.samples)
+	t.mu.Unlock()
+	if len(samples) == 0 {
+		return nil
+	}
+	var last time.Duration
+	for _, s := range samples {
+		last = max(last, s.at)
+	}
+	groups := make([][]time.Duration, int(max(0, last)/width)+1)
+	for _, s := range samples {
+		i := max(0, int(s.at/width)) // a sample recorded before the start counts in the first bucket
+		groups[i] = append(groups[i], s.d)
+	}
+	out := make([]Bucket, len(groups))
+	for i, g := range groups {
+		out[i] = Bucket{At: time.Duration(i) * width, Width: width, Summary: Summarize(g)}
+	}
+	return out
+}

@@ -483,14 +483,19 @@ func (r *Runner) stackAlive() error {
 
 // HerdResult is the boot of the fleet: every agent fetching within the jitter window.
 type HerdResult struct {
-	Agents      int              `json:"agents"`
-	Window      time.Duration    `json:"window_ns"`
-	Elapsed     time.Duration    `json:"elapsed_ns"`
-	OK          int64            `json:"ok"`
-	Failed      int64            `json:"failed"`
-	Errors      map[string]int64 `json:"errors,omitempty"`
-	TypeErrors  int64            `json:"type_errors"`
-	Latency     latency.Summary  `json:"latency"`
+	Agents     int              `json:"agents"`
+	Window     time.Duration    `json:"window_ns"`
+	Elapsed    time.Duration    `json:"elapsed_ns"`
+	OK         int64            `json:"ok"`
+	Failed     int64            `json:"failed"`
+	Errors     map[string]int64 `json:"errors,omitempty"`
+	TypeErrors int64            `json:"type_errors"`
+	Latency    latency.Summary  `json:"latency"`
+	// Timeline is the successful first fetches by when they began (half-second buckets from the
+	// boot); Wakeups is loadgen's own scheduling delay in the same buckets (latency.ProbeWakeups,
+	// a 5 ms sleep), which a fetch's round trip includes.
+	Timeline    []latency.Bucket `json:"timeline,omitempty"`
+	Wakeups     []latency.Bucket `json:"loadgen_wakeup_delay,omitempty"`
 	PerSecond   float64          `json:"per_second"`
 	Injects     int64            `json:"inject_requests"`
 	Credentials int              `json:"credentials_per_inject"`
@@ -526,6 +531,12 @@ func (r *Runner) boot(ctx context.Context) error {
 	}
 	cpu0 := r.cpuSnapshot()
 	start := time.Now()
+	var wakeups latency.Timeline
+	wakeups.Begin(start)
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	probed := make(chan struct{})
+	go func() { defer close(probed); latency.ProbeWakeups(probeCtx, wakeupProbeInterval, &wakeups) }()
 	booted := r.fleet.Start(fleet.StartOptions{Fetch: herd, Jitter: r.opts.Jitter, RetryFor: r.opts.RetryFor})
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -549,6 +560,8 @@ wait:
 	}
 	elapsed := time.Since(start)
 	cpu := r.cpuSince(cpu0)
+	stopProbe()
+	<-probed
 	if herd {
 		s := r.fleet.Stats()
 		h := &HerdResult{Agents: r.opts.Agents, Window: r.opts.Jitter, Elapsed: elapsed, OK: s.FetchOK, Failed: s.FetchFailed,
@@ -557,9 +570,12 @@ wait:
 		if elapsed > 0 {
 			h.PerSecond = float64(s.FetchOK) / elapsed.Seconds()
 		}
+		h.Timeline = r.fleet.FetchTimeline(timelineBucket)
+		h.Wakeups = wakeups.Buckets(timelineBucket)
 		h.endInjects = r.injects(ctx)
 		h.beforeInjects = before
 		r.res.Herd = h
+		r.logTimeline(h)
 		r.logf("herd: %d ok, %d failed in %s; fetch p50 %s p95 %s p99 %s", h.OK, h.Failed, elapsed.Round(time.Millisecond),
 			h.Latency.P50.Round(time.Microsecond), h.Latency.P95.Round(time.Microsecond), h.Latency.P99.Round(time.Microsecond))
 		if h.TypeErrors > 0 {
