@@ -10,7 +10,7 @@ TEST_TIMEOUT ?= 10m
 
 .PHONY: run test generate generate-check lint vet fmt-check bench bench-full bench-signing build vaultdev clean
 
-## run: the whole system in one process (embedded NATS, PostgreSQL, keyring, five services, one agent)
+## run: the whole system from one command (five services and one agent in one process, NATS in a child process; PostgreSQL, keyring)
 ## It runs the built binary, not `go run`: the go command sets exit status 1 whenever it is interrupted
 ## (cmd/go/internal/work/exec.go, its idle build workers), even after devstack shut down cleanly, so
 ## Ctrl-C ended `make run` with "Error 1". devstack itself exits 0 after a clean shutdown on SIGINT.

@@ -1,6 +1,6 @@
-// Command devstack is `make run`: the whole ConfigSync system in one process for trying it out and for
-// development — an embedded nats-server with JetStream, per-agent JWT auth and TLS only (a local CA under
-// .data/tls), PostgreSQL (DATABASE_URL,
+// Command devstack is `make run`: the whole ConfigSync system from one command for trying it out and for
+// development — a nats-server with JetStream (devstack's own binary in a child process, see natsproc.go),
+// per-agent JWT auth and TLS only (a local CA under .data/tls), PostgreSQL (DATABASE_URL,
 // else the server on 127.0.0.1:5432, else a private cluster under .data), the local keyring, all five
 // service modules in one fx app, and one agent. State lives under .data, so a second run reuses it.
 package main
@@ -37,6 +37,7 @@ type options struct {
 	noAgent  bool
 	logLevel string
 	pprof    string
+	natsOnly bool
 }
 
 func run() error {
@@ -44,11 +45,15 @@ func run() error {
 	flag.StringVar(&o.dataDir, "data", ".data", "directory for all state (database cluster, NATS store, agent cache, keys)")
 	flag.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "config-api listen address")
 	flag.StringVar(&o.metrics, "metrics", "127.0.0.1:9090", "address of the services' shared /metrics listener (empty: off)")
-	flag.StringVar(&o.natsAddr, "nats", "127.0.0.1:4322", "embedded nats-server listen address")
+	flag.StringVar(&o.natsAddr, "nats", "127.0.0.1:4322", "nats-server listen address (the server runs in a child process)")
 	flag.BoolVar(&o.noAgent, "no-agent", false, "do not start the demo agent")
 	flag.StringVar(&o.logLevel, "log-level", "info", "log level of the services (debug, info, warn, error)")
-	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off by default")
+	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for the services' process (the nats-server runs in its own); off by default")
+	flag.BoolVar(&o.natsOnly, "nats-only", false, "run only the nats-server of -data on -nats, until stdin closes (devstack starts itself this way)")
 	flag.Parse()
+	if o.natsOnly {
+		return runNATSOnly(o)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,11 +91,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ns, err := startNATS(o.natsAddr, dataDir, auth, tlsFiles)
+	ns, err := startNATSProcess(o.natsAddr, dataDir, log)
 	if err != nil {
 		return err
 	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	defer func() {
+		if err := ns.stop(10 * time.Second); err != nil {
+			log.Warn("nats-server process", zap.Error(err))
+		}
+	}()
 	natsURL := "nats://" + o.natsAddr
 	log.Info("nats ready", zap.String("url", natsURL), zap.String("ca", tlsFiles.CA))
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,8 @@ type Stack struct {
 	DatabaseURL string // empty when devstack chose the database itself
 	MetricsURL  string // devstack's Prometheus endpoint (every service's metrics, the resolver's included)
 	PID         int
+	// NATSPID is devstack's nats-server process (0: devstack runs the server in its own process).
+	NATSPID int
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -155,12 +158,38 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.waitForEnv(ctx, 3*time.Minute); err != nil {
 		return nil, err
 	}
+	s.NATSPID = readPIDFile(filepath.Join(s.Dir, NATSPIDFile))
 	// The fleet simulator needs the unrestricted bench user: the services' own user may not act as agents.
 	s.CredsFile = filepath.Join(s.Dir, "bench.creds")
 	if _, err := os.Stat(s.CredsFile); err != nil {
 		return nil, fmt.Errorf("devstack wrote no bench.creds: %w", err)
 	}
 	return s, nil
+}
+
+// PIDs are the processes of the stack whose memory and CPU loadgen reports as the services': devstack
+// (the five services) and its nats-server process.
+func (s *Stack) PIDs() []int {
+	if s.NATSPID > 0 {
+		return []int{s.PID, s.NATSPID}
+	}
+	return []int{s.PID}
+}
+
+// NATSPIDFile is where devstack writes the pid of its nats-server process, under its data directory.
+const NATSPIDFile = "nats-server.pid"
+
+// readPIDFile is the pid in path, 0 when there is none.
+func readPIDFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
 }
 
 func build(ctx context.Context, out string) error {

@@ -30,7 +30,7 @@ import (
 func TestScenariosAgainstDevstack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	backend, _ := devstackBackend(ctx, t)
+	backend, stack := devstackBackend(ctx, t)
 	api := backend.API
 	const agents = 50
 	var log bytes.Buffer
@@ -96,8 +96,14 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 	if f.Commands != 2*agents || f.Applied != 2*agents || f.AcksSent != 2*agents || f.Foreign != 0 || f.Malformed != 0 {
 		t.Errorf("fleet = %+v", f)
 	}
-	if len(res.Memory) != 1 || res.Memory[0].HWM == 0 {
-		t.Errorf("memory = %+v", res.Memory)
+	// Every process of the stack is reported: devstack's services and its nats-server process.
+	if len(res.Memory) != 2 || len(stack.PIDs()) != 2 {
+		t.Errorf("memory = %+v, want devstack's two processes %v", res.Memory, stack.PIDs())
+	}
+	for i, m := range res.Memory {
+		if m.HWM == 0 || i >= len(stack.PIDs()) || m.PID != stack.PIDs()[i] {
+			t.Errorf("memory[%d] = %+v, want the peak RSS of pid %v", i, m, stack.PIDs())
+		}
 	}
 	if res.Herd.CPU["services"] <= 0 {
 		t.Errorf("no services CPU accounted: %+v", res.Herd.CPU)
@@ -181,9 +187,9 @@ func devstackBackend(ctx context.Context, t *testing.T) (Backend, *localstack.St
 	dbName := strings.TrimPrefix(u.Path, "/")
 	backend := Backend{
 		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, NATSCA: stack.NATSCA, Control: nc, JS: js,
-		Processes: []int{stack.PID}, Alive: stack.Alive,
+		Processes: stack.PIDs(), Alive: stack.Alive,
 		CPUGroups: func() map[string][]int {
-			return map[string][]int{"services": {stack.PID}, "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
+			return map[string][]int{"services": stack.PIDs(), "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
 		},
 		Signatures: func(ctx context.Context) (int64, error) {
 			return backendstats.Signatures(ctx, http.DefaultClient, stack.MetricsURL)
