@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"runtime/metrics"
 	"strings"
 	"time"
 )
@@ -26,7 +27,18 @@ func (r *Runner) logTimeline(h *HerdResult) {
 		fmt.Fprintf(&b, "\n  %5.1f s %8d %8s %8s %8s | %8s", bk.At.Seconds(), bk.Summary.Count, ms(bk.Summary.P50), ms(bk.Summary.P99),
 			ms(bk.Summary.Max), ms(wake))
 	}
+	fmt.Fprintf(&b, "\n  loadgen's own GC cycles that ended during the herd: %d", h.LoadgenGCs)
 	r.logf("%s", b.String())
+}
+
+// gcCycles is the number of GC cycles this process has completed.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
