@@ -242,6 +242,7 @@ func runOnce(ctx context.Context, f flags, scenarios map[string]bool, signing bo
 		f.api, f.token, f.natsURL, f.natsCA, f.creds = stack.APIURL, stack.Token, stack.NATSURL, stack.NATSCA, stack.CredsFile
 		f.database = firstNonEmpty(f.database, stack.DatabaseURL)
 		pids = stack.PIDs()
+		backend.NATSServer = stack.NATSPID
 		backend.Alive = stack.Alive
 		metricsURL = stack.MetricsURL
 		signingMode = onOff(signing)

@@ -201,14 +201,26 @@ func Rows(real15k, r50k, r100k *scenario.Result, mergeNsOp float64, mergeLoad st
 	if r100k == nil || len(r100k.Memory) == 0 {
 		out = append(out, notRun("services' peak RSS at 100,000 agents", "100k", "≤ 400 MiB"))
 	} else {
-		var hwm uint64
+		// The target is the services' alone, nats-server reported beside it. A run of a devstack that
+		// embedded nats-server in the services' process has no nats-server entry: its figure includes
+		// the server, and says so.
+		var hwm, natsHWM uint64
+		separate := false
 		for _, m := range r100k.Memory {
-			hwm += m.HWM
+			if m.Role == scenario.RoleNATSServer {
+				natsHWM += m.HWM
+				separate = true
+			} else {
+				hwm += m.HWM
+			}
 		}
-		// devstack runs the embedded nats-server in the services' process: the figure includes it, so a
-		// pass holds for the services alone; the server's own share is the real-15k run's per-10k growth.
-		out = append(out, Row{Figure: "services' peak RSS at 100,000 agents (devstack: embedded nats-server included)", Run: "100k",
-			Measured: fmt.Sprintf("%.0f MiB", float64(hwm)/(1<<20)), Target: "≤ 400 MiB", Verdict: verdict(hwm <= 400<<20), Load: loadOf(r100k)})
+		figure, measured := "services' peak RSS at 100,000 agents (nats-server included: it ran in the services' process)", fmt.Sprintf("%.0f MiB", float64(hwm)/(1<<20))
+		if separate {
+			figure = "services' peak RSS at 100,000 agents (nats-server reported apart)"
+			measured += fmt.Sprintf(" (nats-server %.0f MiB)", float64(natsHWM)/(1<<20))
+		}
+		out = append(out, Row{Figure: figure, Run: "100k",
+			Measured: measured, Target: "≤ 400 MiB", Verdict: verdict(hwm <= 400<<20), Load: loadOf(r100k)})
 	}
 	if mergeNsOp < 0 {
 		out = append(out, notRun("merge + canonicalise + hash, 4 KB (BenchmarkMergeCanonicalHash, median)", "merge", "≤ 20 µs"))

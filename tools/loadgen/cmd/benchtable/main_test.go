@@ -10,6 +10,7 @@ import (
 
 	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
 	"github.com/configsync/configsync/tools/loadgen/internal/latency"
+	"github.com/configsync/configsync/tools/loadgen/internal/procstat"
 	"github.com/configsync/configsync/tools/loadgen/internal/scenario"
 )
 
@@ -131,5 +132,32 @@ func TestCPUPerFetchDividesByAgentsConfigured(t *testing.T) {
 	r50k.Herd.CPU = scenario.CPU{"services": 50000 * 30 * time.Microsecond, "postgres": 50000 * 15 * time.Microsecond}
 	if row := byFigure(Rows(nil, r50k, nil, -1, ""), "services + PostgreSQL CPU"); row.Verdict != "pass" {
 		t.Errorf("45 µs per configured agent: %+v", row)
+	}
+}
+
+// The 100,000-agent RSS target is the services' alone: a nats-server running in a process of its own is
+// reported beside it and left out of the verdict; a run whose server was embedded in the services'
+// process (no nats-server entry) is judged on the whole process, and the figure says so.
+func TestServicesRSSLeavesOutTheNATSServerProcess(t *testing.T) {
+	const mib = 1 << 20
+	row := func(mem ...procstat.Memory) Row {
+		return byFigure(Rows(nil, nil, &scenario.Result{Memory: mem}, -1, ""), "services' peak RSS at 100,000")
+	}
+	services := procstat.Memory{PID: 10, Name: "devstack", Role: scenario.RoleServices, HWM: 150 * mib}
+	nats := procstat.Memory{PID: 11, Name: "devstack", Role: scenario.RoleNATSServer, HWM: 900 * mib}
+	for _, tc := range []struct {
+		name              string
+		row               Row
+		verdict, measured string
+		figureHas         string
+	}{
+		{"split", row(services, nats), "pass", "150 MiB (nats-server 900 MiB)", "reported apart"},
+		{"split, services over", row(procstat.Memory{PID: 10, Role: scenario.RoleServices, HWM: 401 * mib}, nats), "MISS", "401 MiB (nats-server 900 MiB)", "reported apart"},
+		{"embedded (no roles)", row(procstat.Memory{PID: 10, HWM: 350 * mib}), "pass", "350 MiB", "nats-server included"},
+		{"embedded, over", row(procstat.Memory{PID: 10, HWM: 450 * mib}), "MISS", "450 MiB", "nats-server included"},
+	} {
+		if tc.row.Verdict != tc.verdict || tc.row.Measured != tc.measured || !strings.Contains(tc.row.Figure, tc.figureHas) {
+			t.Errorf("%s: row %+v, want verdict %s, measured %q, figure with %q", tc.name, tc.row, tc.verdict, tc.measured, tc.figureHas)
+		}
 	}
 }

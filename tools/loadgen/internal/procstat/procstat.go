@@ -16,6 +16,9 @@ import (
 type Memory struct {
 	PID  int    `json:"pid"`
 	Name string `json:"name"`
+	// Role is what the process is to the caller that read it (for example "services" or "nats-server";
+	// Read leaves it empty).
+	Role string `json:"role,omitempty"`
 	RSS  uint64 `json:"rss_bytes"`
 	HWM  uint64 `json:"hwm_bytes"`
 }

@@ -133,7 +133,11 @@ func Checks(r *scenario.Result) []Check {
 	} else {
 		var parts []string
 		for _, m := range r.Memory {
-			parts = append(parts, fmt.Sprintf("%s %s (pid %d, now %s)", m.Name, mib(m.HWM), m.PID, mib(m.RSS)))
+			name := m.Name
+			if m.Role != "" {
+				name += " (" + m.Role + ")"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s (pid %d, now %s)", name, mib(m.HWM), m.PID, mib(m.RSS)))
 		}
 		mem.Measured = strings.Join(parts, "; ")
 	}

@@ -30,7 +30,8 @@ func TestChecks(t *testing.T) {
 		Push: &scenario.PushResult{Credentials: 3, Complete: true, Worst: 4 * time.Second,
 			Runs: []scenario.PushRun{{Injects: 1, Decrypts: 3}, {Injects: 1, Decrypts: 3}}},
 		Heartbeat: &scenario.HeartbeatResult{Duration: 10 * time.Second, OfferedRate: 15000, LandedRate: 14000, Processed: 100, ProcessedRate: 9000},
-		Memory:    []procstat.Memory{{PID: 7, Name: "devstack", HWM: 100 << 20, RSS: 90 << 20}},
+		Memory: []procstat.Memory{{PID: 7, Name: "devstack", HWM: 100 << 20, RSS: 90 << 20},
+			{PID: 8, Name: "devstack", Role: "nats-server", HWM: 300 << 20, RSS: 200 << 20}},
 	}
 	got := Checks(r)
 	want := []string{"pass", "pass", "MISS", "MISS", "pass", ""}
@@ -46,7 +47,7 @@ func TestChecks(t *testing.T) {
 	if !strings.Contains(got[3].Measured, "9,000/s written") {
 		t.Errorf("heartbeat measured %q", got[3].Measured)
 	}
-	if !strings.Contains(got[5].Measured, "devstack 100 MiB") {
+	if !strings.Contains(got[5].Measured, "devstack 100 MiB") || !strings.Contains(got[5].Measured, "devstack (nats-server) 300 MiB (pid 8") {
 		t.Errorf("memory measured %q", got[5].Measured)
 	}
 

@@ -93,6 +93,9 @@ type Backend struct {
 	JS      jetstream.JetStream
 	// Processes lists the service processes whose memory is reported (may be nil).
 	Processes []int
+	// NATSServer is the one of Processes that is the nats-server alone (0: none is; an embedded
+	// server then counts in the services' memory).
+	NATSServer int
 	// Alive reports whether the stack is still up (nil: assume it is).
 	Alive func() bool
 	// CPUGroups lists, by name, the processes whose CPU time each phase reports (for example the
@@ -101,6 +104,12 @@ type Backend struct {
 	// Signatures reads the resolver's count of statements signed so far (nil: not observable).
 	Signatures func(ctx context.Context) (int64, error)
 }
+
+// The roles of the processes in Result.Memory.
+const (
+	RoleServices   = "services"
+	RoleNATSServer = "nats-server"
+)
 
 // CPU is the CPU time groups of processes used during one phase, by group name ("loadgen" is this
 // process: the simulated fleet).
@@ -279,6 +288,10 @@ func (r *Runner) finish() {
 		if err != nil {
 			r.note("memory of pid %d: %v", pid, err)
 			continue
+		}
+		m.Role = RoleServices
+		if pid == r.backend.NATSServer {
+			m.Role = RoleNATSServer
 		}
 		r.res.Memory = append(r.res.Memory, m)
 	}

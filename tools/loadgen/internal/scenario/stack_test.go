@@ -104,6 +104,13 @@ func TestScenariosAgainstDevstack(t *testing.T) {
 		if m.HWM == 0 || i >= len(stack.PIDs()) || m.PID != stack.PIDs()[i] {
 			t.Errorf("memory[%d] = %+v, want the peak RSS of pid %v", i, m, stack.PIDs())
 		}
+		wantRole := RoleServices
+		if m.PID == stack.NATSPID {
+			wantRole = RoleNATSServer
+		}
+		if stack.NATSPID <= 0 || m.Role != wantRole {
+			t.Errorf("memory[%d] = %+v, want role %q (nats-server pid %d)", i, m, wantRole, stack.NATSPID)
+		}
 	}
 	if res.Herd.CPU["services"] <= 0 {
 		t.Errorf("no services CPU accounted: %+v", res.Herd.CPU)
@@ -187,7 +194,7 @@ func devstackBackend(ctx context.Context, t *testing.T) (Backend, *localstack.St
 	dbName := strings.TrimPrefix(u.Path, "/")
 	backend := Backend{
 		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, NATSCA: stack.NATSCA, Control: nc, JS: js,
-		Processes: stack.PIDs(), Alive: stack.Alive,
+		Processes: stack.PIDs(), NATSServer: stack.NATSPID, Alive: stack.Alive,
 		CPUGroups: func() map[string][]int {
 			return map[string][]int{"services": stack.PIDs(), "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
 		},
