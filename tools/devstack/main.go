@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,8 +18,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/configsync/configsync/libs/natsauth/tlsgen"
 )
 
 func main() {
@@ -93,16 +90,7 @@ func run() error {
 	defer pg.Stop()
 	log.Info("postgres ready", zap.String("source", pg.Source))
 
-	auth, err := loadOrCreateAuthority(filepath.Join(dataDir, "nats-authority.json"), log)
-	if err != nil {
-		return err
-	}
-	natsHost, _, err := net.SplitHostPort(o.natsAddr)
-	if err != nil {
-		return fmt.Errorf("nats address %q: %w", o.natsAddr, err)
-	}
-	// A local CA and the server's certificate, made on the first start: NATS serves TLS only.
-	tlsFiles, err := tlsgen.Ensure(filepath.Join(dataDir, "tls"), natsHost, "localhost", "127.0.0.1")
+	auth, tlsFiles, err := natsFiles(dataDir, o.natsAddr, log)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/natsauth"
 	"github.com/configsync/configsync/libs/natsauth/tlsgen"
 )
 
@@ -105,6 +106,25 @@ func (p *natsProcess) stop(wait time.Duration) error {
 	}
 }
 
+// natsFiles loads the NATS authority and the server's TLS files of dataDir for a server on addr, making
+// them on the first start (NATS serves TLS only): devstack does before it starts its server process,
+// which then reads the same files.
+func natsFiles(dataDir, addr string, log *zap.Logger) (*natsauth.Authority, tlsgen.Files, error) {
+	auth, err := loadOrCreateAuthority(filepath.Join(dataDir, "nats-authority.json"), log)
+	if err != nil {
+		return nil, tlsgen.Files{}, err
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, tlsgen.Files{}, fmt.Errorf("nats address %q: %w", addr, err)
+	}
+	tlsFiles, err := tlsgen.Ensure(filepath.Join(dataDir, "tls"), host, "localhost", "127.0.0.1")
+	if err != nil {
+		return nil, tlsgen.Files{}, err
+	}
+	return auth, tlsFiles, nil
+}
+
 // runNATSOnly is devstack -nats-only: the embedded nats-server of the data directory devstack prepared
 // (its NATS authority and TLS files), until stdin closes (devstack stopped or died) or SIGTERM.
 func runNATSOnly(o options) error {
@@ -112,15 +132,7 @@ func runNATSOnly(o options) error {
 	if err != nil {
 		return err
 	}
-	auth, err := loadOrCreateAuthority(filepath.Join(dataDir, "nats-authority.json"), zap.NewNop())
-	if err != nil {
-		return err
-	}
-	host, _, err := net.SplitHostPort(o.natsAddr)
-	if err != nil {
-		return fmt.Errorf("nats address %q: %w", o.natsAddr, err)
-	}
-	tlsFiles, err := tlsgen.Ensure(filepath.Join(dataDir, "tls"), host, "localhost", "127.0.0.1")
+	auth, tlsFiles, err := natsFiles(dataDir, o.natsAddr, zap.NewNop())
 	if err != nil {
 		return err
 	}
