@@ -213,13 +213,26 @@ func baseEnv() []string {
 	return env
 }
 
-// freeAddr returns a 127.0.0.1 address whose port was free a moment ago.
+// handedOut holds every address freeAddr returned in this test process: a port closed a moment ago
+// may be the kernel's next answer to a bind on port 0, and two processes of one stack given the same
+// port race for it.
+var handedOut sync.Map
+
+// freeAddr returns a 127.0.0.1 address whose port was free a moment ago and that it has not returned
+// before.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("free address: 100 ports in a row were handed out before")
+	return ""
 }

@@ -198,13 +198,24 @@ func (s *stack) call(method, path string, body any) (int, []byte) {
 	return resp.StatusCode, raw
 }
 
-// freeAddr is a loopback address with a port nothing listens on.
+// handedOut holds every address freeAddr returned in this test process: a port closed a moment ago
+// may be the kernel's next answer to a bind on port 0, and two listeners given the same port race for it.
+var handedOut sync.Map
+
+// freeAddr is a loopback address with a port nothing listens on, not returned before.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("free address: 100 ports in a row were handed out before")
+	return ""
 }
