@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/configsync/configsync/libs/agentconfig"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // TestEndToEnd runs one replica of every service and two agents, and walks the whole life of a config:
@@ -79,7 +80,7 @@ func TestEndToEnd(t *testing.T) {
 	secret := "e2e-pw-" + strconv.FormatInt(int64(os.Getpid()), 36) + "-Zq7"
 	credID := s.createCredential(1, "pg-main", map[string]string{"username": "monitor", "password": secret})
 	collectorsV := s.putEnvConfig(1, "collectors", []map[string]any{{
-		"type": "postgres", "name": "main", "host": "127.0.0.1", "port": freePort(t), "database": "app",
+		"type": "postgres", "name": "main", "host": "127.0.0.1", "port": testinfra.FreePort(t), "database": "app",
 		"credential_id": credID,
 	}})
 	s.waitApplied(1, convergeTimeout, "collectors", collectorsV, a, b)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/metrics/metricstest"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // scrape reads the /metrics of service kind's first replica.
@@ -75,7 +76,7 @@ func TestMetricsMoveWithTheWork(t *testing.T) {
 	secret := "e2e-metrics-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	credID := s.createCredential(1, "pg-metrics", map[string]string{"username": "monitor", "password": secret})
 	collectorsV := s.putEnvConfig(1, "collectors", []map[string]any{{
-		"type": "postgres", "name": "main", "host": "127.0.0.1", "port": freePort(t), "database": "app",
+		"type": "postgres", "name": "main", "host": "127.0.0.1", "port": testinfra.FreePort(t), "database": "app",
 		"credential_id": credID,
 	}})
 	s.waitApplied(1, convergeTimeout, "collectors", collectorsV, a)

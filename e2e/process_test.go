@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,31 +177,6 @@ func isClosed(ch chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// handedOut holds every port freePort returned in this test process. A port closed a moment ago may
-// be the kernel's next answer to a bind on port 0, and two processes of one stack given the same port
-// race for it: the loser exits with "address already in use" (CI saw resolver and credential get one
-// metrics port).
-var handedOut sync.Map
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago and that it has not returned
-// before.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("e2e: free port: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if _, dup := handedOut.LoadOrStore(port, true); !dup {
-			return port
-		}
-	}
-	t.Fatal("e2e: free port: 100 ports in a row were handed out before")
-	return 0
 }
 
 // baseEnv is the little of the test's own environment a child needs; everything else is set

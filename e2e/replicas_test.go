@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // Pull consumers the replicas share (their durable names are the services' own business; the test
@@ -53,7 +54,7 @@ func TestReplicas(t *testing.T) {
 	agents := s.agentList()
 	s.waitOnline(1)
 	credID := s.createCredential(2, "pg-main", map[string]string{"username": "monitor", "password": "e2e-replicas-Zq7"})
-	port := freePort(t)
+	port := testinfra.FreePort(t)
 	fetchConns := map[string]*nats.Conn{}
 	for _, a := range agents {
 		fetchConns[a.agentID] = s.agentConn(a)

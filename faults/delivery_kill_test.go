@@ -33,7 +33,7 @@ func TestDeliveryKilledMidFanOut(t *testing.T) {
 	api := s.startAPI()
 
 	proc := newProcess(t, "delivery", binary(t, "delivery"), nil, append(s.serviceEnv(natsauth.DeliveryService),
-		"HTTP_ADDR="+freeAddr(t), "LOG_FORMAT=json", "LOG_LEVEL=info",
+		"HTTP_ADDR="+testinfra.FreeAddr(t), "LOG_FORMAT=json", "LOG_LEVEL=info",
 		"CONFIGSYNC_PUSH_PAGE_SIZE=1", "CONFIGSYNC_PUSH_ACK_WAIT=2s", "CONFIGSYNC_PUSH_RETRY_DELAY=200ms",
 		"CONFIGSYNC_UPSTREAM_TIMEOUT=2s",
 	))

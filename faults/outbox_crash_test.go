@@ -39,7 +39,7 @@ func TestConfigAPICrashAfterCommitBeforeRelay(t *testing.T) {
 	s.startAckIngest()
 
 	bin := binary(t, "config-api")
-	addr := freeAddr(t)
+	addr := testinfra.FreeAddr(t)
 	env := append(s.serviceEnv(natsauth.ConfigAPIService),
 		"DATABASE_URL="+s.dbURL, "DATABASE_MIGRATE=false", "HTTP_ADDR="+addr,
 		"LOG_FORMAT=json", "LOG_LEVEL=info",

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,28 +210,4 @@ func baseEnv() []string {
 		}
 	}
 	return env
-}
-
-// handedOut holds every address freeAddr returned in this test process: a port closed a moment ago
-// may be the kernel's next answer to a bind on port 0, and two processes of one stack given the same
-// port race for it.
-var handedOut sync.Map
-
-// freeAddr returns a 127.0.0.1 address whose port was free a moment ago and that it has not returned
-// before.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
-			return addr
-		}
-	}
-	t.Fatal("free address: 100 ports in a row were handed out before")
-	return ""
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -48,7 +47,7 @@ func startStack(t *testing.T) *stack {
 	t.Helper()
 	dbURL := testinfra.PostgresURL(t)
 	ns := testinfra.NATS(t)
-	addr := freeAddr(t)
+	addr := testinfra.FreeAddr(t)
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
@@ -196,26 +195,4 @@ func (s *stack) call(method, path string, body any) (int, []byte) {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, raw
-}
-
-// handedOut holds every address freeAddr returned in this test process: a port closed a moment ago
-// may be the kernel's next answer to a bind on port 0, and two listeners given the same port race for it.
-var handedOut sync.Map
-
-// freeAddr is a loopback address with a port nothing listens on, not returned before.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
-			return addr
-		}
-	}
-	t.Fatal("free address: 100 ports in a row were handed out before")
-	return ""
 }

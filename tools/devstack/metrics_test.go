@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -23,16 +22,6 @@ import (
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/resolver"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestStackSharesOneRegistry starts the devstack composition (five service modules in one fx app)
 // with its metrics listener: no duplicate registration, every service's build info and its families on
@@ -56,7 +45,7 @@ func TestStackSharesOneRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natsAddr := freeAddr(t)
+	natsAddr := testinfra.FreeAddr(t)
 	ns, err := startNATS(natsAddr, dataDir, auth, tlsFiles)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +53,7 @@ func TestStackSharesOneRegistry(t *testing.T) {
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	var banner bytes.Buffer
 	s := &stack{
-		opts:    options{httpAddr: freeAddr(t), metrics: "127.0.0.1:0", noAgent: true, logLevel: "warn"},
+		opts:    options{httpAddr: testinfra.FreeAddr(t), metrics: "127.0.0.1:0", noAgent: true, logLevel: "warn"},
 		dataDir: dataDir, natsURL: "nats://" + natsAddr, natsCA: tlsFiles.CA,
 		databaseURL: testinfra.PostgresURL(t), auth: auth, log: log, out: &banner,
 	}

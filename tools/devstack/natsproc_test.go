@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/configsync/configsync/libs/natsauth/tlsgen"
+	"github.com/configsync/configsync/libs/testinfra"
 )
 
 // TestNATSRunsInItsOwnProcess: devstack's nats-server is a child process that serves TLS on the address
@@ -29,7 +30,7 @@ func TestNATSRunsInItsOwnProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testinfra.FreeAddr(t)
 	p, err := startNATSProcess(addr, dataDir, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
