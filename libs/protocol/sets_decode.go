@@ -19,17 +19,7 @@ import (
 // was wrong, never the payload.
 func (r *ResolveSetsReply) DecodeJSON(data []byte) error {
 	d := setsDecoder{data: data}
-	d.ws()
-	if d.null() {
-		// json.Unmarshal leaves the value as it is.
-	} else if err := d.reply(r); err != nil {
-		return err
-	}
-	d.ws()
-	if d.pos != len(d.data) {
-		return d.syntax("data after the top-level value")
-	}
-	return nil
+	return d.document(func() error { return d.reply(r) })
 }
 
 // UnmarshalJSON implements json.Unmarshaler with DecodeJSON (config-api's drift decodes the same reply
@@ -47,25 +37,12 @@ func (s *Signed) DecodeJSON(data []byte) error {
 	}
 	// Room for every base64 string of data: the decoded bytes of all of them never need more.
 	d := setsDecoder{data: data, arena: make([]byte, base64.StdEncoding.DecodedLen(len(data)))}
-	d.ws()
-	switch {
-	case d.null():
-		// json.Unmarshal leaves the value as it is.
-	case d.peek() != '{':
-		if err := d.skipValue(); err != nil {
+	return d.document(func() error {
+		if ok, err := d.beginObject("signed statement"); !ok {
 			return err
 		}
-		return d.typeErr("signed statement", "an object")
-	default:
-		if err := d.signedObject(s); err != nil {
-			return err
-		}
-	}
-	d.ws()
-	if d.pos != len(d.data) {
-		return d.syntax("data after the top-level value")
-	}
-	return nil
+		return d.signedObject(s)
+	})
 }
 
 // SetsDecodeError is a malformed or mistyped resolve_sets reply: where and what, never the payload.
@@ -96,6 +73,28 @@ func (d *setsDecoder) syntax(what string) error { return &SetsDecodeError{Offset
 
 func (d *setsDecoder) typeErr(field, want string) error {
 	return &SetsDecodeError{Offset: d.pos, What: fmt.Sprintf("%s must be %s", field, want)}
+}
+
+// mistyped consumes a value of the wrong type for field (which must be want) and reports it. The value
+// is read first, so that a syntax error in it wins over its type, as in encoding/json.
+func (d *setsDecoder) mistyped(field, want string) error {
+	if err := d.skipValue(); err != nil {
+		return err
+	}
+	return d.typeErr(field, want)
+}
+
+// document decodes data as one top-level value, with value, and refuses anything after it but space.
+func (d *setsDecoder) document(value func() error) error {
+	d.ws()
+	if err := value(); err != nil {
+		return err
+	}
+	d.ws()
+	if d.pos != len(d.data) {
+		return d.syntax("data after the top-level value")
+	}
+	return nil
 }
 
 func (d *setsDecoder) ws() {
@@ -230,17 +229,11 @@ func endSlice[T any](s []T, n int) []T {
 func decodeSlice[T any](d *setsDecoder, s *[]T, field string, elem func(*T) error) error {
 	switch d.peek() {
 	case 'n':
-		if !d.null() {
-			return d.syntax("invalid literal")
-		}
 		*s = nil
-		return nil
+		return d.literal("null")
 	case '[':
 	default:
-		if err := d.skipValue(); err != nil {
-			return err
-		}
-		return d.typeErr(field, "an array")
+		return d.mistyped(field, "an array")
 	}
 	v := *s
 	n, err := d.array(func(i int) error {
@@ -254,6 +247,16 @@ func decodeSlice[T any](d *setsDecoder, s *[]T, field string, elem func(*T) erro
 	return nil
 }
 
+// members decodes an object (or null, which leaves the value as it is) member by member: member is
+// called with the name among names that the member's key matches (fieldName: "" for none) and must
+// consume the value. what names the value in a type error.
+func (d *setsDecoder) members(what string, names []string, member func(name string) error) error {
+	if ok, err := d.beginObject(what); !ok {
+		return err
+	}
+	return d.object(func(key []byte) error { return member(fieldName(key, names...)) })
+}
+
 // beginObject checks that an object comes next: true when it does, false after a null (which leaves
 // the value as it is), a type error else.
 func (d *setsDecoder) beginObject(field string) (bool, error) {
@@ -261,24 +264,15 @@ func (d *setsDecoder) beginObject(field string) (bool, error) {
 	case '{':
 		return true, nil
 	case 'n':
-		if d.null() {
-			return false, nil
-		}
-		return false, d.syntax("invalid literal")
+		return false, d.literal("null")
 	default:
-		if err := d.skipValue(); err != nil {
-			return false, err
-		}
-		return false, d.typeErr(field, "an object")
+		return false, d.mistyped(field, "an object")
 	}
 }
 
 func (d *setsDecoder) reply(r *ResolveSetsReply) error {
-	if ok, err := d.beginObject("reply"); !ok {
-		return err
-	}
-	return d.object(func(key []byte) error {
-		switch name := fieldName(key, "contract", "configs", "sets", "missing", "remaining", "failed", "trusted_keys", "next_after"); name {
+	return d.members("reply", []string{"contract", "configs", "sets", "missing", "remaining", "failed", "trusted_keys", "next_after"}, func(name string) error {
+		switch name {
 		case "contract":
 			return d.int(&r.Contract, name)
 		case "configs":
@@ -302,11 +296,8 @@ func (d *setsDecoder) reply(r *ResolveSetsReply) error {
 }
 
 func (d *setsDecoder) effectiveConfig(c *EffectiveConfig) error {
-	if ok, err := d.beginObject("configs[]"); !ok {
-		return err
-	}
-	return d.object(func(key []byte) error {
-		switch name := fieldName(key, "config_type", "config_data", "version", "source", "environment_version", "host_version", "provenance", "statement"); name {
+	return d.members("configs[]", []string{"config_type", "config_data", "version", "source", "environment_version", "host_version", "provenance", "statement"}, func(name string) error {
+		switch name {
 		case "config_type":
 			return d.string(&c.ConfigType, name)
 		case "config_data":
@@ -330,11 +321,8 @@ func (d *setsDecoder) effectiveConfig(c *EffectiveConfig) error {
 }
 
 func (d *setsDecoder) configSet(s *ConfigSet) error {
-	if ok, err := d.beginObject("sets[]"); !ok {
-		return err
-	}
-	return d.object(func(key []byte) error {
-		switch name := fieldName(key, "client_id", "environment_id", "configs", "hosts"); name {
+	return d.members("sets[]", []string{"client_id", "environment_id", "configs", "hosts"}, func(name string) error {
+		switch name {
 		case "client_id":
 			return d.string(&s.ClientID, name)
 		case "environment_id":
@@ -376,11 +364,8 @@ func (d *setsDecoder) indexMap(m *map[string]int, field string) error {
 }
 
 func (d *setsDecoder) setHost(h *SetHost) error {
-	if ok, err := d.beginObject("hosts[]"); !ok {
-		return err
-	}
-	return d.object(func(key []byte) error {
-		switch name := fieldName(key, "host_id", "agent_id", "identity"); name {
+	return d.members("hosts[]", []string{"host_id", "agent_id", "identity"}, func(name string) error {
+		switch name {
 		case "host_id":
 			return d.string(&h.HostID, name)
 		case "agent_id":
@@ -394,26 +379,19 @@ func (d *setsDecoder) setHost(h *SetHost) error {
 }
 
 func (d *setsDecoder) agentError(a *AgentError) error {
-	if ok, err := d.beginObject("failed[]"); !ok {
-		return err
-	}
-	return d.object(func(key []byte) error {
-		switch name := fieldName(key, "agent_id", "error"); name {
+	return d.members("failed[]", []string{"agent_id", "error"}, func(name string) error {
+		switch name {
 		case "agent_id":
 			return d.string(&a.AgentID, name)
 		case "error":
-			if ok, err := d.beginObject(name); !ok {
-				return err
-			}
-			e := &a.Error
-			return d.object(func(key []byte) error {
-				switch name := fieldName(key, "code", "message", "retry_after_ms"); name {
+			return d.members(name, []string{"code", "message", "retry_after_ms"}, func(name string) error {
+				switch name {
 				case "code":
-					return d.string(&e.Code, name)
+					return d.string(&a.Error.Code, name)
 				case "message":
-					return d.string(&e.Message, name)
+					return d.string(&a.Error.Message, name)
 				case "retry_after_ms":
-					return d.int64(&e.RetryAfterMS, name)
+					return d.int64(&a.Error.RetryAfterMS, name)
 				default:
 					return d.skipValue()
 				}
@@ -426,18 +404,13 @@ func (d *setsDecoder) agentError(a *AgentError) error {
 
 // signedPtr decodes a Signed (or null: nil) into *p, into the Signed already there if any.
 func (d *setsDecoder) signedPtr(p **Signed, field string) error {
-	if d.peek() == 'n' {
-		if !d.null() {
-			return d.syntax("invalid literal")
-		}
+	switch d.peek() {
+	case 'n':
 		*p = nil
-		return nil
-	}
-	if d.peek() != '{' {
-		if err := d.skipValue(); err != nil {
-			return err
-		}
-		return d.typeErr(field, "an object")
+		return d.literal("null")
+	case '{':
+	default:
+		return d.mistyped(field, "an object")
 	}
 	s := *p
 	if s == nil {
@@ -483,11 +456,8 @@ func (d *setsDecoder) signedObject(s *Signed) error {
 func (d *setsDecoder) bytes(b *[]byte, field string) error {
 	switch d.peek() {
 	case 'n':
-		if !d.null() {
-			return d.syntax("invalid literal")
-		}
 		*b = nil
-		return nil
+		return d.literal("null")
 	case '"':
 		start := d.pos
 		s, err := d.rawString(nil)
@@ -523,10 +493,7 @@ func (d *setsDecoder) bytes(b *[]byte, field string) error {
 				return nil
 			}
 			if d.peek() == '-' { // a byte value is unsigned: even -0 is refused
-				if err := d.skipValue(); err != nil {
-					return err
-				}
-				return d.typeErr(field, "bytes")
+				return d.mistyped(field, "bytes")
 			}
 			var x int64
 			if err := d.int64(&x, field); err != nil {
@@ -544,10 +511,7 @@ func (d *setsDecoder) bytes(b *[]byte, field string) error {
 		*b = endSlice(v, n)
 		return nil
 	default:
-		if err := d.skipValue(); err != nil {
-			return err
-		}
-		return d.typeErr(field, "a base64 string")
+		return d.mistyped(field, "a base64 string")
 	}
 }
 
@@ -572,15 +536,9 @@ func (d *setsDecoder) string(s *string, field string) error {
 		*s = string(b)
 		return nil
 	case 'n':
-		if d.null() {
-			return nil
-		}
-		return d.syntax("invalid literal")
+		return d.literal("null")
 	default:
-		if err := d.skipValue(); err != nil {
-			return err
-		}
-		return d.typeErr(field, "a string")
+		return d.mistyped(field, "a string")
 	}
 }
 
@@ -613,15 +571,9 @@ func (d *setsDecoder) integer(n *int64, field string, bits int) (set bool, err e
 		*n = x
 		return true, nil
 	case c == 'n':
-		if d.null() {
-			return false, nil
-		}
-		return false, d.syntax("invalid literal")
+		return false, d.literal("null")
 	default:
-		if err := d.skipValue(); err != nil {
-			return false, err
-		}
-		return false, d.typeErr(field, "an integer")
+		return false, d.mistyped(field, "an integer")
 	}
 }
 
