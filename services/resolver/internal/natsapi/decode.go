@@ -14,27 +14,29 @@ func decodeResolveRequest(data []byte) (protocol.ResolveRequest, error) {
 	return req, decodeStrict(data, &req)
 }
 
-// decodeResolveSetsRequest decodes a resolve_sets request body. A well-formed request of this contract
-// (every request of a herd batch) takes one strict decode; any other body takes decodeContract's two,
-// which tell a contract mismatch from a malformed request. Both give the same result for the first kind:
-// a body the strict decode accepts is an object in which the lenient read finds the same contract.
+// decodeResolveSetsRequest decodes a resolve_sets request body (decodeSetsRequest).
 func decodeResolveSetsRequest(data []byte) (protocol.ResolveSetsRequest, error) {
-	var req protocol.ResolveSetsRequest
-	if protocol.DecodeStrict(data, &req) == nil && req.Contract == protocol.ResolveSetsContract {
-		return req, nil
-	}
-	req = protocol.ResolveSetsRequest{}
-	return req, decodeContract(data, &req)
+	return decodeSetsRequest(data, func(r *protocol.ResolveSetsRequest) int { return r.Contract })
 }
 
-// decodeResolvePushRequest decodes a resolve_push request body, as decodeResolveSetsRequest does.
+// decodeResolvePushRequest decodes a resolve_push request body (decodeSetsRequest).
 func decodeResolvePushRequest(data []byte) (protocol.ResolvePushRequest, error) {
-	var req protocol.ResolvePushRequest
-	if protocol.DecodeStrict(data, &req) == nil && req.Contract == protocol.ResolveSetsContract {
+	return decodeSetsRequest(data, func(r *protocol.ResolvePushRequest) int { return r.Contract })
+}
+
+// decodeSetsRequest decodes a request body of the resolve_sets contract; contract reads a decoded
+// request's contract. A well-formed request of this contract (every request of a herd batch) takes one
+// strict decode; any other body takes decodeContract's two, which tell a contract mismatch from a
+// malformed request. Both give the same result for the first kind: a body the strict decode accepts is
+// an object in which the lenient read finds the same contract.
+func decodeSetsRequest[R any](data []byte, contract func(*R) int) (R, error) {
+	var req R
+	if protocol.DecodeStrict(data, &req) == nil && contract(&req) == protocol.ResolveSetsContract {
 		return req, nil
 	}
-	req = protocol.ResolvePushRequest{}
-	return req, decodeContract(data, &req)
+	var fresh R
+	err := decodeContract(data, &fresh)
+	return fresh, err
 }
 
 // decodeContract decodes a request of the resolve_sets contract. Its contract is read first,
