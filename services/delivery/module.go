@@ -23,6 +23,7 @@ import (
 	"github.com/configsync/configsync/libs/platform/envconfig"
 	"github.com/configsync/configsync/libs/platform/health"
 	"github.com/configsync/configsync/libs/platform/metrics"
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 	"github.com/configsync/configsync/services/delivery/internal/deliverymetrics"
@@ -114,12 +115,14 @@ func newService(cfg Config, nc *nats.Conn, js jetstream.JetStream, log *zap.Logg
 	}, log)
 	repairer := deliver.NewRepairer(fetcher, deliverymetrics.Commands(natsapi.NewCommandPublisher(nc), m), log)
 	fetch := natsapi.NewFetchServer(fetcher, natsapi.FetchOptions{
-		Workers:   cfg.FetchWorkers,
-		Queue:     cfg.FetchQueue,
-		Timeout:   cfg.FetchTimeout,
-		Batch:     cfg.FetchBatch,
-		BatchWait: cfg.FetchBatchWait,
-		Observer:  m.RPC(),
+		BatchOptions: natsrpc.BatchOptions{
+			Workers:   cfg.FetchWorkers,
+			Queue:     cfg.FetchQueue,
+			Timeout:   cfg.FetchTimeout,
+			Batch:     cfg.FetchBatch,
+			BatchWait: cfg.FetchBatchWait,
+		},
+		Observer: m.RPC(),
 	}, log)
 	deliverymetrics.QueueDepth(m, fetch.Queued)
 	deliverymetrics.Repairs(m, repairer.Stats)

@@ -156,23 +156,31 @@ type Batcher struct {
 	done            chan struct{}
 }
 
+// WithDefaults returns o with the default in every field left zero (or negative): 64 workers, a
+// queue of 4096, batches of 1, no batch wait and a 10s timeout. NewBatcher applies them; a caller that
+// reports or derives from its options applies them first.
+func (o BatchOptions) WithDefaults() BatchOptions {
+	if o.Workers <= 0 {
+		o.Workers = 64
+	}
+	if o.Queue <= 0 {
+		o.Queue = 4096
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1
+	}
+	if o.BatchWait < 0 {
+		o.BatchWait = 0
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	return o
+}
+
 // NewBatcher returns a batcher answering with handle.
 func NewBatcher(opts BatchOptions, handle BatchHandler) *Batcher {
-	if opts.Workers <= 0 {
-		opts.Workers = 64
-	}
-	if opts.Queue <= 0 {
-		opts.Queue = 4096
-	}
-	if opts.Batch <= 0 {
-		opts.Batch = 1
-	}
-	if opts.BatchWait < 0 {
-		opts.BatchWait = 0
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
-	}
+	opts = opts.WithDefaults()
 	return &Batcher{
 		handle:   handle,
 		opts:     opts,

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
@@ -169,7 +170,7 @@ func replyCode(t *testing.T, msg *nats.Msg) string {
 // waiting unseen in the subscription; the queued ones are answered once the batch is.
 func TestFullQueueRefusesAtOnce(t *testing.T) {
 	r := newGatedResolver(true)
-	f := startFetchServer(t, r, FetchOptions{Workers: 1, Batch: 1, Queue: 1})
+	f := startFetchServer(t, r, FetchOptions{BatchOptions: natsrpc.BatchOptions{Workers: 1, Batch: 1, Queue: 1}})
 	first := f.fetchAsync(t, "agent-1")
 	waitEntered(t, r)                    // agent-1's batch holds the only slot
 	queued := f.fetchAsync(t, "agent-2") // takes the queue's one place (requests are read in order)
@@ -192,7 +193,7 @@ func TestFullQueueRefusesAtOnce(t *testing.T) {
 func TestFetchWaitingPastTimeoutIsDropped(t *testing.T) {
 	r := newGatedResolver(true)
 	r.holdPastDeadline = true
-	f := startFetchServer(t, r, FetchOptions{Workers: 1, Batch: 1, Queue: 8, Timeout: 300 * time.Millisecond})
+	f := startFetchServer(t, r, FetchOptions{BatchOptions: natsrpc.BatchOptions{Workers: 1, Batch: 1, Queue: 8, Timeout: 300 * time.Millisecond}})
 	first := f.fetchAsync(t, "agent-1")
 	waitEntered(t, r)
 	f.fetchAsync(t, "agent-2")
@@ -215,7 +216,7 @@ func TestFetchWaitingPastTimeoutIsDropped(t *testing.T) {
 // each agent with its own reply.
 func TestFetchesAreBatched(t *testing.T) {
 	r := newGatedResolver(true)
-	f := startFetchServer(t, r, FetchOptions{Workers: 8, Batch: 8, Queue: 100})
+	f := startFetchServer(t, r, FetchOptions{BatchOptions: natsrpc.BatchOptions{Workers: 8, Batch: 8, Queue: 100}})
 	first := f.fetchAsync(t, "agent-0")
 	waitEntered(t, r)
 	var replies []<-chan *nats.Msg

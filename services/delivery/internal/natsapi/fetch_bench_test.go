@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
@@ -115,7 +116,7 @@ func encodeSetsLikeResolver(b *testing.B, reply protocol.ResolveSetsReply) []byt
 
 func benchFetchServer(b *testing.B, resolver func(*testinfra.NATSServer) deliver.Resolver) {
 	srv := testinfra.NATS(b)
-	s := NewFetchServer(deliver.NewFetcher(resolver(srv), nil, zap.NewNop()), FetchOptions{Workers: 256, Batch: 64, BatchWait: 2 * time.Millisecond, Queue: 1 << 16}, zap.NewNop())
+	s := NewFetchServer(deliver.NewFetcher(resolver(srv), nil, zap.NewNop()), FetchOptions{BatchOptions: natsrpc.BatchOptions{Workers: 256, Batch: 64, BatchWait: 2 * time.Millisecond, Queue: 1 << 16}}, zap.NewNop())
 	nc := srv.Connect(b)
 	if err := s.Start(nc); err != nil {
 		b.Fatal(err)

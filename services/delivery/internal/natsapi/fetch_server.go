@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -35,21 +34,12 @@ const (
 
 // FetchOptions tune the fetch endpoint.
 type FetchOptions struct {
-	// Workers bounds the fetches being answered at once per instance; they are answered in batches of
-	// up to Batch, so Workers/Batch batches run at a time (at least one).
-	Workers int
-	// Queue is how many received fetches may wait for a batch; when it is full, further fetches are
-	// refused at once with "unavailable" (the agent falls back to its cache and retries with backoff).
-	Queue int
-	// Timeout bounds a fetch from its arrival: an answer later than that is useless to the agent, so a
-	// fetch still queued by then is dropped unanswered.
-	Timeout time.Duration
-	// Batch is the most fetches answered together: one resolver request and one credential injection
-	// for all of them. 1 answers each fetch on its own.
-	Batch int
-	// BatchWait is how long a batch waits for more fetches while other batches are running. An idle
-	// instance answers a fetch at once.
-	BatchWait time.Duration
+	// BatchOptions batch the fetches of an instance (natsrpc's defaults). A batch of fetches is answered
+	// with one resolver request and one credential injection, so Batch is capped at
+	// protocol.MaxResolveAgents. A fetch refused because the queue is full makes the agent fall back to
+	// its cache and retry with backoff; one still queued after Timeout is dropped unanswered, since an
+	// answer that late is useless to the agent.
+	natsrpc.BatchOptions
 	// Observer, when set, is told about every fetch and batch (metrics).
 	Observer natsrpc.Observer
 }
@@ -71,22 +61,8 @@ type FetchServer struct {
 
 // NewFetchServer returns a server answering with fetcher.
 func NewFetchServer(fetcher *deliver.Fetcher, opts FetchOptions, log *zap.Logger) *FetchServer {
-	if opts.Workers <= 0 {
-		opts.Workers = 64
-	}
-	if opts.Queue <= 0 {
-		opts.Queue = 4096
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
-	}
-	if opts.Batch <= 0 {
-		opts.Batch = 1
-	}
+	opts.BatchOptions = opts.BatchOptions.WithDefaults()
 	opts.Batch = min(opts.Batch, protocol.MaxResolveAgents)
-	if opts.BatchWait < 0 {
-		opts.BatchWait = 0
-	}
 	return &FetchServer{fetcher: fetcher, opts: opts, log: log}
 }
 
@@ -97,13 +73,7 @@ func (s *FetchServer) Start(nc *nats.Conn) error {
 	if s.srv != nil {
 		return errors.New("natsapi: fetch server already started")
 	}
-	batcher := natsrpc.NewBatcher(natsrpc.BatchOptions{
-		Workers:   s.opts.Workers,
-		Queue:     s.opts.Queue,
-		Batch:     s.opts.Batch,
-		BatchWait: s.opts.BatchWait,
-		Timeout:   s.opts.Timeout,
-	}, s.serve)
+	batcher := natsrpc.NewBatcher(s.opts.BatchOptions, s.serve)
 	srv, err := natsrpc.Serve(nc, natsrpc.Config{
 		Service: micro.Config{
 			Name:        ServiceName,

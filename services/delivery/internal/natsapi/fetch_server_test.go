@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
@@ -22,7 +23,7 @@ func TestConcurrentRefusedFetches(t *testing.T) {
 	nc := srv.Connect(t)
 	log, _ := testinfra.Logger(t)
 	// Refused requests never reach the fetcher's upstreams.
-	s := NewFetchServer(deliver.NewFetcher(nil, nil, log), FetchOptions{Workers: 8}, log)
+	s := NewFetchServer(deliver.NewFetcher(nil, nil, log), FetchOptions{BatchOptions: natsrpc.BatchOptions{Workers: 8}}, log)
 	if err := s.Start(nc); err != nil {
 		t.Fatal(err)
 	}
