@@ -33,7 +33,7 @@ type Options struct {
 	InjectWorkers int
 	// MaxInjectItems caps the items of one inject request.
 	MaxInjectItems int
-	// RequestTimeout bounds the work on one request.
+	// RequestTimeout bounds the work on one request (zero: natsrpc's default).
 	RequestTimeout time.Duration
 	// Observer, when set, is told about every request (metrics).
 	Observer natsrpc.Observer
@@ -58,9 +58,6 @@ func New(creds *credential.Service, injector *credential.Injector, opts Options,
 	}
 	if opts.MaxInjectItems <= 0 {
 		opts.MaxInjectItems = 10000
-	}
-	if opts.RequestTimeout <= 0 {
-		opts.RequestTimeout = 10 * time.Second
 	}
 	return &Service{creds: creds, injector: injector, log: log, opts: opts}
 }

@@ -36,7 +36,7 @@ type Options struct {
 	// BatchWorkers bounds concurrent push pages. Pages have their own pool so a big fan-out never
 	// holds up small resolves and fetches.
 	BatchWorkers int
-	// RequestTimeout bounds the work on one request.
+	// RequestTimeout bounds the work on one request (zero: natsrpc's default).
 	RequestTimeout time.Duration
 	// Observer, when set, is told about every request (metrics).
 	Observer natsrpc.Observer
@@ -57,9 +57,6 @@ func New(resolver *resolve.Resolver, opts Options, log *zap.Logger) *Service {
 	}
 	if opts.BatchWorkers <= 0 {
 		opts.BatchWorkers = 2
-	}
-	if opts.RequestTimeout <= 0 {
-		opts.RequestTimeout = 10 * time.Second
 	}
 	return &Service{resolver: resolver, log: log, opts: opts}
 }
