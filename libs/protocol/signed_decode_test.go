@@ -110,27 +110,15 @@ func BenchmarkDecodeSigned(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("DecodeJSON", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		cpu0 := cpuTime()
-		for b.Loop() {
+		benchDecode(b, len(data), func() error {
 			var s Signed
-			if err := s.DecodeJSON(data); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			return s.DecodeJSON(data)
+		})
 	})
 	b.Run("reflect", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		cpu0 := cpuTime()
-		for b.Loop() {
+		benchDecode(b, len(data), func() error {
 			var s Signed
-			if err := json.Unmarshal(data, &s); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			return json.Unmarshal(data, &s)
+		})
 	})
 }
