@@ -3,7 +3,6 @@ package natsconn
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,12 +11,6 @@ import (
 	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/libs/testinfra"
 )
-
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkStreamStore measures the CPU (server and client, one process) of storing a message published
 // with core NATS, as agents publish acks and heartbeats, in the acks stream (removed once the pull
@@ -71,7 +64,7 @@ func BenchmarkStreamStore(b *testing.B) {
 				}
 			}
 			b.ResetTimer()
-			start := cpuNow()
+			start := testinfra.ProcessCPU()
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -101,7 +94,7 @@ func BenchmarkStreamStore(b *testing.B) {
 			}
 			<-done
 			_ = nc.Flush()
-			b.ReportMetric(float64((cpuNow()-start).Microseconds())/float64(b.N), "cpu-µs/msg")
+			b.ReportMetric(float64((testinfra.ProcessCPU()-start).Microseconds())/float64(b.N), "cpu-µs/msg")
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,12 +39,6 @@ func (setsResolver) ResolveSets(_ context.Context, req protocol.ResolveSetsReque
 		{ConfigType: "intervals", ConfigData: json.RawMessage(`{"metrics":"30s","heartbeat":"30s"}`), Version: 2, Statement: sig(`{"type":"intervals","version":2}`)},
 		{ConfigType: "watch_files", ConfigData: json.RawMessage(`{"paths":["/etc","/var/lib/app"],"exclude_patterns":["*.swp"]}`), Version: 5, Statement: sig(`{"type":"watch_files","version":5}`)},
 	}, Sets: []protocol.ConfigSet{set}}, nil
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkFetchServer is delivery's own work per fetch: fetches of 1,000 agents (512 in flight)
@@ -137,7 +130,7 @@ func benchFetchServer(b *testing.B, resolver func(*testinfra.NATSServer) deliver
 	for i := range reqs {
 		reqs[i], _ = json.Marshal(protocol.FetchRequest{AgentID: fmt.Sprintf("lg-1764676053-%d", i)})
 	}
-	cpu0 := cpuTime()
+	cpu0 := testinfra.ProcessCPU()
 	b.ResetTimer()
 	sent, got := 0, 0
 	for got < b.N {
@@ -159,5 +152,5 @@ func benchFetchServer(b *testing.B, resolver func(*testinfra.NATSServer) deliver
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/fetch")
+	b.ReportMetric(float64((testinfra.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/fetch")
 }
