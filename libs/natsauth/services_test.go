@@ -116,7 +116,7 @@ func streamConfigs() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		mk(protocol.EventsStream, protocol.EventsSubjects, jetstream.LimitsPolicy),
 		mk(protocol.AcksStream, protocol.AckSubjectAll, jetstream.WorkQueuePolicy),
-		mk(protocol.HeartbeatsStream, protocol.HeartbeatSubjectAll, jetstream.LimitsPolicy),
+		mk(protocol.HeartbeatsStream, protocol.HeartbeatSubjectAll, jetstream.WorkQueuePolicy),
 	}
 }
 

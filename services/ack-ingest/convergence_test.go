@@ -378,7 +378,7 @@ func TestStreamBacklogIsExported(t *testing.T) {
 		agent := fmt.Sprintf("agent-%d", i)
 		s.publish(t, protocol.AckSubject(agent), ack(agent, "labels", 4, protocol.AckApplied, ""))
 		s.publish(t, protocol.HeartbeatSubject(agent), heartbeat(agent, "h", 4))
-		s.publish(t, protocol.HeartbeatSubject(agent), heartbeat(agent, "h", 4)) // the stream keeps the last
+		s.publish(t, protocol.HeartbeatSubject(agent), heartbeat(agent, "h", 4)) // a work queue keeps both
 	}
 	if err := s.nc.Flush(); err != nil {
 		t.Fatal(err)
@@ -387,17 +387,21 @@ func TestStreamBacklogIsExported(t *testing.T) {
 	// and a scrape reads the streams and the durables with separate requests, so the wait is for one
 	// scrape that saw all of them stored and pending.
 	var backlog metricstest.Scrape
-	eventually(t, "3 acks and 3 heartbeats stored and waiting", func() (bool, string) {
+	eventually(t, "3 acks and 6 heartbeats stored and waiting", func() (bool, string) {
 		backlog = scrape()
 		return backlog.Value("configsync_consumer_pending_messages", acksDurable) == 3 &&
-				backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable) == 3 &&
-				backlog.Value("configsync_stream_messages", acks) == 3 && backlog.Value("configsync_stream_messages", heartbeats) == 3,
+				backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable) == 6 &&
+				backlog.Value("configsync_stream_messages", acks) == 3 && backlog.Value("configsync_stream_messages", heartbeats) == 6,
 			fmt.Sprint(backlog.Value("configsync_consumer_pending_messages", acksDurable), backlog.Value("configsync_consumer_pending_messages", heartbeatsDurable),
 				backlog.Value("configsync_stream_messages", acks), backlog.Value("configsync_stream_messages", heartbeats))
 	})
-	for _, l := range []map[string]string{acks, heartbeats} {
-		if got := backlog.Value("configsync_stream_messages", l); got != 3 {
-			t.Errorf("stream messages %v = %v, want 3", l, got)
+	for _, c := range []struct {
+		l    map[string]string
+		want float64
+	}{{acks, 3}, {heartbeats, 6}} {
+		l := c.l
+		if got := backlog.Value("configsync_stream_messages", l); got != c.want {
+			t.Errorf("stream messages %v = %v, want %v", l, got, c.want)
 		}
 		if got := backlog.Value("configsync_stream_bytes", l); got < 3*50 {
 			t.Errorf("stream bytes %v = %v for 3 messages", l, got)
@@ -420,7 +424,7 @@ func TestStreamBacklogIsExported(t *testing.T) {
 		return sc.Value("configsync_consumer_pending_messages", acksDurable) == 0 &&
 				sc.Value("configsync_consumer_pending_messages", heartbeatsDurable) == 0 &&
 				sc.Value("configsync_consumer_ack_pending_messages", acksDurable) == 0 &&
-				sc.Value("configsync_stream_messages", acks) == 0 && sc.Value("configsync_stream_messages", heartbeats) == 3,
+				sc.Value("configsync_stream_messages", acks) == 0 && sc.Value("configsync_stream_messages", heartbeats) == 0,
 			fmt.Sprint(sc.Value("configsync_consumer_pending_messages", acksDurable), sc.Value("configsync_stream_messages", acks),
 				sc.Value("configsync_stream_messages", heartbeats))
 	})

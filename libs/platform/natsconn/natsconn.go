@@ -154,7 +154,8 @@ const EventsDuplicateWindow = 2 * time.Minute
 // at three replicas fit in it.
 const (
 	// StreamMaxBytes bounds each stream. Events: about a million config changes (an event is well under
-	// 1 KiB); acks: a long ack-ingest outage of a 100k fleet; heartbeats: one per agent, about 1 KiB each.
+	// 1 KiB); acks: a long ack-ingest outage of a 100k fleet; heartbeats (a few hundred bytes each): about
+	// two million, some ten minutes of a 100k fleet beating every 30 s.
 	// All three discard their oldest messages when full (DiscardOld), so new changes, acks and
 	// heartbeats keep flowing; the oldest are the ones already consumed or superseded.
 	StreamMaxBytes = 1 << 30
@@ -171,9 +172,19 @@ const (
 //     consumer (a shared durable pull consumer); a work queue deletes each ack once it is processed,
 //     so the stream holds only the backlog and never needs a size limit tuned to fleet size. A second
 //     consumer of acks would need a limits stream instead (a work queue refuses overlapping consumers).
-//   - CONFIGSYNC_HEARTBEATS (configsync.agent.*.heartbeat): limits retention keeping the last message per
-//     subject (one per agent): after an ack-ingest outage only each agent's latest state is replayed.
-//     On a single replica it is created with asynchronous persistence (see heartbeatsPersistMode).
+//   - CONFIGSYNC_HEARTBEATS (configsync.agent.*.heartbeat): a work queue like the acks, consumed by
+//     ack-ingest's one durable; ack-ingest keeps each host's latest heartbeat of a batch (a batch of an
+//     outage's backlog holds several of a host). On a single replica it is created with asynchronous
+//     persistence (see heartbeatsPersistMode).
+//
+// The heartbeats stream once kept only the last message per subject (MaxMsgsPerSubject 1). Then every
+// heartbeat stored removes its agent's previous one, and JetStream takes the durable consumer's lock for
+// each removal (and terminates, with an advisory, a removed message already delivered): at 40,000
+// heartbeats/s over 100,000 agents the consumer was starved of that lock and handed ack-ingest about
+// 1,000 messages a second while 99,000 waited, until the burst ended. A work queue removes a message only
+// when it is acknowledged, at the pace of the consumer (the acks stream's shape, unaffected at the same
+// rates). What it gives up: after an ack-ingest outage every heartbeat of the outage is replayed, not
+// only each agent's last, up to StreamMaxBytes (DiscardOld keeps the newest).
 func StreamConfigs(opts StreamOptions) []jetstream.StreamConfig {
 	replicas := max(opts.Replicas, 1)
 	return []jetstream.StreamConfig{
@@ -203,18 +214,17 @@ func StreamConfigs(opts StreamOptions) []jetstream.StreamConfig {
 			Replicas:    replicas,
 		},
 		{
-			Name:              protocol.HeartbeatsStream,
-			Description:       "ConfigSync agent heartbeats, last one per agent",
-			Subjects:          []string{protocol.HeartbeatSubjectAll},
-			Retention:         jetstream.LimitsPolicy,
-			Storage:           jetstream.FileStorage,
-			Discard:           jetstream.DiscardOld,
-			MaxMsgsPerSubject: 1,
-			PersistMode:       heartbeatsPersistMode(replicas),
-			MaxAge:            24 * time.Hour,
-			MaxBytes:          StreamMaxBytes,
-			MaxMsgSize:        StreamMaxMsgSize,
-			Replicas:          replicas,
+			Name:        protocol.HeartbeatsStream,
+			Description: "ConfigSync agent heartbeats, consumed once by ack-ingest",
+			Subjects:    []string{protocol.HeartbeatSubjectAll},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Discard:     jetstream.DiscardOld,
+			PersistMode: heartbeatsPersistMode(replicas),
+			MaxAge:      24 * time.Hour,
+			MaxBytes:    StreamMaxBytes,
+			MaxMsgSize:  StreamMaxMsgSize,
+			Replicas:    replicas,
 		},
 	}
 }
@@ -290,17 +300,18 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	return err
 }
 
-// planUpdate returns the configuration to update a stream that does not match want to. JetStream never
-// changes a stream's persistence mode, so the update keeps the one the stream has — but an asynchronously
-// persisted stream cannot be replicated either: the heartbeats stream of a single-replica deployment
-// asked for more replicas is deleted and created again (recreate), which loses at most the heartbeats
-// ack-ingest has not written yet, each sent again by its agent within its interval. No other stream is
-// ever created asynchronous.
+// planUpdate returns the configuration to update a stream that does not match want to, or recreate
+// when JetStream cannot change the stream in place and it may be deleted and created again. Only the
+// heartbeats stream ever is: what that loses is the heartbeats ack-ingest has not written yet, each sent
+// again by its agent within its interval. It is recreated when its retention changes (the keep-last
+// limits stream of earlier releases becomes a work queue; JetStream changes no stream to or from a work
+// queue) and when the asynchronously persisted stream of a single-replica deployment is asked for more
+// replicas (an asynchronous stream cannot be replicated). Otherwise JetStream never changes a stream's
+// persistence mode, so the update keeps the one the stream has; no other stream is ever created
+// asynchronous.
 func planUpdate(have, want jetstream.StreamConfig) (update jetstream.StreamConfig, recreate bool) {
-	if have.PersistMode == want.PersistMode {
-		return want, false
-	}
-	if have.PersistMode == jetstream.AsyncPersistMode && max(want.Replicas, 1) > 1 && want.Name == protocol.HeartbeatsStream {
+	if want.Name == protocol.HeartbeatsStream && (have.Retention != want.Retention ||
+		have.PersistMode == jetstream.AsyncPersistMode && max(want.Replicas, 1) > 1) {
 		return want, true
 	}
 	want.PersistMode = have.PersistMode

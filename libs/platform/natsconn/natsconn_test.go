@@ -81,7 +81,7 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 		t.Fatalf("acks stream config %+v", ac)
 	}
 	hb := stream(t, ctx, js, protocol.HeartbeatsStream)
-	if hc := hb.CachedInfo().Config; hc.MaxMsgsPerSubject != 1 || hc.Subjects[0] != protocol.HeartbeatSubjectAll {
+	if hc := hb.CachedInfo().Config; hc.Retention != jetstream.WorkQueuePolicy || hc.MaxMsgsPerSubject > 0 || hc.Subjects[0] != protocol.HeartbeatSubjectAll {
 		t.Fatalf("heartbeats stream config %+v", hc)
 	}
 	// On one replica heartbeats are persisted asynchronously; events and acks never are.
@@ -120,6 +120,10 @@ func TestPlanUpdate(t *testing.T) {
 	cfg := func(name string, replicas int, mode jetstream.PersistModeType) jetstream.StreamConfig {
 		return jetstream.StreamConfig{Name: name, Replicas: replicas, PersistMode: mode, MaxAge: time.Hour}
 	}
+	retention := func(c jetstream.StreamConfig, r jetstream.RetentionPolicy) jetstream.StreamConfig {
+		c.Retention = r
+		return c
+	}
 	const async, sync = jetstream.AsyncPersistMode, jetstream.DefaultPersistMode
 	hb, acks := protocol.HeartbeatsStream, protocol.AcksStream
 	for _, c := range []struct {
@@ -134,6 +138,8 @@ func TestPlanUpdate(t *testing.T) {
 		{"async heartbeats asked for replicas", cfg(hb, 1, async), cfg(hb, 3, sync), sync, true},
 		{"replicated again", cfg(hb, 3, sync), cfg(hb, 3, sync), sync, false},
 		{"any other stream is never recreated", cfg(acks, 1, async), cfg(acks, 3, sync), async, false},
+		{"keep-last heartbeats become a work queue", retention(cfg(hb, 1, sync), jetstream.LimitsPolicy), retention(cfg(hb, 1, async), jetstream.WorkQueuePolicy), async, true},
+		{"acks never change retention in place", retention(cfg(acks, 1, sync), jetstream.LimitsPolicy), retention(cfg(acks, 1, sync), jetstream.WorkQueuePolicy), sync, false},
 	} {
 		update, recreate := planUpdate(c.have, c.want)
 		if recreate != c.recreate || update.PersistMode != c.mode || update.Replicas != c.want.Replicas || update.Name != c.want.Name {
@@ -161,49 +167,81 @@ func TestEnsureStreamsUpdatesDrift(t *testing.T) {
 	}
 }
 
-func TestHeartbeatsKeepTheLastPerAgent(t *testing.T) {
+// Acks and heartbeats are work queues: every message is kept until ack-ingest's durable acknowledges it
+// (several heartbeats of one agent included), then removed.
+func TestAcksAndHeartbeatsAreWorkQueues(t *testing.T) {
 	ctx := context.Background()
 	js := ensuredJS(t, ctx)
-	for i, agent := range []string{"a1", "a1", "a1", "a2"} {
-		if _, err := js.Publish(ctx, protocol.HeartbeatSubject(agent), []byte{byte('0' + i)}); err != nil {
+	for _, c := range []struct{ stream, subject string }{
+		{protocol.AcksStream, protocol.AckSubject("a1")}, {protocol.HeartbeatsStream, protocol.HeartbeatSubject("a1")},
+	} {
+		for i := range 3 {
+			if _, err := js.Publish(ctx, c.subject, []byte{byte('0' + i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := stream(t, ctx, js, c.stream)
+		if n := storedMsgs(t, ctx, st); n != 3 {
+			t.Fatalf("%s holds %d messages of one agent, want all 3", c.stream, n)
+		}
+		cons, err := js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{Durable: "ack-ingest", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	st := stream(t, ctx, js, protocol.HeartbeatsStream)
-	if n := storedMsgs(t, ctx, st); n != 2 {
-		t.Fatalf("heartbeats stream holds %d messages, want 2 (one per agent)", n)
-	}
-	last, err := st.GetLastMsgForSubject(ctx, protocol.HeartbeatSubject("a1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(last.Data) != "2" {
-		t.Fatalf("kept heartbeat %q, want the last one", last.Data)
+		msgs, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		for m := range msgs.Messages() {
+			got = append(got, m.Data()...)
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if string(got) != "012" {
+			t.Fatalf("%s delivered %q, want every message in order", c.stream, got)
+		}
+		if n := storedMsgs(t, ctx, st); n != 0 {
+			t.Fatalf("%s: acknowledged messages still stored (%d): not a work queue", c.stream, n)
+		}
 	}
 }
 
-func TestAcksAreAWorkQueue(t *testing.T) {
+// The keep-last heartbeats stream of earlier releases (limits retention, one message per agent) is
+// created again as a work queue: JetStream changes no stream to a work queue in place. What it held is
+// lost (each agent sends its heartbeat again within its interval); a second EnsureStreams leaves the new
+// stream alone.
+func TestEnsureStreamsRecreatesTheKeepLastHeartbeatsStream(t *testing.T) {
 	ctx := context.Background()
-	js := ensuredJS(t, ctx)
-	if _, err := js.Publish(ctx, protocol.AckSubject("a1"), []byte(`{}`)); err != nil {
+	js := jsFor(t, testinfra.NATS(t))
+	old := StreamConfigs(StreamOptions{})[2]
+	old.Retention, old.MaxMsgsPerSubject, old.Description = jetstream.LimitsPolicy, 1, "ConfigSync agent heartbeats, last one per agent"
+	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, protocol.AcksStream, jetstream.ConsumerConfig{Durable: "ack-ingest", AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
+	if _, err := js.Publish(ctx, protocol.HeartbeatSubject("a1"), []byte("old")); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
+	if err := EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	for m := range msgs.Messages() {
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
+	st := stream(t, ctx, js, protocol.HeartbeatsStream)
+	hc := st.CachedInfo().Config
+	if hc.Retention != jetstream.WorkQueuePolicy || hc.MaxMsgsPerSubject > 0 || hc.PersistMode != jetstream.AsyncPersistMode {
+		t.Fatalf("heartbeats stream after the upgrade: retention %v, max per subject %d, persist mode %v", hc.Retention, hc.MaxMsgsPerSubject, hc.PersistMode)
 	}
-	st := stream(t, ctx, js, protocol.AcksStream)
 	if n := storedMsgs(t, ctx, st); n != 0 {
-		t.Fatalf("acked message still stored (%d): not a work queue", n)
+		t.Fatalf("the recreated stream holds %d messages", n)
+	}
+	if _, err := js.Publish(ctx, protocol.HeartbeatSubject("a1"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	if n := storedMsgs(t, ctx, stream(t, ctx, js, protocol.HeartbeatsStream)); n != 1 {
+		t.Fatalf("a second EnsureStreams changed the upgraded stream: %d messages, want 1", n)
 	}
 }
 

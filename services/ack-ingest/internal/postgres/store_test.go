@@ -141,7 +141,9 @@ func TestRefusedRowsAreMarkedRejected(t *testing.T) {
 }
 
 // TestHeartbeatBatchesShareOneConnection writes batches in a row over a single connection: each batch
-// writes and reports only its own hosts, also after a batch the database refused.
+// writes and reports only its own hosts, also after a batch the database refused; and the asynchronous
+// commit of a heartbeat batch stays in its transaction: the connection, which writes acks next, is
+// synchronous again, also after a batch the database refused.
 func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 	pool := testinfra.PostgresWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
@@ -170,18 +172,30 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 			}
 		}
 	}
+	synchronous := func(after string) {
+		t.Helper()
+		var mode string
+		if err := pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if mode != "on" {
+			t.Fatalf("after %s the connection commits with synchronous_commit %q, want on", after, mode)
+		}
+	}
 	w, err := s.UpdateHeartbeats(ctx, batch(t0, "agent-0", "agent-1", "agent-2"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(w, "agent-0", "agent-1", "agent-2")
+	synchronous("a heartbeat batch")
 	// A batch refused by the database writes nothing and leaves nothing behind for the next one.
 	bad := batch(t0, "agent-3")
 	bad[0].HostID = uuid.New()
 	bad[0].ConfigHash = "\x00" // PostgreSQL text cannot hold NUL: the write fails
-	if _, err := s.UpdateHeartbeats(ctx, bad); err == nil {
-		t.Fatal("a NUL byte in config_hash was accepted")
+	if _, err := s.UpdateHeartbeats(ctx, bad); !errors.Is(err, ingest.ErrRejected) {
+		t.Fatalf("a NUL byte in config_hash: err = %v, want ErrRejected", err)
 	}
+	synchronous("a refused heartbeat batch")
 	w, err = s.UpdateHeartbeats(ctx, batch(t0.Add(time.Minute), "agent-4", "agent-5"))
 	if err != nil {
 		t.Fatal(err)
