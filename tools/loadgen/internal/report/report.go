@@ -178,10 +178,11 @@ type Document struct {
 }
 
 // MinCapacityInterval is the shortest per-agent heartbeat interval at which the heartbeat scenario
-// measures ingest capacity. The heartbeat stream keeps one message per agent, so when each agent beats
-// faster than ack-ingest's batch cycle (a few tens of ms), newer heartbeats replace older ones before
-// they are read even while ack-ingest keeps up: then neither count says what the backend could take
-// from distinct agents. With longer intervals a replaced heartbeat means ack-ingest fell behind, and
+// measures ingest capacity. ack-ingest writes each host's latest heartbeat of a batch, so when each
+// agent beats faster than its batch cycle (a few tens of ms), one row stands for several heartbeats
+// even while ack-ingest keeps up (and a keep-last stream, as earlier releases had, replaces them before
+// they are read): then neither count says what the backend could take from distinct agents. With
+// longer intervals a batch rarely holds two heartbeats of one agent unless ack-ingest fell behind, and
 // the written count is its capacity.
 const MinCapacityInterval = 250 * time.Millisecond
 

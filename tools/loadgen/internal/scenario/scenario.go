@@ -791,8 +791,10 @@ type HeartbeatResult struct {
 	// Lag is from the end of sending until the last heartbeat landed.
 	Lag time.Duration `json:"lag_ns"`
 	// Processed counts heartbeats ack-ingest took off its JetStream consumer and acknowledged (written,
-	// or superseded within a batch); Stored those the stream accepted. Stored - Processed were replaced
-	// in the stream by a newer heartbeat of the same agent before delivery (it keeps one per agent).
+	// or superseded by a newer one of the same host in its batch); Stored those the stream accepted.
+	// The stream is a work queue, so Stored - Processed is what ack-ingest had not yet acknowledged;
+	// against a keep-last stream (earlier releases) it also counts the heartbeats the stream replaced
+	// by a newer one of the same agent before ack-ingest read them.
 	Processed     int64   `json:"processed"`
 	ProcessedRate float64 `json:"processed_per_second"`
 	Stored        int64   `json:"stored"`
@@ -828,8 +830,14 @@ wait:
 		case burst = <-burstDone:
 			break wait
 		case <-tick.C:
-			if sum, err := obs.HeartbeatSeqSum(ctx, r.envID); err == nil {
-				el := time.Since(start).Seconds()
+			el := time.Since(start).Seconds()
+			if cons0 != nil {
+				// ack-ingest's progress from its consumer: cheaper than summing every host (see below).
+				if c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable); err == nil {
+					done := c.AckFloor - cons0.AckFloor
+					r.logf("  heartbeat: %d sent, %d processed by ack-ingest (%.0f/s), %d waiting", r.fleet.Stats().HeartbeatsSent-sent0, done, float64(done)/el, c.NumPending)
+				}
+			} else if sum, err := obs.HeartbeatSeqSum(ctx, r.envID); err == nil {
 				r.logf("  heartbeat: %d sent, %d landed (%.0f/s landed)", r.fleet.Stats().HeartbeatsSent-sent0, sum-base, float64(sum-base)/el)
 			}
 		}
@@ -846,11 +854,30 @@ wait:
 	h := &HeartbeatResult{TargetRate: r.opts.HeartbeatRate, Duration: r.opts.Duration, Sent: r.fleet.Stats().HeartbeatsSent - sent0}
 	h.OfferedRate = float64(h.Sent) / sentEnd.Sub(start).Seconds()
 	r.res.Heartbeat = h
-	doneAt, err := r.waitFor(ctx, "heartbeats landing", r.pollInterval()/2, func(ctx context.Context) (bool, string, error) {
+	landed := func(ctx context.Context) (bool, string, error) {
 		sum, err := obs.HeartbeatSeqSum(ctx, r.envID)
 		h.Landed = sum - base
 		return sum >= target, fmt.Sprintf("%d of %d landed", sum-base, target-base), err
-	})
+	}
+	check := landed
+	if cons0 != nil {
+		// The sum of the hosts' heartbeat counters reads every host of the environment (about 0.2 s of
+		// PostgreSQL at 100,000 hosts); polled until the last heartbeat lands, it took a third of a core
+		// from the stack under test. ack-ingest's consumer says more cheaply when the stream is
+		// drained: only then is the sum read, to confirm every heartbeat landed (and polled on as
+		// before if not).
+		check = func(ctx context.Context) (bool, string, error) {
+			c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable)
+			if err != nil {
+				return false, "", err
+			}
+			if c.NumPending > 0 || c.NumAckPending > 0 {
+				return false, fmt.Sprintf("ack-ingest processed %d, %d waiting, %d in hand", c.AckFloor-cons0.AckFloor, c.NumPending, c.NumAckPending), nil
+			}
+			return landed(ctx)
+		}
+	}
+	doneAt, err := r.waitFor(ctx, "heartbeats landing", r.pollInterval()/2, check)
 	if err != nil {
 		return err
 	}
@@ -871,7 +898,7 @@ wait:
 	r.logf("heartbeat: sent %d (%.0f/s offered); %d landed in %s (%.0f/s), lag %s after sending stopped; ack-ingest processed %d (%.0f/s)",
 		h.Sent, h.OfferedRate, h.Landed, h.Elapsed.Round(time.Millisecond), h.LandedRate, h.Lag.Round(time.Millisecond), h.Processed, h.ProcessedRate)
 	if h.Stored > 0 && h.Processed < h.Stored*95/100 {
-		r.note("heartbeat: the stream kept %d heartbeats but ack-ingest processed %d: the rest were replaced by a newer heartbeat of the same agent before ack-ingest read them (MaxMsgsPerSubject 1)", h.Stored, h.Processed)
+		r.note("heartbeat: the stream stored %d heartbeats but ack-ingest acknowledged %d: the rest were not acknowledged when the last one landed, or (a keep-last stream) were replaced by a newer heartbeat of the same agent before ack-ingest read them", h.Stored, h.Processed)
 	}
 	return nil
 }
