@@ -782,23 +782,25 @@ func (c *canonicalChecker) object(depth int) bool {
 	if depth > maxDepth {
 		return false
 	}
-	p.pos++ // {
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
+	// The position is kept in a local and stored back only around calls: this loop runs once per
+	// member of every object, and p lives in memory.
+	data, pos := p.data, p.pos+1 // past '{'
+	if pos < len(data) && data[pos] == '}' {
+		p.pos = pos + 1
 		return true
 	}
 	prevStart, prevEnd, prevEscaped := -1, -1, false // the previous key's token
 	prevShort, prevPrefix := false, uint64(0)        // it is short and plain, with that prefix
 	for {
-		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+		if pos >= len(data) || data[pos] != '"' {
 			return false
 		}
-		start := p.pos
-		if end, prefix := shortPlainString(p.data, start); end > 0 {
+		start := pos
+		if end, prefix := shortPlainString(data, start); end > 0 {
 			// Most keys: at most eight plain ASCII bytes, whose zero-padded prefix is the whole key (a
 			// plain byte is never zero). Two such keys order as their prefixes do, and only equal keys
 			// have equal prefixes.
-			p.pos = end
+			pos = end
 			switch {
 			case prevStart < 0:
 			case prevShort:
@@ -810,26 +812,50 @@ func (c *canonicalChecker) object(depth int) bool {
 			}
 			prevStart, prevEnd, prevEscaped, prevShort, prevPrefix = start, end, false, true, prefix
 		} else {
+			p.pos = pos
 			escaped, ok := c.str()
 			if !ok {
 				return false
 			}
-			end := p.pos
-			if prevStart >= 0 && !c.ascending(prevStart, prevEnd, prevEscaped, start, end, escaped) {
+			pos = p.pos
+			if prevStart >= 0 && !c.ascending(prevStart, prevEnd, prevEscaped, start, pos, escaped) {
 				return false
 			}
-			prevStart, prevEnd, prevEscaped, prevShort = start, end, escaped, false
+			prevStart, prevEnd, prevEscaped, prevShort = start, pos, escaped, false
 		}
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+		if pos >= len(data) || data[pos] != ':' {
 			return false
 		}
-		p.pos++
-		if !c.value(depth) {
-			return false
+		pos++
+		// The value. A string without escapes, the usual one, is settled here; anything else by value.
+		if end := pos + 1; pos < len(data) && data[pos] == '"' {
+			if end = skipPlainString(data, end); end < len(data) && data[end] == '"' {
+				pos = end + 1
+			} else {
+				p.pos = pos
+				if _, ok := c.str(); !ok {
+					return false
+				}
+				pos = p.pos
+			}
+		} else {
+			p.pos = pos
+			if !c.value(depth) {
+				return false
+			}
+			pos = p.pos
 		}
-		if closed, ok := p.compactSeparator('}'); !ok || closed {
-			return ok
+		if pos < len(data) {
+			switch data[pos] {
+			case ',':
+				pos++
+				continue
+			case '}':
+				p.pos = pos + 1
+				return true
+			}
 		}
+		return false
 	}
 }
 
