@@ -284,14 +284,17 @@ func (p *parser) stringNode() (int32, error) {
 	return p.add(kindString, int32(start), int32(p.pos), escaped), nil
 }
 
-// scanString moves past one string token, checking escapes and UTF-8. Most strings are short and
-// plain: shortPlainString settles those from their first eight bytes, scanStringRest the others.
+// scanString moves past one string token, checking escapes and UTF-8. Most strings are plain: one
+// skipPlainString reaches their closing quote (eight bytes at a time, so a short one in one step), and
+// only the others go on to scanStringRest, from the first byte that is not plain.
 func (p *parser) scanString() (escaped bool, err error) {
-	if end, _ := shortPlainString(p.data, p.pos); end > 0 {
-		p.pos = end
+	data := p.data
+	if end := skipPlainString(data, p.pos+1); end < len(data) && data[end] == '"' {
+		p.pos = end + 1
 		return false, nil
+	} else {
+		p.pos = end
 	}
-	p.pos++ // opening quote
 	return p.scanStringRest()
 }
 
