@@ -157,15 +157,23 @@ func (p *parser) reserve() {
 }
 
 func (p *parser) skipSpace() {
-	data, pos := p.data, p.pos
-	if pos >= len(data) || data[pos] > ' ' {
-		return // the usual case, and all of it in compact input
+	if pos := p.pos; pos < len(p.data) && p.data[pos] <= ' ' {
+		p.pos = skipSpace(p.data, pos)
 	}
-	for pos < len(data) && (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\t' || data[pos] == '\r') {
+}
+
+// skipSpace returns the position of the first byte at or after pos that is not JSON whitespace, or
+// len(data). The usual byte there is no whitespace (and in compact input none ever is), which the first
+// comparison settles.
+func skipSpace(data []byte, pos int) int {
+	for pos < len(data) && data[pos] <= ' ' && spaceBytes>>data[pos]&1 != 0 {
 		pos++
 	}
-	p.pos = pos
+	return pos
 }
+
+// spaceBytes has bit c set for each whitespace byte c of JSON: space, tab, line feed, carriage return.
+const spaceBytes uint64 = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
 
 func (p *parser) value(depth int) (int32, error) {
 	if p.pos >= len(p.data) {
@@ -457,81 +465,108 @@ func (p *parser) object(depth int) (int32, error) {
 		return -1, p.fail("nesting too deep")
 	}
 	start := p.pos
-	p.pos++ // {
+	d, data := p.d, p.data
 	idx := p.add(kindObject, 0, 0, false)
-	base := len(p.d.stack)
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
+	base := len(d.stack)
+	// The position is kept in a local and stored back only around calls: this loop runs once per
+	// member of every object, and p lives in memory.
+	pos := skipSpace(data, start+1)
+	if pos < len(data) && data[pos] == '}' {
+		p.pos = pos + 1
 		return idx, nil
 	}
 	// Repeated keys are looked for as the keys arrive, by cheap fingerprints first; only equal
-	// fingerprints compare bytes. Larger objects are checked with a map at the end.
+	// fingerprints compare bytes, and only keys whose fingerprint falls in a bucket of seen that an
+	// earlier key took look at the fingerprints at all. Larger objects are checked with a map at the
+	// end.
 	var prints [16]uint64
+	var seen uint64
 	n, dup := 0, int32(-1)
 	for {
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+		pos = skipSpace(data, pos)
+		if pos >= len(data) || data[pos] != '"' {
+			p.pos = pos
 			return -1, p.fail("expected a string object key")
 		}
-		ks := p.pos
+		ks := pos
 		// Most keys are short and plain: shortPlainString reads them and gives their fingerprint (the
 		// prefix, see fingerprintOf) from one word.
 		escaped, short := false, uint64(0)
-		if end, prefix := shortPlainString(p.data, ks); end > 0 {
-			p.pos, short = end, prefix
+		if end, prefix := shortPlainString(data, ks); end > 0 {
+			pos, short = end, prefix
 		} else {
-			p.pos++ // opening quote
+			p.pos = ks + 1 // past the opening quote
 			var err error
 			if escaped, err = p.scanStringRest(); err != nil {
 				return -1, err
 			}
+			pos = p.pos
 		}
 		p.reserve()
-		k := p.add(kindString, int32(ks), int32(p.pos), escaped)
+		k := p.add(kindString, int32(ks), int32(pos), escaped)
 		if n < len(prints) {
 			f := short
 			switch {
 			case short != 0:
 			case escaped:
-				f = p.d.fingerprint(k)
+				f = d.fingerprint(k)
 			default:
-				f = fingerprintOf(p.data[ks+1 : p.pos-1])
+				f = fingerprintOf(data[ks+1 : pos-1])
 			}
-			for j := 0; j < n && dup < 0; j++ {
-				if prints[j] == f && p.d.sameString(p.d, k, p.d.stack[base+2*j]) {
-					dup = k
+			if bucket := uint64(1) << (f * 0x9E3779B97F4A7C15 >> 58); seen&bucket != 0 {
+				for j := 0; j < n && dup < 0; j++ {
+					if prints[j] == f && d.sameString(d, k, d.stack[base+2*j]) {
+						dup = k
+					}
 				}
+			} else {
+				seen |= bucket
 			}
 			prints[n] = f
 		}
 		n++
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+		pos = skipSpace(data, pos)
+		if pos >= len(data) || data[pos] != ':' {
+			p.pos = pos
 			return -1, p.fail("expected ':' after object key")
 		}
-		p.pos++
-		p.skipSpace()
-		v, err := p.value(depth)
-		if err != nil {
-			return -1, err
+		pos = skipSpace(data, pos+1)
+		// The value. A string without escapes, the usual one, is read here; anything else by value.
+		v := int32(-1)
+		if pos < len(data) && data[pos] == '"' {
+			if end := skipPlainString(data, pos+1); end < len(data) && data[end] == '"' {
+				p.reserve()
+				v = p.add(kindString, int32(pos), int32(end+1), false)
+				pos = end + 1
+			}
 		}
-		p.d.stack = append(p.d.stack, k, v)
-		if p.comma() {
+		if v < 0 {
+			p.pos = pos
+			var err error
+			if v, err = p.value(depth); err != nil {
+				return -1, err
+			}
+			pos = p.pos
+		}
+		d.stack = append(d.stack, k, v)
+		if pos < len(data) && data[pos] == ',' {
+			pos++
 			continue
 		}
+		p.pos = pos
 		if closed, err := p.separator('}'); err != nil {
 			return -1, err
 		} else if closed {
 			break
 		}
+		pos = p.pos
 	}
-	p.d.popChildren(idx, base)
+	d.popChildren(idx, base)
 	if n > len(prints) {
-		dup = p.d.duplicateKey(idx)
+		dup = d.duplicateKey(idx)
 	}
 	if dup >= 0 {
-		return -1, &syntaxError{offset: start, msg: fmt.Sprintf("duplicate object key %s", p.d.raw(dup))}
+		return -1, &syntaxError{offset: start, msg: fmt.Sprintf("duplicate object key %s", d.raw(dup))}
 	}
 	return idx, nil
 }
