@@ -211,33 +211,64 @@ func (c *canonicalizer) object(depth int) error {
 	}
 	base, keysBase, body := len(c.members), len(c.keys), len(c.out)
 	verbatim := false // some member is left in the input, to be copied when the object closes
+	// The position is kept in a local and stored back only around calls: this loop runs once per
+	// member of every object, and p lives in memory.
+	data, pos := p.data, p.pos
 	for {
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+		pos = skipSpace(data, pos)
+		if pos >= len(data) || data[pos] != '"' {
+			p.pos = pos
 			return p.fail("expected a string object key")
 		}
-		if err := c.key(); err != nil {
-			return err
+		if end, prefix := shortPlainString(data, pos); end > 0 {
+			// Most keys: at most eight plain ASCII bytes, read and summarized from one word.
+			m := c.addMember()
+			m.decoded, m.verbatim = false, false
+			m.ka, m.kb = int32(pos+1), int32(end-1)
+			m.prefix, m.plain = prefix, true
+			pos = end
+		} else {
+			p.pos = pos
+			if err := c.key(); err != nil {
+				return err
+			}
+			pos = p.pos
 		}
 		m := len(c.members) - 1 // the recursion below adds and drops members after it
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+		pos = skipSpace(data, pos)
+		if pos >= len(data) || data[pos] != ':' {
+			p.pos = pos
 			return p.fail("expected ':' after object key")
 		}
-		p.pos++
-		p.skipSpace()
-		if err := c.memberValue(depth, m, body); err != nil {
-			return err
+		pos = skipSpace(data, pos+1)
+		// The value. A string without escapes after a key without them, the usual member, is
+		// canonical as it stands: it stays in the input (see memberValue), settled here.
+		settled := false
+		if mb := &c.members[m]; !mb.decoded && pos < len(data) && data[pos] == '"' {
+			if end := skipPlainString(data, pos+1); end < len(data) && data[end] == '"' {
+				mb.verbatim, mb.vs, mb.ve = true, int32(pos), int32(end+1)
+				pos, verbatim, settled = end+1, true, true
+			}
 		}
-		verbatim = verbatim || c.members[m].verbatim
-		if p.comma() {
+		if !settled {
+			p.pos = pos
+			if err := c.memberValue(depth, m, body); err != nil {
+				return err
+			}
+			verbatim = verbatim || c.members[m].verbatim
+			pos = p.pos
+		}
+		if pos < len(data) && data[pos] == ',' {
+			pos++
 			continue
 		}
+		p.pos = pos
 		if closed, err := p.separator('}'); err != nil {
 			return err
 		} else if closed {
 			break
 		}
+		pos = p.pos
 	}
 	if dup := c.order(base, body, verbatim); dup >= 0 {
 		key := appendCanonicalString(nil, c.keyText(&c.members[dup]))
@@ -248,21 +279,13 @@ func (c *canonicalizer) object(depth int) error {
 	return nil
 }
 
-// key reads an object key and adds it to c.members (field by field: a member value built and then
-// copied makes the CPU reload words from narrower stores, which stalls).
+// key reads an object key that is not short and plain (object reads those itself) and adds it to
+// c.members (field by field: a member value built and then copied makes the CPU reload words from
+// narrower stores, which stalls).
 func (c *canonicalizer) key() error {
 	p := &c.p
 	start := p.pos
-	if end, prefix := shortPlainString(p.data, start); end > 0 {
-		// Most keys: at most eight plain ASCII bytes, read and summarized from one word.
-		p.pos = end
-		m := c.addMember()
-		m.decoded, m.verbatim = false, false
-		m.ka, m.kb = int32(start+1), int32(end-1)
-		m.prefix, m.plain = prefix, true
-		return nil
-	}
-	p.pos++ // opening quote; shortPlainString above settled the short plain keys
+	p.pos++ // opening quote; shortPlainString in object settled the short plain keys
 	escaped, err := p.scanStringRest()
 	if err != nil {
 		return err
