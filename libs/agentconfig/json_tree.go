@@ -725,11 +725,18 @@ func (d *document) isString(i int32, s string) bool {
 	return string(d.text(i, nil)) == s
 }
 
-// member returns the value node of the member named key in object obj, or -1.
+// member returns the value node of the member named key in object obj, or -1. A key without escapes
+// is compared only when its token has key's length (with its quotes): most keys are told apart by
+// their length alone.
 func (d *document) member(obj int32, key string) int32 {
 	kids := d.kidsOf(obj)
 	for k := 0; k < len(kids); k += 2 {
-		if d.isString(kids[k], key) {
+		n := &d.nodes[kids[k]]
+		if n.escaped {
+			if d.isString(kids[k], key) {
+				return kids[k+1]
+			}
+		} else if int(n.b-n.a) == len(key)+2 && string(d.data[n.a+1:n.b-1]) == key {
 			return kids[k+1]
 		}
 	}
