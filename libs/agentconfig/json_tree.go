@@ -243,44 +243,54 @@ func (p *parser) number() (int32, error) {
 	return p.add(kindNumber, int32(start), int32(p.pos), false), nil
 }
 
-// scanNumber moves past one number token, checking its syntax.
+// scanNumber moves past one number token, checking its syntax. The position is kept in a local and
+// stored once: p lives in memory, and a number is read a byte at a time.
 func (p *parser) scanNumber() error {
-	data := p.data
-	if data[p.pos] == '-' {
-		p.pos++
+	data, pos := p.data, p.pos
+	if data[pos] == '-' {
+		pos++
 	}
 	switch {
-	case p.pos < len(data) && data[p.pos] == '0':
-		p.pos++
-	case p.pos < len(data) && data[p.pos] >= '1' && data[p.pos] <= '9':
-		p.digits()
+	case pos < len(data) && data[pos] == '0':
+		pos++
+	case pos < len(data) && data[pos] >= '1' && data[pos] <= '9':
+		pos = skipDigits(data, pos+1)
 	default:
+		p.pos = pos
 		return p.fail("invalid number")
 	}
-	if p.pos < len(data) && data[p.pos] == '.' {
-		p.pos++
-		if p.digits() == 0 {
+	if pos < len(data) && data[pos] == '.' {
+		pos++
+		if end := skipDigits(data, pos); end > pos {
+			pos = end
+		} else {
+			p.pos = pos
 			return p.fail("invalid number: no digits after the decimal point")
 		}
 	}
-	if p.pos < len(data) && (data[p.pos] == 'e' || data[p.pos] == 'E') {
-		p.pos++
-		if p.pos < len(data) && (data[p.pos] == '+' || data[p.pos] == '-') {
-			p.pos++
+	if pos < len(data) && (data[pos] == 'e' || data[pos] == 'E') {
+		pos++
+		if pos < len(data) && (data[pos] == '+' || data[pos] == '-') {
+			pos++
 		}
-		if p.digits() == 0 {
+		if end := skipDigits(data, pos); end > pos {
+			pos = end
+		} else {
+			p.pos = pos
 			return p.fail("invalid number: no digits in the exponent")
 		}
 	}
+	p.pos = pos
 	return nil
 }
 
-func (p *parser) digits() int {
-	start := p.pos
-	for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
-		p.pos++
+// skipDigits returns the position of the first byte at or after pos that is not a decimal digit, or
+// len(data).
+func skipDigits(data []byte, pos int) int {
+	for pos < len(data) && data[pos]-'0' <= 9 {
+		pos++
 	}
-	return p.pos - start
+	return pos
 }
 
 func (p *parser) stringNode() (int32, error) {
