@@ -241,13 +241,24 @@ func (c *canonicalizer) object(depth int) error {
 			return p.fail("expected ':' after object key")
 		}
 		pos = skipSpace(data, pos+1)
-		// The value. A string without escapes after a key without them, the usual member, is
-		// canonical as it stands: it stays in the input (see memberValue), settled here.
+		// The value. A string without escapes, a literal or a short integer after a key without
+		// escapes, the usual member, is canonical as it stands: it stays in the input (see
+		// memberValue), settled here.
 		settled := false
-		if mb := &c.members[m]; !mb.decoded && pos < len(data) && data[pos] == '"' {
-			if end := skipPlainString(data, pos+1); end < len(data) && data[end] == '"' {
-				mb.verbatim, mb.vs, mb.ve = true, int32(pos), int32(end+1)
-				pos, verbatim, settled = end+1, true, true
+		if mb := &c.members[m]; !mb.decoded && pos < len(data) {
+			end := 0
+			if data[pos] == '"' {
+				if end = skipPlainString(data, pos+1); end < len(data) && data[end] == '"' {
+					end++
+				} else {
+					end = 0
+				}
+			} else {
+				end, _ = shortScalar(data, pos)
+			}
+			if end > 0 {
+				mb.verbatim, mb.vs, mb.ve = true, int32(pos), int32(end)
+				pos, verbatim, settled = end, true, true
 			}
 		}
 		if !settled {
@@ -850,7 +861,8 @@ func (c *canonicalChecker) object(depth int) bool {
 			return false
 		}
 		pos++
-		// The value. A string without escapes, the usual one, is settled here; anything else by value.
+		// The value. A string without escapes, a literal or a short integer, the usual ones, is
+		// settled here; anything else by value.
 		if end := pos + 1; pos < len(data) && data[pos] == '"' {
 			if end = skipPlainString(data, end); end < len(data) && data[end] == '"' {
 				pos = end + 1
@@ -861,6 +873,8 @@ func (c *canonicalChecker) object(depth int) bool {
 				}
 				pos = p.pos
 			}
+		} else if end, _ = shortScalar(data, pos); end > 0 {
+			pos = end
 		} else {
 			p.pos = pos
 			if !c.value(depth) {

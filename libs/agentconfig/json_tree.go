@@ -219,6 +219,40 @@ var tokenKinds = func() (t [256]kind) {
 
 var literalWords = [...]string{kindNull: "null", kindFalse: "false", kindTrue: "true"}
 
+// shortScalar reads the literal or short integer at data[pos], the scalars other than strings that
+// configs hold: it returns the end of the token (else 0) and its kind. A short integer has at most 15
+// digits and no sign, fraction or exponent, so Canonicalize leaves it as it stands. Anything else
+// (including what is not JSON) is left to the general path, which reads it or reports it as before.
+func shortScalar(data []byte, pos int) (end int, k kind) {
+	if pos >= len(data) {
+		return 0, 0
+	}
+	switch c := data[pos]; {
+	case c-'0' <= 9:
+		end = pos + 1
+		if c != '0' {
+			end = skipDigits(data, end)
+		}
+		if end-pos > 15 || end < len(data) && (data[end] == '.' || data[end] == 'e' || data[end] == 'E') {
+			return 0, 0
+		}
+		return end, kindNumber
+	case c == 't':
+		if pos+4 <= len(data) && string(data[pos:pos+4]) == "true" {
+			return pos + 4, kindTrue
+		}
+	case c == 'f':
+		if pos+5 <= len(data) && string(data[pos:pos+5]) == "false" {
+			return pos + 5, kindFalse
+		}
+	case c == 'n':
+		if pos+4 <= len(data) && string(data[pos:pos+4]) == "null" {
+			return pos + 4, kindNull
+		}
+	}
+	return 0, 0
+}
+
 // scanLiteral moves past the word of literal kind k (kindNull, kindFalse or kindTrue) at p.pos.
 func (p *parser) scanLiteral(k kind) error {
 	word := literalWords[k]
@@ -541,7 +575,8 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, p.fail("expected ':' after object key")
 		}
 		pos = skipSpace(data, pos+1)
-		// The value. A string without escapes, the usual one, is read here; anything else by value.
+		// The value. A string without escapes, a literal or a short integer, the usual ones, is read
+		// here; anything else by value.
 		v := int32(-1)
 		if pos < len(data) && data[pos] == '"' {
 			if end := skipPlainString(data, pos+1); end < len(data) && data[end] == '"' {
@@ -549,6 +584,10 @@ func (p *parser) object(depth int) (int32, error) {
 				v = p.add(kindString, int32(pos), int32(end+1), false)
 				pos = end + 1
 			}
+		} else if end, k := shortScalar(data, pos); end > 0 {
+			p.reserve()
+			v = p.add(k, int32(pos), int32(end), false)
+			pos = end
 		}
 		if v < 0 {
 			p.pos = pos
