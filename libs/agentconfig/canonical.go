@@ -464,15 +464,15 @@ func (c *canonicalizer) compare(a, b *canonMember) int {
 // of a repeated key, or -1.
 func (c *canonicalizer) order(base, body int, verbatim bool) int {
 	ms := c.members[base:]
-	perm, prefixes := c.perm[:0], c.prefixes[:0]
+	if len(ms) > cap(c.perm) {
+		c.perm, c.prefixes = make([]int32, len(ms), 2*len(ms)), make([]uint64, len(ms), 2*len(ms))
+	}
+	perm, prefixes := c.perm[:len(ms)], c.prefixes[:len(ms)]
 	plain := true
 	for i := range ms {
-		perm = append(perm, int32(i))
-		prefixes = append(prefixes, ms[i].prefix)
+		perm[i], prefixes[i] = int32(i), ms[i].prefix
 		plain = plain && ms[i].plain
 	}
-	keep(&c.perm, perm)
-	keep(&c.prefixes, prefixes)
 	moved, settled := false, false
 	if plain && len(ms) <= 32 {
 		// Usually the prefixes alone decide: sort them (insertion sort, with the permutation alongside),
