@@ -500,3 +500,56 @@ func TestKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestSort8 checks the sorting network on every 0-1 input (which, by the 0-1 principle, covers all
+// inputs) and on every order of eight distinct values.
+func TestSort8(t *testing.T) {
+	for bitsIn := range 256 {
+		var k [8]uint64
+		for i := range k {
+			k[i] = uint64(bitsIn >> i & 1)
+		}
+		sort8(&k)
+		if !slices.IsSorted(k[:]) {
+			t.Fatalf("sort8 of the bits of %08b: %v", bitsIn, k)
+		}
+	}
+	perm := []uint64{0, 1, 2, 3, 4, 5, 6, 7}
+	var next func(int)
+	count := 0
+	next = func(n int) {
+		if n == len(perm) {
+			k := [8]uint64(perm)
+			sort8(&k)
+			if k != [8]uint64{0, 1, 2, 3, 4, 5, 6, 7} {
+				t.Fatalf("sort8 of %v: %v", perm, k)
+			}
+			count++
+			return
+		}
+		for i := n; i < len(perm); i++ {
+			perm[n], perm[i] = perm[i], perm[n]
+			next(n + 1)
+			perm[n], perm[i] = perm[i], perm[n]
+		}
+	}
+	next(0)
+	if count != 40320 {
+		t.Fatalf("%d orders tried", count)
+	}
+}
+
+// TestCanonicalize_RepeatedKeyNamed pins which of several repeated keys the error names: the first
+// pair met when the members are put in order from their order by key prefix.
+func TestCanonicalize_RepeatedKeyNamed(t *testing.T) {
+	for raw, key := range map[string]string{
+		`{"c":1,"b":2,"a":3,"c":4,"a":5}`:          `"a"`,
+		`{"abcdefgh":1,"abcdefgi":2,"abcdefgh":3}`: `"abcdefgh"`,
+		`{"b":1,"\n":2,"a":3,"b":4,"\n":5}`:        `"\n"`,
+	} {
+		_, err := Canonicalize([]byte(raw))
+		if err == nil || !strings.HasSuffix(err.Error(), "duplicate object key "+key) {
+			t.Errorf("Canonicalize(%s): %v, want the repeated key %s named", raw, err, key)
+		}
+	}
+}
