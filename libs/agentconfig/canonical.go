@@ -834,10 +834,6 @@ func (c *canonicalChecker) value(depth int) bool {
 func (c *canonicalChecker) str() (escaped, ok bool) {
 	p := &c.p
 	start := p.pos
-	if end := skipPlainString(p.data, start+1); end < len(p.data) && p.data[end] == '"' {
-		p.pos = end + 1 // plain ASCII, the common case
-		return false, true
-	}
 	escaped, err := p.scanString()
 	if err != nil {
 		return false, false
