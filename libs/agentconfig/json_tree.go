@@ -137,9 +137,10 @@ type parser struct {
 
 func (p *parser) fail(msg string) error { return &syntaxError{offset: p.pos, msg: msg} }
 
-// add appends a node, in room that reserve made. It writes the fields straight into the slice:
-// appending a node value built beforehand made the CPU reload a word from several narrower stores,
-// which stalls store forwarding and was the single most expensive line of parsing.
+// add appends a node, in room made beforehand (by reserve, or by object for a member). It writes the
+// fields straight into the slice: appending a node value built beforehand made the CPU reload a word
+// from several narrower stores, which stalls store forwarding and was the single most expensive line
+// of parsing.
 func (p *parser) add(k kind, a, b int32, escaped bool) int32 {
 	d := p.d
 	i := len(d.nodes)
@@ -546,7 +547,9 @@ func (p *parser) object(depth int) (int32, error) {
 			}
 			pos = p.pos
 		}
-		p.reserve()
+		if len(d.nodes)+2 > cap(d.nodes) {
+			d.nodes = slices.Grow(d.nodes, 2) // room for the key and a value read below
+		}
 		k := p.add(kindString, int32(ks), int32(pos), escaped)
 		if n < len(prints) {
 			f := short
@@ -580,12 +583,10 @@ func (p *parser) object(depth int) (int32, error) {
 		v := int32(-1)
 		if pos < len(data) && data[pos] == '"' {
 			if end := skipPlainString(data, pos+1); end < len(data) && data[end] == '"' {
-				p.reserve()
 				v = p.add(kindString, int32(pos), int32(end+1), false)
 				pos = end + 1
 			}
 		} else if end, k := shortScalar(data, pos); end > 0 {
-			p.reserve()
 			v = p.add(k, int32(pos), int32(end), false)
 			pos = end
 		}
