@@ -246,15 +246,11 @@ func (c *canonicalizer) object(depth int) error {
 		// memberValue), settled here.
 		settled := false
 		if mb := &c.members[m]; !mb.decoded && pos < len(data) {
-			end := 0
-			if data[pos] == '"' {
-				if end = skipPlainString(data, pos+1); end < len(data) && data[end] == '"' {
-					end++
-				} else {
-					end = 0
-				}
-			} else {
+			end := 0 // of the value token, if it is one of those
+			if data[pos] != '"' {
 				end, _ = shortScalar(data, pos)
+			} else if e := skipPlainString(data, pos+1); e < len(data) && data[e] == '"' {
+				end = e + 1
 			}
 			if end > 0 {
 				mb.verbatim, mb.vs, mb.ve = true, int32(pos), int32(end)

@@ -342,12 +342,12 @@ func (p *parser) stringNode() (int32, error) {
 // only the others go on to scanStringRest, from the first byte that is not plain.
 func (p *parser) scanString() (escaped bool, err error) {
 	data := p.data
-	if end := skipPlainString(data, p.pos+1); end < len(data) && data[end] == '"' {
+	end := skipPlainString(data, p.pos+1)
+	if end < len(data) && data[end] == '"' {
 		p.pos = end + 1
 		return false, nil
-	} else {
-		p.pos = end
 	}
+	p.pos = end
 	return p.scanStringRest()
 }
 
