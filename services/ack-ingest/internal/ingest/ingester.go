@@ -140,13 +140,13 @@ func (in *Ingester) IngestHeartbeats(ctx context.Context, beats []Heartbeat) []O
 	envOf := make(map[uuid.UUID]uuid.UUID, len(beats))
 	for i, h := range beats {
 		ref, ok := refs[h.AgentID]
-		hostID := ref.ID
-		envOf[hostID] = ref.EnvironmentID
 		if !ok {
 			in.log.Warn("heartbeat from unknown agent dropped", zap.String("agent_id", h.AgentID))
 			outcomes[i] = Drop
 			continue
 		}
+		hostID := ref.ID
+		envOf[hostID] = ref.EnvironmentID
 		hostOf[i] = hostID
 		if j, seen := winner[hostID]; !seen || !h.ReceivedAt.Before(beats[j].ReceivedAt) {
 			winner[hostID] = i
