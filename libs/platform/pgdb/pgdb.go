@@ -53,11 +53,25 @@ func NewPool(cfg Config) (*pgxpool.Pool, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
+	withoutJIT(pc)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgdb: new pool: %w", err)
 	}
 	return pool, nil
+}
+
+// withoutJIT turns PostgreSQL's JIT compilation off for the pool's sessions, unless the connection
+// string sets jit itself (…?jit=on keeps it). PostgreSQL compiles a statement whose estimated cost passes
+// jit_above_cost (100,000 by default), and ConfigSync's statements are pages and batches of a few
+// hundred to a few thousand rows, costed high but done in milliseconds: a page of 500 hosts of the host
+// list (the drift pass reads every host a page at a time) was estimated above the threshold and spent
+// 121 of its 142 ms compiling; at 100,000 hosts one drift pass spent some 24 s of PostgreSQL CPU on
+// compilation alone, taken from the heartbeats and fetches it ran beside.
+func withoutJIT(pc *pgxpool.Config) {
+	if _, set := pc.ConnConfig.RuntimeParams["jit"]; !set {
+		pc.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 }
 
 // Start waits until the database answers (retrying with backoff until ctx is done) and then, when

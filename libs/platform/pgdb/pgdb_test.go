@@ -171,3 +171,28 @@ func TestModuleRequiresDatabaseURL(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The pool's sessions run without JIT compilation unless the connection string asks for it.
+func TestPoolSessionsRunWithoutJITUnlessAsked(t *testing.T) {
+	ctx := context.Background()
+	url := testinfra.PostgresURL(t)
+	jit := func(url string) string {
+		t.Helper()
+		pool, _ := open(t, ctx, Config{URL: url, MaxConns: 1})
+		var v string
+		if err := pool.QueryRow(ctx, "SHOW jit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := jit(url); got != "off" {
+		t.Errorf("jit = %q, want off", got)
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	if got := jit(url + sep + "jit=on"); got != "on" {
+		t.Errorf("with jit=on in the connection string: jit = %q, want on", got)
+	}
+}
