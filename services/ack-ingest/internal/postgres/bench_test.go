@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,7 +68,7 @@ func BenchmarkUpsertApplyStatuses(b *testing.B) {
 // go-us/row, this process's CPU per row (the store's encoding and decoding).
 func benchWrites[T any](b *testing.B, pool *pgxpool.Pool, rows []T, size int, write func(ctx context.Context, i int, batch []T) error) {
 	ctx := context.Background()
-	cpu0, self0 := testinfra.BackendCPU(b, pool), processCPU(b)
+	cpu0, self0 := testinfra.BackendCPU(b, pool), testinfra.ProcessCPU()
 	b.ResetTimer()
 	start := time.Now()
 	written := 0
@@ -82,19 +81,9 @@ func benchWrites[T any](b *testing.B, pool *pgxpool.Pool, rows []T, size int, wr
 		written += len(batch)
 	}
 	elapsed := time.Since(start)
-	self := processCPU(b) - self0
+	self := testinfra.ProcessCPU() - self0
 	b.StopTimer()
 	b.ReportMetric(float64(written)/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(float64((testinfra.BackendCPU(b, pool)-cpu0).Microseconds())/float64(written), "pg-us/row")
 	b.ReportMetric(float64(self.Microseconds())/float64(written), "go-us/row")
-}
-
-// processCPU is the CPU time (user + system) this process has used.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
