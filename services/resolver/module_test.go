@@ -383,46 +383,62 @@ func TestQueueGroupSharesRequests(t *testing.T) {
 		resolve(t, s.client, protocol.ResolveRequest{HostID: host})
 	}
 
-	// $SRV.STATS.resolver is answered by every instance.
-	inbox := nats.NewInbox()
-	replies := make(chan *nats.Msg, 8)
-	sub, err := s.client.ChanSubscribe(inbox, replies)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
+	// $SRV.STATS.resolver is answered by every instance. An instance counts a request once its handler
+	// has returned, which may be after the caller has the reply, so the counts are read until they add
+	// up (an instance that answered a request twice would make them exceed it).
 	subject, err := micro.ControlSubject(micro.StatsVerb, protocol.ResolverServiceName, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.client.PublishRequest(subject, inbox, nil); err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	ids := map[string]bool{}
-	for len(ids) < 2 {
-		var m *nats.Msg
-		select {
-		case m = <-replies:
-		case <-time.After(requestTimeout):
-			t.Fatalf("only %d instances answered $SRV.STATS", len(ids))
-		}
-		var stats micro.Stats
-		if err := json.Unmarshal(m.Data, &stats); err != nil {
+	stats := func() (total int, perInstance map[string]int) {
+		t.Helper()
+		inbox := nats.NewInbox()
+		replies := make(chan *nats.Msg, 8)
+		sub, err := s.client.ChanSubscribe(inbox, replies)
+		if err != nil {
 			t.Fatal(err)
 		}
-		ids[stats.ID] = true
-		for _, e := range stats.Endpoints {
-			if e.Subject == protocol.ResolveSubject {
-				if e.NumRequests == 0 {
-					t.Fatalf("instance %s served no request: the queue group did not share the load", stats.ID)
+		defer sub.Unsubscribe()
+		if err := s.client.PublishRequest(subject, inbox, nil); err != nil {
+			t.Fatal(err)
+		}
+		perInstance = map[string]int{}
+		for len(perInstance) < 2 {
+			var m *nats.Msg
+			select {
+			case m = <-replies:
+			case <-time.After(requestTimeout):
+				t.Fatalf("only %d instances answered $SRV.STATS", len(perInstance))
+			}
+			var st micro.Stats
+			if err := json.Unmarshal(m.Data, &st); err != nil {
+				t.Fatal(err)
+			}
+			perInstance[st.ID] = 0
+			for _, e := range st.Endpoints {
+				if e.Subject == protocol.ResolveSubject {
+					perInstance[st.ID] += e.NumRequests
+					total += e.NumRequests
 				}
-				total += e.NumRequests
 			}
 		}
+		return total, perInstance
 	}
-	if total != requests {
-		t.Fatalf("instances counted %d requests, want %d (each answered once)", total, requests)
+	var (
+		total       int
+		perInstance map[string]int
+	)
+	testinfra.Eventually(t, requestTimeout, func() bool {
+		total, perInstance = stats()
+		if total > requests {
+			t.Fatalf("instances counted %d requests, want %d (each answered once)", total, requests)
+		}
+		return total == requests
+	}, "the instances' request counts to add up to every request sent")
+	for id, n := range perInstance {
+		if n == 0 {
+			t.Fatalf("instance %s served no request: the queue group did not share the load", id)
+		}
 	}
 }
 
