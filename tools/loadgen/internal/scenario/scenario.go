@@ -804,9 +804,13 @@ type HeartbeatResult struct {
 
 func (r *Runner) heartbeat(ctx context.Context) error {
 	obs := r.backend.Observer
+	// consumer reads the progress of ack-ingest's heartbeats durable.
+	consumer := func(ctx context.Context) (backendstats.ConsumerProgress, error) {
+		return backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable)
+	}
 	var cons0 *backendstats.ConsumerProgress
 	if r.backend.JS != nil {
-		if c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable); err != nil {
+		if c, err := consumer(ctx); err != nil {
 			r.note("heartbeat consumer: %v", err)
 		} else {
 			cons0 = &c
@@ -833,7 +837,7 @@ wait:
 			el := time.Since(start).Seconds()
 			if cons0 != nil {
 				// ack-ingest's progress from its consumer: cheaper than summing every host (see below).
-				if c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable); err == nil {
+				if c, err := consumer(ctx); err == nil {
 					done := c.AckFloor - cons0.AckFloor
 					r.logf("  heartbeat: %d sent, %d processed by ack-ingest (%.0f/s), %d waiting", r.fleet.Stats().HeartbeatsSent-sent0, done, float64(done)/el, c.NumPending)
 				}
@@ -867,7 +871,7 @@ wait:
 		// drained: only then is the sum read, to confirm every heartbeat landed (and polled on as
 		// before if not).
 		check = func(ctx context.Context) (bool, string, error) {
-			c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable)
+			c, err := consumer(ctx)
 			if err != nil {
 				return false, "", err
 			}
@@ -889,7 +893,7 @@ wait:
 	if cons0 != nil {
 		// ack-ingest acknowledges after writing; give the last acks a moment to register.
 		time.Sleep(200 * time.Millisecond)
-		if c, err := backendstats.Consumer(ctx, r.backend.JS, protocol.HeartbeatsStream, backendstats.HeartbeatsDurable); err == nil {
+		if c, err := consumer(ctx); err == nil {
 			h.Processed = int64(c.AckFloor - cons0.AckFloor)
 			h.Stored = int64(c.StreamLastSeq - cons0.StreamLastSeq)
 			h.ProcessedRate = float64(h.Processed) / h.Elapsed.Seconds()
