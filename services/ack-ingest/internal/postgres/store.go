@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -160,19 +161,16 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 // heartbeat row but what the next one replaces. Acks stay synchronous: a lost apply status would not be
 // sent again.
 func (s *Store) updateHeartbeats(ctx context.Context, p sqlcdb.UpdateHeartbeatsParams) ([]sqlcdb.UpdateHeartbeatsRow, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
-	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO off"); err != nil {
-		return nil, err
-	}
-	rows, err := sqlcdb.New(uuidArgs{tx}).UpdateHeartbeats(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return rows, tx.Commit(ctx)
+	var rows []sqlcdb.UpdateHeartbeatsRow
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO off"); err != nil {
+			return err
+		}
+		var err error
+		rows, err = sqlcdb.New(uuidArgs{tx}).UpdateHeartbeats(ctx, p)
+		return err
+	})
+	return rows, err
 }
 
 // appendVersionsJSON appends the JSON object of a heartbeat's per-type versions ({} for none) to buf:
