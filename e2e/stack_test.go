@@ -312,8 +312,8 @@ func (s *stack) serviceEnv(kind, name, httpAddr, metricsAddr string) []string {
 
 func (s *stack) startService(kind string, index int) *service {
 	name := kind + "-" + strconv.Itoa(index)
-	addr := "127.0.0.1:" + strconv.Itoa(testinfra.FreePort(s.t))
-	metricsAddr := "127.0.0.1:" + strconv.Itoa(testinfra.FreePort(s.t))
+	addr := testinfra.FreeAddr(s.t)
+	metricsAddr := testinfra.FreeAddr(s.t)
 	p := newProcess(s.t, s.logDir, name, filepath.Join(s.bins, kind), nil, s.serviceEnv(kind, name, addr, metricsAddr))
 	svc := &service{kind: kind, name: name, httpAddr: addr, metricsAddr: metricsAddr, proc: p}
 	s.services[kind] = append(s.services[kind], svc)
