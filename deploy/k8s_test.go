@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -266,6 +267,10 @@ func TestKubernetesEnvironmentIsReadByTheBinaries(t *testing.T) {
 		conf := natsConfText(t)
 		for _, c := range s.Spec.Template.Spec.Containers {
 			for _, e := range c.Env {
+				// The server's Go runtime reads these itself (TestKubernetesNATSRuntimeFitsItsLimit).
+				if e.Name == "GOGC" || e.Name == "GOMEMLIMIT" {
+					continue
+				}
 				if !strings.Contains(conf, "$"+e.Name) {
 					t.Errorf("k8s StatefulSet %s sets %s, which nats/nats-server.conf never references", name, e.Name)
 				}
@@ -453,6 +458,50 @@ func TestKubernetesNATS(t *testing.T) {
 	if !pdb {
 		t.Error("nats has no PodDisruptionBudget")
 	}
+}
+
+// TestKubernetesNATSRuntimeFitsItsLimit: the nats container's Go runtime collects before the container
+// reaches its memory limit (GOMEMLIMIT at about 90% of it, in the runtime's own syntax), and at the
+// GC target the fleet-scale figures were measured with (GOGC, README "nats-server at fleet scale").
+func TestKubernetesNATSRuntimeFitsItsLimit(t *testing.T) {
+	m := renderBase(t)
+	c := m.statefulSets["nats"].Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["GOGC"] != "400" {
+		t.Errorf("nats GOGC %q, want 400", env["GOGC"])
+	}
+	limit := c.Resources.Limits.Memory().Value()
+	soft, err := goMemLimit(env["GOMEMLIMIT"])
+	if err != nil {
+		t.Fatalf("nats GOMEMLIMIT: %v", err)
+	}
+	if limit <= 0 || soft < limit*85/100 || soft > limit*92/100 {
+		t.Errorf("nats GOMEMLIMIT %s (%d bytes) is not about 90%% of its memory limit %d bytes", env["GOMEMLIMIT"], soft, limit)
+	}
+}
+
+// goMemLimit parses a GOMEMLIMIT value as the Go runtime does: an integer with an optional unit B, KiB,
+// MiB, GiB or TiB.
+func goMemLimit(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a byte count with a unit B, KiB, MiB, GiB or TiB", v)
+	}
+	return n * mult, nil
 }
 
 // TestKustomizationsListEveryFile: a manifest added to a kustomization's directory but not listed in

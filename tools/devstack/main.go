@@ -33,8 +33,18 @@ func main() {
 // workers fall on the fetches: a 50,000-agent herd's p99 (median of 9-11 runs) went from 64 to 143 ms
 // when nats-server moved out of this process and its heap stopped pacing the services' collections,
 // and came back to 78 ms at 400 (tools/loadgen/README.md). nats-server's process holds hundreds of MB
-// of connection state and keeps the runtime's default.
+// of connection state and collects at its own target, natsGCPercent.
 const servicesGCPercent = 400
+
+// natsGCPercent is the nats-server process's GC target percent by default, as deploy/nats runs the
+// server (GOGC). Its live heap is mostly per-connection state (about 25 KB per TLS client: 380 MB at
+// 15,000 agent connections) that a boot herd does not free, and at the runtime's 100 a herd's
+// allocations start a cycle over all of it every few seconds: under contention one took 1.3 s, 1.2 s
+// of it mark assists charged to the goroutines reading the connections, and every fetch that began in
+// it waited. At 400 the next cycle after the connect storm is about four live heaps of allocation
+// away: in four interleaved pairs of 15,000-connection herds, p99 106-909 ms at 100 and 40-68 ms at
+// 400, for about 10% more peak RSS (README "nats-server at fleet scale").
+const natsGCPercent = 400
 
 type options struct {
 	dataDir  string
@@ -46,6 +56,8 @@ type options struct {
 	pprof    string
 	natsOnly bool
 	gcPct    int
+	// natsGCPct is the nats-server process's GC target percent (-nats-gogc).
+	natsGCPct int
 }
 
 func run() error {
@@ -58,7 +70,8 @@ func run() error {
 	flag.StringVar(&o.logLevel, "log-level", "info", "log level of the services (debug, info, warn, error)")
 	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for the services' process (the nats-server runs in its own); off by default")
 	flag.BoolVar(&o.natsOnly, "nats-only", false, "run only the nats-server of -data on -nats, until stdin closes (devstack starts itself this way)")
-	flag.IntVar(&o.gcPct, "services-gogc", servicesGCPercent, "GC target percent of the services' process (0: the runtime's, from GOGC or 100); the nats-server process keeps the runtime's")
+	flag.IntVar(&o.gcPct, "services-gogc", servicesGCPercent, "GC target percent of the services' process (0: the runtime's, from GOGC or 100)")
+	flag.IntVar(&o.natsGCPct, "nats-gogc", natsGCPercent, "GC target percent of the nats-server process (0: the runtime's, from GOGC or 100)")
 	flag.Parse()
 	if o.natsOnly {
 		return runNATSOnly(o)
@@ -94,7 +107,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ns, err := startNATSProcess(o.natsAddr, dataDir, log)
+	ns, err := startNATSProcess(o.natsAddr, dataDir, o.natsGCPct, log)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,8 +26,9 @@ import (
 // for tools that account its memory and CPU (tools/loadgen).
 const NATSPIDFile = "nats-server.pid"
 
-// natsReadyLine is what the nats-server process prints on stdout once it accepts connections.
-const natsReadyLine = "nats ready"
+// natsReadyPrefix starts what the nats-server process prints on stdout once it accepts connections:
+// "nats ready gogc=<its GC target percent>".
+const natsReadyPrefix = "nats ready gogc="
 
 // natsProcess is the embedded nats-server running in a child process of devstack (devstack -nats-only).
 //
@@ -37,20 +40,23 @@ const natsReadyLine = "nats ready"
 // goroutines reading the connections, and the fetches queued behind it (p99 0.9-1.2 s, once 4,435
 // refused with the delivery queue full). Apart, the services' cycles mark the services' own heap.
 type natsProcess struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser // closed to stop the server; EOF also stops it when devstack dies
-	done  chan error
-	pid   int
+	// gcPercent is the GC target percent the child reports it runs with.
+	gcPercent int
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser // closed to stop the server; EOF also stops it when devstack dies
+	done      chan error
+	pid       int
 }
 
 // startNATSProcess starts this binary with -nats-only for the server on addr and waits until it accepts
-// connections. The server's own log (off by default) and its runtime's output go to devstack's stderr.
-func startNATSProcess(addr, dataDir string, log *zap.Logger) (*natsProcess, error) {
+// connections. gcPercent is the child's GC target percent (0: the runtime's, from GOGC or 100). The
+// server's own log (off by default) and its runtime's output go to devstack's stderr.
+func startNATSProcess(addr, dataDir string, gcPercent int, log *zap.Logger) (*natsProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("nats-server process: %w", err)
 	}
-	cmd := exec.Command(exe, "-nats-only", "-data", dataDir, "-nats", addr)
+	cmd := exec.Command(exe, "-nats-only", "-data", dataDir, "-nats", addr, "-nats-gogc", strconv.Itoa(gcPercent))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -67,7 +73,14 @@ func startNATSProcess(addr, dataDir string, log *zap.Logger) (*natsProcess, erro
 	ready := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		if sc.Scan() && sc.Text() == natsReadyLine {
+		pct, err := 0, errors.New("no ready line")
+		if sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), natsReadyPrefix); ok {
+				pct, err = strconv.Atoi(v)
+			}
+		}
+		if err == nil {
+			p.gcPercent = pct
 			ready <- nil
 		} else {
 			ready <- fmt.Errorf("nats-server process did not report ready (%q)", sc.Text())
@@ -88,7 +101,7 @@ func startNATSProcess(addr, dataDir string, log *zap.Logger) (*natsProcess, erro
 		p.stop(5 * time.Second)
 		return nil, err
 	}
-	log.Info("nats-server process started", zap.Int("pid", p.pid))
+	log.Info("nats-server process started", zap.Int("pid", p.pid), zap.Int("gogc", p.gcPercent))
 	return p, nil
 }
 
@@ -136,12 +149,18 @@ func runNATSOnly(o options) error {
 	if err != nil {
 		return err
 	}
+	if o.natsGCPct > 0 {
+		debug.SetGCPercent(o.natsGCPct)
+	}
 	ns, err := startNATS(o.natsAddr, dataDir, auth, tlsFiles)
 	if err != nil {
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	fmt.Println(natsReadyLine)
+	// SetGCPercent returns the setting it replaces: what this process runs with.
+	pct := debug.SetGCPercent(100)
+	debug.SetGCPercent(pct)
+	fmt.Println(natsReadyPrefix + strconv.Itoa(pct))
 	stdinClosed := make(chan struct{})
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stdinClosed) }()
 	// Ctrl-C reaches the whole process group: devstack stops the services first and then closes stdin,

@@ -20,7 +20,7 @@ import (
 
 // TestNATSRunsInItsOwnProcess: devstack's nats-server is a child process that serves TLS on the address
 // given, records its pid for tools that account its cost, and exits by itself once devstack closes its
-// stdin.
+// stdin. It collects at the GC target percent devstack gives it.
 func TestNATSRunsInItsOwnProcess(t *testing.T) {
 	dataDir := t.TempDir()
 	if _, err := loadOrCreateAuthority(filepath.Join(dataDir, "nats-authority.json"), zap.NewNop()); err != nil {
@@ -31,7 +31,7 @@ func TestNATSRunsInItsOwnProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := testinfra.FreeAddr(t)
-	p, err := startNATSProcess(addr, dataDir, zap.NewNop())
+	p, err := startNATSProcess(addr, dataDir, 250, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,9 @@ func TestNATSRunsInItsOwnProcess(t *testing.T) {
 	}()
 	if p.pid == os.Getpid() {
 		t.Fatalf("nats-server pid %d is devstack's own", p.pid)
+	}
+	if p.gcPercent != 250 {
+		t.Errorf("nats-server process runs at GOGC %d, want the 250 it was given", p.gcPercent)
 	}
 	b, err := os.ReadFile(filepath.Join(dataDir, NATSPIDFile))
 	if err != nil {

@@ -51,15 +51,15 @@ func main() {
 }
 
 type flags struct {
-	agents, conns, pushes, credentials, registerConcurrency int
-	subscriptions, scenarios                                string
-	jitter, fetchTimeout, heartbeatInterval                 time.Duration
-	retryFor                                                time.Duration
-	failRatio                                               float64
-	duration, timeout                                       time.Duration
-	heartbeatRate, dropPushes                               float64
-	jsonOut, strict, keep, analyze, signing, compareSigning bool
-	machine                                                 string
+	agents, conns, pushes, credentials, registerConcurrency, natsGOGC int
+	subscriptions, scenarios                                          string
+	jitter, fetchTimeout, heartbeatInterval                           time.Duration
+	retryFor                                                          time.Duration
+	failRatio                                                         float64
+	duration, timeout                                                 time.Duration
+	heartbeatRate, dropPushes                                         float64
+	jsonOut, strict, keep, analyze, signing, compareSigning           bool
+	machine                                                           string
 
 	api, token, natsURL, natsCA, creds, database, devstackEnv, servicePIDs     string
 	devstackBin, pgAdmin, logLevel, resolverMetrics, devstackPprof, cpuProfile string
@@ -101,6 +101,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.logLevel, "log-level", "warn", "private devstack: the services' log level")
 	flag.BoolVar(&f.keep, "keep", false, "private devstack: keep its data directory, log and database")
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write loadgen's own CPU profile to this file")
+	flag.IntVar(&f.natsGOGC, "devstack-nats-gogc", 0, "private devstack: GC target percent of its nats-server process (0: devstack's default; -1: the runtime's)")
 	flag.StringVar(&f.devstackPprof, "devstack-pprof", "", "private devstack: serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the services during the run")
 	flag.BoolVar(&f.signing, "signing", true, "private devstack: the resolver signs configs (false: no signing key, to measure what signing costs)")
 	flag.BoolVar(&f.compareSigning, "compare-signing", false, "private devstack: run the scenarios twice back to back, signing on then off (a fresh devstack and database each), and print both reports and a comparison")
@@ -226,7 +227,7 @@ func runOnce(ctx context.Context, f flags, scenarios map[string]bool, signing bo
 	if f.api == "" {
 		fmt.Fprintf(progress, "private devstack, signing %s\n", onOff(signing))
 		stack, err := localstack.Start(ctx, localstack.Options{Binary: f.devstackBin, AdminDatabaseURL: f.pgAdmin, LogLevel: f.logLevel,
-			KeepData: f.keep, NoSigning: !signing, Pprof: f.devstackPprof, Progress: progress})
+			KeepData: f.keep, NoSigning: !signing, Pprof: f.devstackPprof, NATSGCPercent: f.natsGOGC, Progress: progress})
 		if err != nil {
 			return nil, err
 		}

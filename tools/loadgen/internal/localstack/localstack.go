@@ -43,6 +43,9 @@ type Options struct {
 	// Pprof, when set, is the address devstack serves net/http/pprof on (devstack -pprof), to profile
 	// the services during a run.
 	Pprof string
+	// NATSGCPercent, when not 0, is the nats-server process's GC target percent (devstack -nats-gogc;
+	// negative: the runtime's); 0 keeps devstack's default.
+	NATSGCPercent int
 	// Progress receives one line per step.
 	Progress io.Writer
 }
@@ -140,6 +143,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	args := []string{"-data", s.Dir, "-http", httpAddr, "-nats", natsAddr, "-metrics", metricsAddr, "-no-agent", "-log-level", logLevel}
 	if opts.Pprof != "" {
 		args = append(args, "-pprof", opts.Pprof)
+	}
+	if opts.NATSGCPercent != 0 {
+		args = append(args, "-nats-gogc", strconv.Itoa(max(opts.NATSGCPercent, 0)))
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
