@@ -391,3 +391,80 @@ func TestInlineSecretsAreNotDelivered(t *testing.T) {
 		t.Fatalf("push result %+v, published to %v", res, got)
 	}
 }
+
+// gatedPublisher holds the first command of a fan-out until the resolver has been asked for the next
+// page (or a deadline passes), and records how many page requests the resolver had by then.
+type gatedPublisher struct {
+	*fakePublisher
+	r      *fakeResolver
+	gated  bool
+	asked  int
+	failAt int // when > 0, the resolver fails from this page request on
+}
+
+func (g *gatedPublisher) Publish(ctx context.Context, agentID string, command []byte) error {
+	if !g.gated {
+		g.gated = true
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			g.r.mu.Lock()
+			g.asked = len(g.r.pushReqs)
+			g.r.mu.Unlock()
+			if g.asked >= 2 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return g.fakePublisher.Publish(ctx, agentID, command)
+}
+
+// TestPushResolvesTheNextPageWhilePublishing: the resolver is asked for page 2 while page 1's commands
+// are still being published, and every online host still gets its command once.
+func TestPushResolvesTheNextPageWhilePublishing(t *testing.T) {
+	r := newFleet(2500)
+	r.envCfg["labels"] = cfg("labels", 4, `{"static":{"team":"a"}}`)
+	pub := &gatedPublisher{fakePublisher: &fakePublisher{}, r: r}
+	res, err := NewPusher(r, &fakeInjector{}, pub, PushOptions{PageSize: 700, Now: func() time.Time { return fixedNow }}, zap.NewNop()).
+		Push(context.Background(), protocol.ConfigChanged{EventID: "ev-1", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1", ConfigType: "labels", Version: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub.asked < 2 {
+		t.Fatalf("the resolver had %d page requests while page 1 was published, want the next page asked for too", pub.asked)
+	}
+	online := 0
+	got := pub.byAgent()
+	for _, h := range r.hosts {
+		if h.online {
+			online++
+			if len(got[h.agent]) != 1 {
+				t.Fatalf("online %s got %d commands, want 1", h.agent, len(got[h.agent]))
+			}
+		}
+	}
+	if res.Pages != 3 || res.Published != online {
+		t.Fatalf("result %+v, want 3 pages and %d published", res, online)
+	}
+	// Each page asked once, each after the one before.
+	if len(r.pushReqs) != 3 || r.pushReqs[0].After != "" || r.pushReqs[1].After == "" || r.pushReqs[2].After <= r.pushReqs[1].After {
+		t.Fatalf("page requests %+v", r.pushReqs)
+	}
+}
+
+// TestPushFailsOnAPageResolvedAhead: a page that fails while the one before it is published fails the
+// fan-out after that page went out (the event is redone), naming the page.
+func TestPushFailsOnAPageResolvedAhead(t *testing.T) {
+	r := newFleet(2500)
+	r.envCfg["labels"] = cfg("labels", 4, `{"static":{"team":"a"}}`)
+	r.failFrom = 2
+	pub := &fakePublisher{}
+	res, err := newTestPusher(r, &fakeInjector{}, pub, 1000).Push(context.Background(),
+		protocol.ConfigChanged{EventID: "ev-1", Scope: protocol.ScopeEnvironment, EnvironmentID: "env-1", ConfigType: "labels", Version: 4})
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "resolve page 2") {
+		t.Fatalf("err %v, want page 2's resolver failure as unavailable", err)
+	}
+	if res.Pages != 1 || res.Published == 0 || len(pub.sent) != res.Published {
+		t.Fatalf("result %+v, %d sent: want page 1 published", res, len(pub.sent))
+	}
+}

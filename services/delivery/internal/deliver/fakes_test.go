@@ -3,6 +3,7 @@ package deliver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -22,6 +23,8 @@ type fakeResolver struct {
 	hosts    []fakeHost // sorted by HostID
 	pushReqs []protocol.ResolvePushRequest
 	fail     error
+	// failFrom, when > 0, makes push page requests fail from that one on (1: the first).
+	failFrom int
 	// contract, when set, is the contract its push replies claim.
 	contract int
 }
@@ -80,6 +83,9 @@ func (r *fakeResolver) ResolvePush(_ context.Context, req protocol.ResolvePushRe
 	r.pushReqs = append(r.pushReqs, req)
 	if r.fail != nil {
 		return protocol.ResolveSetsReply{}, r.fail
+	}
+	if r.failFrom > 0 && len(r.pushReqs) >= r.failFrom {
+		return protocol.ResolveSetsReply{}, errors.New("nats: no responders available for request")
 	}
 	if req.Contract != protocol.ResolveSetsContract {
 		return protocol.ResolveSetsReply{}, protocol.Errorf(protocol.CodeContractMismatch, "contract %d", req.Contract)

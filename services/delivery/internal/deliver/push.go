@@ -92,8 +92,54 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 		p.log.Info("push: ack-ingest is behind on heartbeats, pushing to every host in scope", eventFields(ev)...)
 	}
 	f := &fanout{p: p, ev: ev, issuedAt: p.opts.Now().UTC()}
+	// The next page is resolved while this one is injected and published: the resolver's and the
+	// database's part of a page overlaps the message server's, instead of the two taking turns. At most
+	// two pages are held.
+	pctx, cancel := context.WithCancel(ctx)
+	next := p.resolvePage(pctx, req, 1)
+	defer func() {
+		cancel()
+		if next != nil {
+			<-next // the prefetch in flight ends with pctx
+		}
+	}()
 	for {
-		rctx, span := tracer.Start(ctx, "resolve", trace.WithAttributes(attribute.Int("page", res.Pages+1)))
+		r := <-next
+		next = nil
+		if r.err != nil {
+			if isNotFound(r.err) {
+				p.log.Info("push: nothing to push, scope no longer exists", eventFields(ev)...)
+				return res, nil
+			}
+			return res, fmt.Errorf("resolve page %d: %w", res.Pages+1, r.err)
+		}
+		res.Pages++
+		more := r.page.NextAfter != "" && r.page.NextAfter != req.After
+		if more {
+			req.After = r.page.NextAfter
+			next = p.resolvePage(pctx, req, res.Pages+1)
+		}
+		if err := f.page(ctx, r.page, &res); err != nil {
+			return res, fmt.Errorf("page %d: %w", res.Pages, err)
+		}
+		if !more {
+			return res, nil
+		}
+	}
+}
+
+// resolvedPage is one page of a fan-out as the resolver answered it, or why it could not.
+type resolvedPage struct {
+	page protocol.ResolveSetsReply
+	err  error
+}
+
+// resolvePage asks the resolver for page number n of req in a goroutine of its own; the channel
+// (buffered) receives the answer, checked against the contract, or the error, classified.
+func (p *Pusher) resolvePage(ctx context.Context, req protocol.ResolvePushRequest, n int) chan resolvedPage {
+	out := make(chan resolvedPage, 1)
+	go func() {
+		rctx, span := tracer.Start(ctx, "resolve", trace.WithAttributes(attribute.Int("page", n)))
 		page, err := p.resolver.ResolvePush(rctx, req)
 		if err == nil {
 			if cerr := page.Check(); cerr != nil {
@@ -105,21 +151,10 @@ func (p *Pusher) Push(ctx context.Context, ev protocol.ConfigChanged) (PushResul
 		endSpan(span, err)
 		if err != nil {
 			err = classifyRemote("resolver", err)
-			if isNotFound(err) {
-				p.log.Info("push: nothing to push, scope no longer exists", eventFields(ev)...)
-				return res, nil
-			}
-			return res, fmt.Errorf("resolve page %d: %w", res.Pages+1, err)
 		}
-		res.Pages++
-		if err := f.page(ctx, page, &res); err != nil {
-			return res, fmt.Errorf("page %d: %w", res.Pages, err)
-		}
-		if page.NextAfter == "" || page.NextAfter == req.After {
-			return res, nil
-		}
-		req.After = page.NextAfter
-	}
+		out <- resolvedPage{page: page, err: err}
+	}()
+	return out
 }
 
 func (p *Pusher) pushRequest(ev protocol.ConfigChanged) (protocol.ResolvePushRequest, error) {
