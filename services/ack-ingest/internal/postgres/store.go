@@ -151,21 +151,21 @@ func (s *Store) UpdateHeartbeats(ctx context.Context, rows []ingest.HostHeartbea
 	return w, nil
 }
 
-// updateHeartbeats runs the UpdateHeartbeats statement in a transaction that commits without waiting
-// for its WAL record to reach the disk (synchronous_commit off, for this transaction only). A heartbeat
-// batch's commit otherwise waits for a WAL flush, and with two writers the flushes bounded the rate
-// (100-200 ms per commit while the disk was busy: 9,500 heartbeats/s at 100,000 agents, 18,300/s without
-// the wait, measured back to back). What a crash of PostgreSQL can lose is the heartbeats of the last
-// moments (at most three times wal_writer_delay), already acknowledged to JetStream: each host's next
-// heartbeat writes the same columns again within its interval, and nothing else is derived from a
-// heartbeat row but what the next one replaces. Acks stay synchronous: a lost apply status would not be
-// sent again.
+// heartbeatTx begins a heartbeat batch's transaction with synchronous_commit off in the same round trip
+// (pgx runs a statement without arguments with the simple protocol, which takes several): the commit
+// does not wait for its WAL record to reach the disk, for this transaction only. A heartbeat batch's
+// commit otherwise waits for a WAL flush, and with two writers the flushes bounded the rate (100-200 ms
+// per commit while the disk was busy: 9,500 heartbeats/s at 100,000 agents, 18,300/s without the wait,
+// measured back to back). What a crash of PostgreSQL can lose is the heartbeats of the last moments (at
+// most three times wal_writer_delay), already acknowledged to JetStream: each host's next heartbeat
+// writes the same columns again within its interval, and nothing else is derived from a heartbeat row
+// but what the next one replaces. Acks stay synchronous: a lost apply status would not be sent again.
+var heartbeatTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit TO off"}
+
+// updateHeartbeats runs the UpdateHeartbeats statement in a heartbeatTx transaction.
 func (s *Store) updateHeartbeats(ctx context.Context, p sqlcdb.UpdateHeartbeatsParams) ([]sqlcdb.UpdateHeartbeatsRow, error) {
 	var rows []sqlcdb.UpdateHeartbeatsRow
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO off"); err != nil {
-			return err
-		}
+	err := pgx.BeginTxFunc(ctx, s.pool, heartbeatTx, func(tx pgx.Tx) error {
 		var err error
 		rows, err = sqlcdb.New(uuidArgs{tx}).UpdateHeartbeats(ctx, p)
 		return err

@@ -148,6 +148,21 @@ func TestHeartbeatBatchesShareOneConnection(t *testing.T) {
 	pool := testinfra.PostgresWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
 	hosts := seed.Hosts(t, pool, 6)
+	// Inside a heartbeat transaction the commit is asynchronous.
+	tx, err := pool.BeginTx(ctx, heartbeatTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inMode string
+	if err := tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&inMode); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if inMode != "off" {
+		t.Fatalf("a heartbeat transaction runs with synchronous_commit %q, want off", inMode)
+	}
 	s := NewStore(pool)
 	beat := func(agent string, at time.Time) ingest.HostHeartbeat {
 		return ingest.HostHeartbeat{HostID: hosts[agent], Heartbeat: ingest.Heartbeat{AgentID: agent, ReceivedAt: at,
