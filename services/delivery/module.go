@@ -40,8 +40,10 @@ type Config struct {
 	FetchWorkers int `env:"CONFIGSYNC_FETCH_WORKERS" default:"256"`
 	FetchQueue   int `env:"CONFIGSYNC_FETCH_QUEUE" default:"4096"`
 	// FetchBatch is the most fetches answered together (one resolver request, one credential
-	// injection); FetchBatchWait how long a batch waits for more while others are running.
-	FetchBatch     int           `env:"CONFIGSYNC_FETCH_BATCH" default:"64"`
+	// injection); FetchBatchWait how long a batch waits for more while others are running. At 128 (two
+	// batches at a time) a 50,000-agent herd cost 145-152 µs of services + PostgreSQL CPU per fetch
+	// and had a p99 of 66-130 ms, against 153-156 µs and 245-346 ms at 64 (three runs each).
+	FetchBatch     int           `env:"CONFIGSYNC_FETCH_BATCH" default:"128"`
 	FetchBatchWait time.Duration `env:"CONFIGSYNC_FETCH_BATCH_WAIT" default:"2ms"`
 	// FetchTimeout bounds a fetch from its arrival: a fetch still queued by then is dropped.
 	FetchTimeout time.Duration `env:"CONFIGSYNC_FETCH_TIMEOUT" default:"10s"`
