@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +35,10 @@ type stack struct {
 	hosts map[string]uuid.UUID // by agent id
 	log   *zap.Logger
 	logs  *observer.ObservedLogs
+
+	// published counts the messages publish sent to each stream's subjects, for drained.
+	mu        sync.Mutex
+	published map[string]uint64
 }
 
 func newStack(t *testing.T, hosts int) *stack {
@@ -85,6 +91,17 @@ func (s *stack) start(t *testing.T) (stop func()) {
 	return stop
 }
 
+// streamOf names the stream that captures subject ("" for none).
+func streamOf(subject string) string {
+	switch {
+	case strings.HasSuffix(subject, strings.TrimPrefix(protocol.AckSubject("a"), protocol.AgentSubjectPrefix+"a")):
+		return protocol.AcksStream
+	case strings.HasSuffix(subject, strings.TrimPrefix(protocol.HeartbeatSubject("a"), protocol.AgentSubjectPrefix+"a")):
+		return protocol.HeartbeatsStream
+	}
+	return ""
+}
+
 // publish sends what an agent sends: a core NATS publish the stream captures.
 func (s *stack) publish(t testing.TB, subject string, v any) {
 	t.Helper()
@@ -98,6 +115,14 @@ func (s *stack) publish(t testing.TB, subject string, v any) {
 			t.Fatal(err)
 		}
 	}
+	if stream := streamOf(subject); stream != "" {
+		s.mu.Lock()
+		if s.published == nil {
+			s.published = map[string]uint64{}
+		}
+		s.published[stream]++
+		s.mu.Unlock()
+	}
 	if err := s.nc.Publish(subject, data); err != nil {
 		t.Fatal(err)
 	}
@@ -110,11 +135,23 @@ func (s *stack) drained(t testing.TB) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	s.mu.Lock()
+	want := maps.Clone(s.published)
+	s.mu.Unlock()
 	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
 		for _, c := range []struct{ stream, durable string }{
 			{protocol.AcksStream, natsapi.AcksDurable},
 			{protocol.HeartbeatsStream, natsapi.HeartbeatsDurable},
 		} {
+			// A flushed core publish has reached the server, not necessarily the stream: until the
+			// stream holds every message published, "drained" would mean drained of fewer.
+			st, err := s.js.Stream(ctx, c.stream)
+			if err != nil {
+				return err
+			}
+			if got := st.CachedInfo().State.LastSeq; got < want[c.stream] {
+				return fmt.Errorf("%s holds %d of the %d messages published", c.stream, got, want[c.stream])
+			}
 			if err := testinfra.Drained(ctx, s.js, c.stream, c.durable); err != nil {
 				return err
 			}
