@@ -66,8 +66,8 @@ func benchIngest(b *testing.B, stream, durable, unit string, message func(i int,
 	b.ReportMetric(float64(delivered)/elapsed.Seconds(), unit)
 }
 
-// waitIngested waits until the consumer has settled every message of the stream (testinfra.Drained)
-// and returns how many it was handed. It polls every 5ms rather than with Eventually's growing
+// waitIngested waits until the stream holds every message published and the consumer has settled them
+// all (testinfra.Drained), and returns how many it was handed. It polls every 5ms rather than with Eventually's growing
 // interval: the wait is part of the measured rate. Until ack-ingest has made its durable, Drained
 // reports it missing and the wait goes on.
 func waitIngested(b *testing.B, s *stack, stream, durable string) uint64 {
@@ -76,7 +76,8 @@ func waitIngested(b *testing.B, s *stack, stream, durable string) uint64 {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	for testinfra.Drained(ctx, s.js, stream, durable) != nil {
+	published := s.publishedTo()[stream]
+	for testinfra.Drained(ctx, s.js, stream, durable, published) != nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cons, err := s.js.Consumer(ctx, stream, durable)

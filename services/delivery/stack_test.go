@@ -284,7 +284,7 @@ func (s *stack) eventsSettled(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	testinfra.EventuallyNoError(t, 30*time.Second, func() error {
-		return testinfra.Drained(ctx, s.js, protocol.EventsStream, natsapi.PushDurable)
+		return testinfra.Drained(ctx, s.js, protocol.EventsStream, natsapi.PushDurable, 0)
 	}, "events settled")
 	// Delivery flushed its publishes before acking, so the server routed them to the agents'
 	// connection already; drain waits until the fleet's handler has recorded them all.
