@@ -179,20 +179,6 @@ func TestDecodeJSONMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// A reply written by hand as the resolver writes it (Signed.AppendJSON) decodes to the reply it encodes.
-func TestDecodeJSONResolverEncoding(t *testing.T) {
-	reply := benchReply(40)
-	data := encodeLikeResolver(t, reply)
-	var got ResolveSetsReply
-	if err := got.DecodeJSON(data); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, reply) {
-		t.Fatalf("decoded reply differs from the encoded one")
-	}
-	check(t, data)
-}
-
 func TestDecodeJSONEdgeCases(t *testing.T) {
 	cases := []string{
 		// accepted
@@ -325,63 +311,6 @@ func benchReply(agents int) ResolveSetsReply {
 	}
 	reply.Sets = []ConfigSet{set}
 	return reply
-}
-
-// encodeLikeResolver writes reply as the resolver's encoder does: hosts and statements by hand
-// (Signed.AppendJSON), the rest by json.Marshal.
-func encodeLikeResolver(tb testing.TB, reply ResolveSetsReply) []byte {
-	configs, err := json.Marshal(reply.Configs)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	buf := fmt.Appendf(nil, `{"contract":%d,"configs":%s,"sets":[`, reply.Contract, configs)
-	for i, set := range reply.Sets {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		head, _ := json.Marshal(struct {
-			ClientID      string         `json:"client_id"`
-			EnvironmentID string         `json:"environment_id"`
-			Configs       map[string]int `json:"configs"`
-		}{set.ClientID, set.EnvironmentID, set.Configs})
-		buf = append(append(buf, head[:len(head)-1]...), `,"hosts":[`...)
-		for k, h := range set.Hosts {
-			if k > 0 {
-				buf = append(buf, ',')
-			}
-			buf = fmt.Appendf(buf, `{"host_id":%q,"agent_id":%q,"identity":`, h.HostID, h.AgentID)
-			if buf, err = h.Identity.AppendJSON(buf); err != nil {
-				tb.Fatal(err)
-			}
-			buf = append(buf, '}')
-		}
-		buf = append(buf, "]}"...)
-	}
-	buf = append(buf, `],"trusted_keys":`...)
-	if buf, err = reply.TrustedKeys.AppendJSON(buf); err != nil {
-		tb.Fatal(err)
-	}
-	return append(buf, '}')
-}
-
-// BenchmarkDecodeResolveSetsReply decodes a signed reply to a batch of fetches as delivery receives it,
-// by DecodeJSON (what natsrpc calls) and by encoding/json's reflection (what it did before).
-func BenchmarkDecodeResolveSetsReply(b *testing.B) {
-	for _, agents := range []int{32, 500} {
-		data := encodeLikeResolver(b, benchReply(agents))
-		b.Run(fmt.Sprintf("agents=%d/DecodeJSON", agents), func(b *testing.B) {
-			benchDecode(b, len(data), func() error {
-				var r ResolveSetsReply
-				return r.DecodeJSON(data)
-			})
-		})
-		b.Run(fmt.Sprintf("agents=%d/reflect", agents), func(b *testing.B) {
-			benchDecode(b, len(data), func() error {
-				var r refReply
-				return json.Unmarshal(data, &r)
-			})
-		})
-	}
 }
 
 // benchDecode runs decode, one decode of a size-byte value into a fresh value, as the benchmark's op,

@@ -328,12 +328,7 @@ func TestStopFinishesTheMessagesInHand(t *testing.T) {
 		}, log)
 	c.Start()
 	<-started
-	stopped := make(chan error)
-	go func() { stopped <- c.Stop(context.Background()) }()
-	close(release)
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
+	testinfra.StopReleasing(t, c.Stop, release)
 	if c.Running() {
 		t.Fatal("running after Stop")
 	}

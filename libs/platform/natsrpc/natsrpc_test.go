@@ -519,12 +519,7 @@ func TestStopAnswersRequestsInHand(t *testing.T) {
 	sub, send := replies(t, client)
 	send("1", "x")
 	<-started
-	stopped := make(chan error)
-	go func() { stopped <- s.Stop(context.Background()) }()
-	close(release)
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
+	testinfra.StopReleasing(t, s.Stop, release)
 	if msg := next(t, sub); string(msg.Data) != `"done"` {
 		t.Fatalf("reply %s", msg.Data)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/configsync/configsync/libs/platform/natsrpc"
 	"github.com/configsync/configsync/libs/protocol"
+	"github.com/configsync/configsync/libs/protocol/protocoltest"
 	"github.com/configsync/configsync/libs/testinfra"
 	"github.com/configsync/configsync/services/delivery/internal/deliver"
 )
@@ -62,7 +63,7 @@ func BenchmarkFetchServerUpstream(b *testing.B) {
 				return
 			}
 			reply, _ := setsResolver{}.ResolveSets(context.Background(), req)
-			if err := m.Respond(encodeSetsLikeResolver(b, reply)); err != nil {
+			if err := m.Respond(protocoltest.EncodeSetsLikeResolver(b, reply)); err != nil {
 				b.Error(err)
 			}
 		})
@@ -75,36 +76,6 @@ func BenchmarkFetchServerUpstream(b *testing.B) {
 		}
 		return NewUpstreamClient(srv.Connect(b), 10*time.Second)
 	})
-}
-
-// encodeSetsLikeResolver writes a reply as the resolver's encoder does: hosts with their identity
-// statements by hand (Signed.AppendJSON), the configs by json.Marshal.
-func encodeSetsLikeResolver(b *testing.B, reply protocol.ResolveSetsReply) []byte {
-	configs, err := json.Marshal(reply.Configs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	buf := fmt.Appendf(nil, `{"contract":%d,"configs":%s,"sets":[`, reply.Contract, configs)
-	for i, set := range reply.Sets {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		head, _ := json.Marshal(protocol.ConfigSet{ClientID: set.ClientID, EnvironmentID: set.EnvironmentID, Configs: set.Configs})
-		buf = append(buf, head[:len(head)-len(`"hosts":null}`)]...)
-		buf = append(buf, `"hosts":[`...)
-		for k, h := range set.Hosts {
-			if k > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, `{"host_id":"`+h.HostID+`","agent_id":"`+h.AgentID+`","identity":`...)
-			if buf, err = h.Identity.AppendJSON(buf); err != nil {
-				b.Fatal(err)
-			}
-			buf = append(buf, '}')
-		}
-		buf = append(buf, "]}"...)
-	}
-	return append(buf, "]}"...)
 }
 
 func benchFetchServer(b *testing.B, resolver func(*testinfra.NATSServer) deliver.Resolver) {

@@ -159,12 +159,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	replies := make(chan *nats.Msg, 1)
 	sendPushPage(t, nc, replies)
 	<-store.entered
-	stopped := make(chan error, 1)
-	go func() { stopped <- s.Stop(context.Background()) }()
-	close(store.release)
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
+	testinfra.StopReleasing(t, s.Stop, store.release)
 	// The service shares nc: once a round trip completes, a reply published before Stop returned has
 	// been delivered to the subscription's channel.
 	if err := nc.Flush(); err != nil {
