@@ -34,7 +34,6 @@ import (
 	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
 	"github.com/configsync/configsync/tools/loadgen/internal/localstack"
 	"github.com/configsync/configsync/tools/loadgen/internal/observe"
-	"github.com/configsync/configsync/tools/loadgen/internal/procstat"
 	"github.com/configsync/configsync/tools/loadgen/internal/report"
 	"github.com/configsync/configsync/tools/loadgen/internal/scenario"
 )
@@ -264,19 +263,7 @@ func runOnce(ctx context.Context, f flags, scenarios map[string]bool, signing bo
 	}
 	backend.Processes = pids
 	dbName := databaseName(f.database)
-	backend.CPUGroups = func() map[string][]int {
-		g := map[string][]int{}
-		if len(pids) > 0 {
-			g["services"] = pids
-		}
-		if dbName != "" {
-			// PostgreSQL backends carry their database's name in their process title.
-			if b := procstat.PIDsWithCmdline(" " + dbName + " "); len(b) > 0 {
-				g["postgres"] = b
-			}
-		}
-		return g
-	}
+	backend.CPUGroups = scenario.CPUGroups(pids, backend.NATSServer, dbName)
 	backend.NATSURL, backend.CredsFile, backend.NATSCA = f.natsURL, f.creds, f.natsCA
 	if metricsURL != "" {
 		httpClient := &http.Client{Timeout: 5 * time.Second}

@@ -17,8 +17,12 @@ func connectStorm(r *scenario.Result) string {
 	if len(s.Errors) > 0 {
 		out += " Errors: " + kv(s.Errors) + "."
 	}
-	out += fmt.Sprintf("\n  nats-server (the services' processes, which alone work during the storm): RSS %s → %s, %s per 10,000 connections; CPU %s during the storm (%s per 10,000 connections); idle, %s of CPU per second per 10,000 connections (over %s). Command subscriptions took %s.",
-		mib(s.RSSBefore), mib(s.RSSAfter), mib(s.RSSPer10k), dur(s.CPU["services"]), dur(s.CPUPer10k), dur(s.IdleCPUPer10k), dur(s.Settle), dur(s.Subscribed))
+	who := "nats-server"
+	if _, apart := s.CPU[scenario.CPUNATSServer]; !apart {
+		who = "nats-server (the services' processes that embed it, which alone work during the storm)"
+	}
+	out += fmt.Sprintf("\n  %s: RSS %s → %s, %s per 10,000 connections; CPU %s during the storm (%s per 10,000 connections); idle, %s of CPU per second per 10,000 connections (over %s). Command subscriptions took %s.",
+		who, mib(s.RSSBefore), mib(s.RSSAfter), mib(s.RSSPer10k), dur(s.CPU.NATSServer()), dur(s.CPUPer10k), dur(s.IdleCPUPer10k), dur(s.Settle), dur(s.Subscribed))
 	out += "\n  CPU during the storm: " + cpuLine(s.CPU, int64(s.Conns-s.Failed), "connection")
 	return out
 }

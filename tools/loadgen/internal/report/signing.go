@@ -45,7 +45,7 @@ func CompareText(w io.Writer, on, off *scenario.Result) {
 		row("herd: fetches ok / failed", fmt.Sprintf("%d / %d", on.Herd.OK, on.Herd.Failed), fmt.Sprintf("%d / %d", off.Herd.OK, off.Herd.Failed))
 		row("herd: fetch latency", summaryShort(on.Herd.Latency), summaryShort(off.Herd.Latency))
 		row("herd: signatures (identities of first fetches + distinct configs)", opt(on.Herd.Signatures), opt(off.Herd.Signatures))
-		row("herd: services' CPU", cpuOf(on.Herd.CPU, "services"), cpuOf(off.Herd.CPU, "services"))
+		row("herd: services' CPU", cpuOf(on.Herd.CPU, scenario.CPUServices), cpuOf(off.Herd.CPU, scenario.CPUServices))
 	}
 }
 
@@ -75,7 +75,7 @@ func pushCPU(p *scenario.PushResult) string {
 	if len(p.Runs) == 0 {
 		return "n/a"
 	}
-	return cpuOf(p.Runs[0].CPU, "services")
+	return cpuOf(p.Runs[0].CPU, scenario.CPUServices)
 }
 
 func cpuOf(cpu scenario.CPU, group string) string {

@@ -22,21 +22,22 @@ type RealConnections struct {
 }
 
 // ConnectStormResult is the connect storm of a real-connection fleet, measured before the herd window
-// opens: the handshakes, and what the connections cost the NATS server. With a private devstack the
-// service processes are the five services and the embedded nats-server, which alone works during the
-// storm and holds the connections, so their growth is the server's.
+// opens: the handshakes, and what the connections cost the NATS server. With a private devstack that is
+// nats-server's own process; with a stack that embeds the server in the services' process (or an
+// external one) it is the service processes', where the server alone works during the storm and holds
+// the connections.
 type ConnectStormResult struct {
 	fleet.ConnectStorm
 	// CPU used from the first connect until every agent had subscribed its commands, by group.
 	CPU CPU `json:"cpu_ns"`
-	// RSSBefore and RSSAfter are the service processes' resident memory before the storm and once every
-	// agent had subscribed; RSSPer10k is the growth per 10,000 connections.
+	// RSSBefore and RSSAfter are nats-server's resident memory (see above) before the storm and once
+	// every agent had subscribed; RSSPer10k is the growth per 10,000 connections.
 	RSSBefore uint64 `json:"rss_before_bytes"`
 	RSSAfter  uint64 `json:"rss_after_bytes"`
 	RSSPer10k uint64 `json:"rss_per_10k_conns_bytes"`
-	// CPUPer10k is the services' CPU during the storm per 10,000 connections.
+	// CPUPer10k is nats-server's CPU (CPU.NATSServer) during the storm per 10,000 connections.
 	CPUPer10k time.Duration `json:"cpu_per_10k_conns_ns"`
-	// IdleCPUPer10k is the services' CPU per second, per 10,000 connections, while the connected fleet
+	// IdleCPUPer10k is nats-server's CPU per second, per 10,000 connections, while the connected fleet
 	// sat idle for Settle (no heartbeats yet): the cost of holding the connections.
 	IdleCPUPer10k time.Duration `json:"idle_cpu_per_10k_conns_per_s_ns"`
 	Settle        time.Duration `json:"settle_ns"`
@@ -86,7 +87,7 @@ func (r *Runner) newFleet(ids []string) (*fleet.Fleet, error) {
 		identities[i] = fleet.Identity{AgentID: id, Creds: r.identities[id]}
 	}
 	r.identities = nil // the seeds are needed only to connect
-	rssBefore := r.servicesRSS()
+	rssBefore := r.natsRSS()
 	cpu0 := r.cpuSnapshot()
 	r.logf("connect storm: %d agents, each its own NATS user and connection (%d at a time, %d source addresses)",
 		len(ids), r.opts.Real.Concurrency, r.opts.Real.SourceAddrs)
@@ -112,12 +113,12 @@ func (r *Runner) newFleet(ids []string) (*fleet.Fleet, error) {
 	}
 	res.Subscribed = time.Since(subStart)
 	res.CPU = r.cpuSince(cpu0)
-	res.RSSAfter = r.servicesRSS()
+	res.RSSAfter = r.natsRSS()
 	per10k := float64(len(ids)) / 10000
 	if res.RSSAfter > res.RSSBefore {
 		res.RSSPer10k = uint64(float64(res.RSSAfter-res.RSSBefore) / per10k)
 	}
-	res.CPUPer10k = time.Duration(float64(res.CPU["services"]) / per10k)
+	res.CPUPer10k = time.Duration(float64(res.CPU.NATSServer()) / per10k)
 	r.logf("connect storm: %d connected in %s (%.0f/s, connect p50 %s p99 %s), %d failed; commands subscribed in %s",
 		storm.Conns-storm.Failed, storm.Elapsed.Round(time.Millisecond), storm.PerSecond, storm.Latency.P50, storm.Latency.P99,
 		storm.Failed, res.Subscribed.Round(time.Millisecond))
@@ -126,18 +127,23 @@ func (r *Runner) newFleet(ids []string) (*fleet.Fleet, error) {
 		time.Sleep(s) // nothing to wait for: this is the idle window being measured
 		idle := r.cpuSince(idle0)
 		res.Settle = s
-		res.IdleCPUPer10k = time.Duration(float64(idle["services"]) / s.Seconds() / per10k)
+		res.IdleCPUPer10k = time.Duration(float64(idle.NATSServer()) / s.Seconds() / per10k)
 	}
-	r.logf("connect storm: services (nats-server) RSS %s → %s (%s per 10,000 connections), CPU %s in the storm (%s per 10,000), idle %s/s per 10,000",
-		mib(res.RSSBefore), mib(res.RSSAfter), mib(res.RSSPer10k), res.CPU["services"].Round(time.Millisecond), res.CPUPer10k.Round(time.Millisecond),
+	r.logf("connect storm: nats-server RSS %s → %s (%s per 10,000 connections), CPU %s in the storm (%s per 10,000), idle %s/s per 10,000",
+		mib(res.RSSBefore), mib(res.RSSAfter), mib(res.RSSPer10k), res.CPU.NATSServer().Round(time.Millisecond), res.CPUPer10k.Round(time.Millisecond),
 		res.IdleCPUPer10k.Round(time.Microsecond))
 	return f, nil
 }
 
-// servicesRSS is the summed resident memory of the service processes (0 when unknown).
-func (r *Runner) servicesRSS() uint64 {
+// natsRSS is nats-server's resident memory: its own process's when the stack runs one, else the
+// summed service processes' (0 when unknown).
+func (r *Runner) natsRSS() uint64 {
+	pids := r.backend.Processes
+	if r.backend.NATSServer != 0 {
+		pids = []int{r.backend.NATSServer}
+	}
 	var sum uint64
-	for _, pid := range r.backend.Processes {
+	for _, pid := range pids {
 		if m, err := procstat.Read(pid); err == nil {
 			sum += m.RSS
 		}

@@ -111,9 +111,52 @@ const (
 	RoleNATSServer = "nats-server"
 )
 
-// CPU is the CPU time groups of processes used during one phase, by group name ("loadgen" is this
-// process: the simulated fleet).
+// CPU is the CPU time groups of processes used during one phase, by group name: CPUServices,
+// CPUNATSServer, CPUPostgres and "loadgen" (this process: the simulated fleet).
 type CPU map[string]time.Duration
+
+// The CPU groups of a stack. A stack whose nats-server runs in a process of its own (devstack's) has
+// CPUNATSServer apart from CPUServices; one that embeds it in the services' process (or an external
+// stack given by -service-pids) counts it in CPUServices and has no CPUNATSServer group.
+const (
+	CPUServices   = "services"
+	CPUNATSServer = "nats-server"
+	CPUPostgres   = "postgres"
+)
+
+// CPUGroups returns Backend.CPUGroups for a stack of processes of which natsServer (0: none) is a
+// nats-server of its own, and whose PostgreSQL database is dbName ("": not observed): the services,
+// nats-server and the database's backends (which carry its name in their process title).
+func CPUGroups(processes []int, natsServer int, dbName string) func() map[string][]int {
+	return func() map[string][]int {
+		g := map[string][]int{}
+		for _, pid := range processes {
+			if pid == natsServer {
+				g[CPUNATSServer] = append(g[CPUNATSServer], pid)
+			} else {
+				g[CPUServices] = append(g[CPUServices], pid)
+			}
+		}
+		if dbName != "" {
+			if b := procstat.PIDsWithCmdline(" " + dbName + " "); len(b) > 0 {
+				g[CPUPostgres] = b
+			}
+		}
+		return g
+	}
+}
+
+// Stack is the CPU of the stack under test without its database: the services and nats-server.
+func (c CPU) Stack() time.Duration { return c[CPUServices] + c[CPUNATSServer] }
+
+// NATSServer is nats-server's CPU: its own process's when it has one, else the services' process's
+// that embeds it (with the services' own work in it).
+func (c CPU) NATSServer() time.Duration {
+	if d, ok := c[CPUNATSServer]; ok {
+		return d
+	}
+	return c[CPUServices]
+}
 
 // cpuSnapshot is per-process CPU time by group.
 type cpuSnapshot map[string]map[int]time.Duration

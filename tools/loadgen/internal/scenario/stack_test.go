@@ -20,7 +20,6 @@ import (
 	"github.com/configsync/configsync/tools/loadgen/internal/fleet"
 	"github.com/configsync/configsync/tools/loadgen/internal/localstack"
 	"github.com/configsync/configsync/tools/loadgen/internal/observe"
-	"github.com/configsync/configsync/tools/loadgen/internal/procstat"
 )
 
 // TestScenariosAgainstDevstack runs every scenario with 50 agents against the real services: devstack
@@ -195,9 +194,7 @@ func devstackBackend(ctx context.Context, t *testing.T) (Backend, *localstack.St
 	backend := Backend{
 		API: api, Observer: obs, NATSURL: stack.NATSURL, CredsFile: stack.CredsFile, NATSCA: stack.NATSCA, Control: nc, JS: js,
 		Processes: stack.PIDs(), NATSServer: stack.NATSPID, Alive: stack.Alive,
-		CPUGroups: func() map[string][]int {
-			return map[string][]int{"services": stack.PIDs(), "postgres": procstat.PIDsWithCmdline(" " + dbName + " ")}
-		},
+		CPUGroups: CPUGroups(stack.PIDs(), stack.NATSPID, dbName),
 		Signatures: func(ctx context.Context) (int64, error) {
 			return backendstats.Signatures(ctx, http.DefaultClient, stack.MetricsURL)
 		},
