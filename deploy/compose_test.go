@@ -97,12 +97,30 @@ func checkComposeEnvironment(t *testing.T, p *types.Project) {
 				checkEnv(t, bin, "compose.yaml service "+name, set)
 			}
 		case strings.HasPrefix(svc.Image, "nats:"):
-			// nats-server reads only what its config file references.
+			// nats-server reads only what its config file references, and its Go runtime its own.
 			for _, k := range set {
-				if !strings.Contains(conf, "$"+k) {
+				if !goRuntimeEnv[k] && !strings.Contains(conf, "$"+k) {
 					t.Errorf("compose.yaml service %s sets %s, which nats/nats-server.conf never references", name, k)
 				}
 			}
+		}
+	}
+}
+
+// TestComposeGoRuntime: the services and the nats servers run at the GC target the fleet-scale figures
+// were measured with, as in Kubernetes (TestKubernetesGoRuntimeFitsItsLimit; compose sets no memory
+// limits, so no GOMEMLIMIT).
+func TestComposeGoRuntime(t *testing.T) {
+	p := loadCompose(t)
+	want := append([]string{"nats-0", "nats-1", "nats-2"}, services...)
+	for _, name := range want {
+		svc, ok := p.Services[name]
+		if !ok {
+			t.Errorf("compose has no service %s", name)
+			continue
+		}
+		if v := svc.Environment["GOGC"]; v == nil || *v != "400" {
+			t.Errorf("compose service %s: GOGC %v, want 400", name, v)
 		}
 	}
 }
