@@ -17,13 +17,30 @@ func DecodeStrict(data []byte, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errors.New("empty request body")
 	}
+	switch err := DecodeOne(data, dst); {
+	case errors.Is(err, ErrDataAfterValue):
+		return errors.New("malformed JSON: data after the request object")
+	case err != nil:
+		return fmt.Errorf("malformed JSON: %s", describeJSONError(err))
+	}
+	return nil
+}
+
+// ErrDataAfterValue is DecodeOne's error for data after the JSON value.
+var ErrDataAfterValue = errors.New("data after the JSON value")
+
+// DecodeOne decodes exactly one JSON value of data into dst: the strictness every edge applies to a
+// request body (DecodeStrict here, config-api's REST API), in one place. Unknown fields are refused, and
+// so is anything but space after the value (ErrDataAfterValue); any other error is encoding/json's, for
+// the edge to describe in its own words without echoing the payload.
+func DecodeOne(data []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return fmt.Errorf("malformed JSON: %s", describeJSONError(err))
+		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("malformed JSON: data after the request object")
+		return ErrDataAfterValue
 	}
 	return nil
 }

@@ -583,42 +583,37 @@ func (d *setsDecoder) number() error {
 	if p < len(data) && data[p] == '-' {
 		p++
 	}
-	switch {
-	case p < len(data) && data[p] == '0':
-		p++
-	case p < len(data) && '1' <= data[p] && data[p] <= '9':
-		for p < len(data) && '0' <= data[p] && data[p] <= '9' {
-			p++
-		}
-	default:
-		d.pos = p
-		return d.syntax("invalid number")
+	ok := true
+	if p < len(data) && data[p] == '0' {
+		p++ // a leading zero stands alone
+	} else {
+		p, ok = digits(data, p)
 	}
-	if p < len(data) && data[p] == '.' {
-		p++
-		if p >= len(data) || data[p] < '0' || data[p] > '9' {
-			d.pos = p
-			return d.syntax("invalid number")
-		}
-		for p < len(data) && '0' <= data[p] && data[p] <= '9' {
-			p++
-		}
+	if ok && p < len(data) && data[p] == '.' {
+		p, ok = digits(data, p+1)
 	}
-	if p < len(data) && (data[p] == 'e' || data[p] == 'E') {
+	if ok && p < len(data) && (data[p] == 'e' || data[p] == 'E') {
 		p++
 		if p < len(data) && (data[p] == '+' || data[p] == '-') {
 			p++
 		}
-		if p >= len(data) || data[p] < '0' || data[p] > '9' {
-			d.pos = p
-			return d.syntax("invalid number")
-		}
-		for p < len(data) && '0' <= data[p] && data[p] <= '9' {
-			p++
-		}
+		p, ok = digits(data, p)
 	}
 	d.pos = p
+	if !ok {
+		return d.syntax("invalid number")
+	}
 	return nil
+}
+
+// digits skips the decimal digits of data at p and returns where they end; ok is false when there are
+// none (the integer part, a fraction and an exponent each need one).
+func digits(data []byte, p int) (end int, ok bool) {
+	start := p
+	for p < len(data) && '0' <= data[p] && data[p] <= '9' {
+		p++
+	}
+	return p, p > start
 }
 
 // rawString consumes a string and returns its contents, unescaped as encoding/json does (invalid

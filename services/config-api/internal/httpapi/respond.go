@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
 
+	"github.com/configsync/configsync/libs/protocol"
 	"github.com/configsync/configsync/services/config-api/internal/configs"
 	"github.com/configsync/configsync/services/config-api/internal/fault"
 	"github.com/configsync/configsync/services/config-api/internal/httpedge"
@@ -155,13 +156,11 @@ func decodeBytes(data []byte, dst any) error {
 	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		return fault.Invalidf("malformed JSON body: the request body must be a JSON object, not null")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return fault.Invalidf("malformed JSON body: %s", describeJSONError(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	switch err := protocol.DecodeOne(data, dst); {
+	case errors.Is(err, protocol.ErrDataAfterValue):
 		return fault.Invalidf("malformed JSON body: unexpected data after the JSON value")
+	case err != nil:
+		return fault.Invalidf("malformed JSON body: %s", describeJSONError(err))
 	}
 	return nil
 }

@@ -32,7 +32,17 @@ func newRequester(nc *nats.Conn, timeout time.Duration, service string) requeste
 
 // call sends req as JSON on subject and decodes the reply into out (which may be nil).
 func (r requester) call(ctx context.Context, subject string, req, out any) error {
-	err := r.client.Call(ctx, subject, req, out)
+	return r.classify(r.client.Call(ctx, subject, req, out))
+}
+
+// request is call decoding the reply into a new R.
+func request[R any](ctx context.Context, r requester, subject string, req any) (R, error) {
+	reply, err := natsrpc.CallFor[R](ctx, r.client, subject, req)
+	return reply, r.classify(err)
+}
+
+// classify turns a natsrpc call's error into a fault (nil: nil).
+func (r requester) classify(err error) error {
 	var perr *protocol.Error
 	switch {
 	case err == nil:
@@ -48,13 +58,6 @@ func (r requester) call(ctx context.Context, subject string, req, out any) error
 	default:
 		return fault.ServiceUnavailable(r.service+" service request failed", err)
 	}
-}
-
-// request is call decoding the reply into a new R.
-func request[R any](ctx context.Context, r requester, subject string, req any) (R, error) {
-	var reply R
-	err := r.call(ctx, subject, req, &reply)
-	return reply, err
 }
 
 // mapError turns a service's error code into a fault. Messages of caller errors (invalid, not found,
